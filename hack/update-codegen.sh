@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Regenerates every generated file: deepcopy, defaulters, conversion
+# (apis/), OpenAPI definitions, clientset, listers, informers and apply
+# configurations (generated/). Works offline once the module cache is warm.
+set -o errexit -o nounset -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MODULE=github.com/draplane/draplane
+cd "${ROOT}"
+
+CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
+# shellcheck source=/dev/null
+source "${CODEGEN_PKG}/kube_codegen.sh"
+BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
+
+kube::codegen::gen_helpers --boilerplate "${BOILERPLATE}" "${ROOT}/apis"
+
+# OpenAPI for our group plus every foreign type the server publishes
+# (core-lite serves pods, nodes, namespaces, events and leases). The
+# violations list holds apimachinery's own rule violations we accept.
+report_args=(--report-filename "${ROOT}/hack/api-rule-violations.list")
+if [[ "${UPDATE_API_KNOWN_VIOLATIONS:-}" == "true" ]]; then
+  report_args+=(--update-report)
+fi
+kube::codegen::gen_openapi \
+  --output-dir "${ROOT}/generated/openapi" \
+  --output-pkg "${MODULE}/generated/openapi" \
+  --output-model-name-file zz_generated.model_name.go \
+  --extra-pkgs k8s.io/api/core/v1 \
+  --extra-pkgs k8s.io/api/coordination/v1 \
+  --extra-pkgs k8s.io/api/policy/v1 \
+  --extra-pkgs k8s.io/apimachinery/pkg/apis/meta/v1 \
+  --extra-pkgs k8s.io/apimachinery/pkg/runtime \
+  --extra-pkgs k8s.io/apimachinery/pkg/version \
+  --extra-pkgs k8s.io/apimachinery/pkg/api/resource \
+  --extra-pkgs k8s.io/apimachinery/pkg/util/intstr \
+  "${report_args[@]}" \
+  --boilerplate "${BOILERPLATE}" \
+  "${ROOT}/apis"
+
+# Apply configurations need the schema of our types to extract managed
+# fields; render it from the definitions generated above.
+schema="$(mktemp)"
+trap 'rm -f "${schema}"' EXIT
+go run ./hack/tools/models-schema > "${schema}"
+
+kube::codegen::gen_client \
+  --with-watch \
+  --with-applyconfig \
+  --applyconfig-openapi-schema "${schema}" \
+  --output-dir "${ROOT}/generated" \
+  --output-pkg "${MODULE}/generated" \
+  --boilerplate "${BOILERPLATE}" \
+  "${ROOT}/apis"
