@@ -1,0 +1,58 @@
+// Package allocator decides which devices satisfy a pod's ResourceClaims on
+// a node. It is a pure library: the caller hands in device classes,
+// ResourceSlices, what is already in use, the claims and a node, and gets
+// back AllocationResults or an explanation of why the claims don't fit.
+//
+// The work is split so that repeated calls are cheap: Prepare groups slices
+// into pools once, Inventory.State folds in the devices in use once per
+// scheduling round, and per node the device list and per device the result
+// of every selector expression are computed once and cached.
+package allocator
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+)
+
+// Policy chooses among nodes that all fit.
+type Policy int
+
+const (
+	// MostAllocated prefers nodes whose devices are already the most used,
+	// packing pods tightly and keeping other nodes free.
+	MostAllocated Policy = iota
+	// LeastAllocated spreads pods over the least used nodes.
+	LeastAllocated
+)
+
+// Options configure an Allocator.
+type Options struct {
+	Policy Policy
+	// Selectors compiles CEL selector expressions. Without one, any claim
+	// or class with a selector cannot be allocated.
+	Selectors SelectorCompiler
+	// NewShareID generates the share IDs of allocations of devices that
+	// allow multiple allocations. Defaults to random UIDs; tests set it to
+	// get stable output.
+	NewShareID func() types.UID
+}
+
+// Allocator allocates devices. It holds no cluster state and is safe for
+// concurrent use.
+type Allocator struct {
+	policy     Policy
+	compiler   SelectorCompiler
+	newShareID func() types.UID
+}
+
+// New returns an Allocator.
+func New(opts Options) *Allocator {
+	a := &Allocator{policy: opts.Policy, compiler: opts.Selectors, newShareID: opts.NewShareID}
+	if a.compiler == nil {
+		a.compiler = missingCompiler{}
+	}
+	if a.newShareID == nil {
+		a.newShareID = uuid.NewUUID
+	}
+	return a
+}

@@ -1,0 +1,195 @@
+package allocator
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+// InUse records which devices, shares and capacity existing allocations
+// hold. Build it from the allocated claims and keep adding to it: the
+// allocation controller adds allocations it made before it sees them back
+// from the API. It is not safe for concurrent use.
+type InUse struct {
+	exclusive map[DeviceID]int
+	shared    map[DeviceID]*sharedUse
+}
+
+// sharedUse sums the allocations of one device that allows multiple
+// allocations.
+type sharedUse struct {
+	shares   int
+	consumed map[resourceapi.QualifiedName]resource.Quantity
+}
+
+// NewInUse returns empty accounting.
+func NewInUse() *InUse {
+	return &InUse{exclusive: make(map[DeviceID]int), shared: make(map[DeviceID]*sharedUse)}
+}
+
+// AddClaim records the allocation of a claim, if it has one.
+func (u *InUse) AddClaim(claim *resourceapi.ResourceClaim) {
+	if claim != nil && claim.Status.Allocation != nil {
+		u.AddAllocation(claim.Status.Allocation)
+	}
+}
+
+// AddAllocation records the devices of one allocation. Admin access does
+// not make a device busy, so such results are not recorded.
+func (u *InUse) AddAllocation(alloc *resourceapi.AllocationResult) {
+	u.apply(alloc, 1)
+}
+
+// RemoveAllocation undoes AddAllocation, e.g. after a deallocation.
+func (u *InUse) RemoveAllocation(alloc *resourceapi.AllocationResult) {
+	u.apply(alloc, -1)
+}
+
+func (u *InUse) apply(alloc *resourceapi.AllocationResult, sign int) {
+	if alloc == nil {
+		return
+	}
+	for _, r := range alloc.Devices.Results {
+		if r.AdminAccess != nil && *r.AdminAccess {
+			continue
+		}
+		id := DeviceID{r.Driver, r.Pool, r.Device}
+		if r.ShareID == nil {
+			u.exclusive[id] += sign
+			if u.exclusive[id] <= 0 {
+				delete(u.exclusive, id)
+			}
+			continue
+		}
+		s := u.shared[id]
+		if s == nil {
+			s = &sharedUse{consumed: make(map[resourceapi.QualifiedName]resource.Quantity)}
+			u.shared[id] = s
+		}
+		s.shares += sign
+		for name, q := range r.ConsumedCapacity {
+			sum := s.consumed[name]
+			if sign > 0 {
+				sum.Add(q)
+			} else {
+				sum.Sub(q)
+			}
+			s.consumed[name] = sum
+		}
+		if s.shares <= 0 {
+			delete(u.shared, id)
+		}
+	}
+}
+
+// Allocated reports whether a device is held exclusively.
+func (u *InUse) Allocated(id DeviceID) bool { return u.exclusive[id] > 0 }
+
+// Clone returns an independent copy.
+func (u *InUse) Clone() *InUse {
+	c := NewInUse()
+	for id, n := range u.exclusive {
+		c.exclusive[id] = n
+	}
+	for id, s := range u.shared {
+		cs := &sharedUse{shares: s.shares, consumed: make(map[resourceapi.QualifiedName]resource.Quantity, len(s.consumed))}
+		for name, q := range s.consumed {
+			cs.consumed[name] = q.DeepCopy()
+		}
+		c.shared[id] = cs
+	}
+	return c
+}
+
+// State is an Inventory combined with what is in use, in the dense form the
+// search works with. Build one per scheduling round with Inventory.State;
+// it is read-only afterwards and safe for concurrent Allocate calls.
+type State struct {
+	inv *Inventory
+	// busy marks devices held exclusively.
+	busy []bool
+	// shared marks devices that allow multiple allocations and have at
+	// least one; their counters are already consumed.
+	shared []bool
+	// capUsed is the consumed capacity per device, aligned with device.caps.
+	capUsed map[int][]int64
+	// counterFree is what is left of every shared counter.
+	counterFree []int64
+}
+
+// State combines the inventory with the in-use accounting. Devices that the
+// inventory does not know are ignored.
+func (inv *Inventory) State(u *InUse) *State {
+	s := &State{
+		inv:         inv,
+		busy:        make([]bool, len(inv.devices)),
+		shared:      make([]bool, len(inv.devices)),
+		capUsed:     make(map[int][]int64),
+		counterFree: append([]int64(nil), inv.counterTotals...),
+	}
+	if u == nil {
+		return s
+	}
+	consume := func(d *device) {
+		for _, c := range d.counters {
+			s.counterFree[c.counter] -= c.amount
+		}
+	}
+	for id := range u.exclusive {
+		d := inv.byID[id]
+		if d == nil || s.busy[d.index] {
+			continue
+		}
+		s.busy[d.index] = true
+		consume(d)
+	}
+	for id, use := range u.shared {
+		d := inv.byID[id]
+		if d == nil {
+			continue
+		}
+		if !s.shared[d.index] && !s.busy[d.index] {
+			consume(d)
+		}
+		s.shared[d.index] = true
+		used := make([]int64, len(d.caps))
+		for name, q := range use.consumed {
+			if i := capacityIndex(d, name); i >= 0 {
+				used[i] += q.MilliValue()
+			}
+		}
+		s.capUsed[d.index] = used
+	}
+	return s
+}
+
+// capacityIndex finds a capacity of the device by name. A name without a
+// domain and the same name qualified with the device's driver refer to the
+// same capacity.
+func capacityIndex(d *device, name resourceapi.QualifiedName) int {
+	for i := range d.caps {
+		if d.caps[i].name == name {
+			return i
+		}
+	}
+	prefix := d.id.Driver + "/"
+	if id, ok := strings.CutPrefix(string(name), prefix); ok {
+		for i := range d.caps {
+			if string(d.caps[i].name) == id {
+				return i
+			}
+		}
+		return -1
+	}
+	if strings.Contains(string(name), "/") {
+		return -1
+	}
+	for i := range d.caps {
+		if string(d.caps[i].name) == prefix+string(name) {
+			return i
+		}
+	}
+	return -1
+}

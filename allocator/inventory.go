@@ -1,0 +1,436 @@
+package allocator
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+// Snapshot is the cluster state the allocator works from: device classes,
+// ResourceSlices and DeviceTaintRules. It is prepared once with
+// Allocator.Prepare and then shared by many Allocate calls.
+type Snapshot struct {
+	Classes    map[string]*resourceapi.DeviceClass
+	Slices     []*resourceapi.ResourceSlice
+	TaintRules []*resourceapi.DeviceTaintRule
+}
+
+// DeviceID names one device.
+type DeviceID struct {
+	Driver, Pool, Device string
+}
+
+func (id DeviceID) String() string { return id.Driver + "/" + id.Pool + "/" + id.Device }
+
+// PoolID names one resource pool.
+type PoolID struct {
+	Driver, Pool string
+}
+
+func (id PoolID) String() string { return id.Driver + "/" + id.Pool }
+
+// pool is the highest generation of one resource pool.
+type pool struct {
+	id         PoolID
+	generation int64
+	// incomplete is set while fewer slices than announced are visible;
+	// such a pool may be missing devices, so nothing is taken from it.
+	incomplete bool
+	// invalid explains why the pool cannot be used, empty when it can.
+	invalid string
+	devices []*device
+}
+
+func (p *pool) unusable() bool { return p.incomplete || p.invalid != "" }
+
+func (p *pool) problem() string {
+	if p.invalid != "" {
+		return fmt.Sprintf("pool %s is invalid: %s", p.id, p.invalid)
+	}
+	return fmt.Sprintf("pool %s is incomplete (not all of its ResourceSlices are visible)", p.id)
+}
+
+// device is one device of a usable-or-not pool with everything the search
+// needs precomputed.
+type device struct {
+	index int
+	id    DeviceID
+	api   *resourceapi.Device
+	slice *resourceapi.ResourceSlice
+	pool  *pool
+
+	// Where the device can be used.
+	nodeName     string
+	allNodes     bool
+	nodeSelector *corev1.NodeSelector
+
+	taints   []resourceapi.DeviceTaint
+	counters []counterUse
+	multi    bool
+	caps     []deviceCapacity
+	selector SelectorDevice
+}
+
+type counterUse struct {
+	counter int // index into Inventory.counterTotals
+	amount  int64
+}
+
+type deviceCapacity struct {
+	name   resourceapi.QualifiedName
+	total  int64 // milli-units
+	format resource.Format
+	policy *resourceapi.CapacityRequestPolicy
+}
+
+// Inventory is a prepared Snapshot: pools grouped and checked, devices
+// indexed, per-node device lists and selector results cached. It is safe for
+// concurrent use.
+type Inventory struct {
+	compiler SelectorCompiler
+	classes  map[string]*resourceapi.DeviceClass
+	pools    []*pool
+	devices  []*device
+	byID     map[DeviceID]*device
+
+	counterTotals []int64
+	counterNames  []string // "pool/set/counter" for explanations
+
+	byNode   map[string][]*device
+	floating []*device // devices usable on more than one node
+	// floatingPools are pools with at least one slice not tied to a node
+	// name; only their unusable state matters per node.
+	nodePools     map[string][]*pool
+	floatingPools []*pool
+
+	viewsMu sync.Mutex
+	views   map[string]*nodeView
+
+	exprsMu sync.RWMutex
+	exprs   map[string]*exprCache
+}
+
+// maxCachedExpressions bounds the selector cache; request selectors come
+// from users and can be arbitrarily many.
+const maxCachedExpressions = 4096
+
+// Prepare groups the snapshot's slices into pools and indexes devices.
+func (a *Allocator) Prepare(snap Snapshot) *Inventory {
+	inv := &Inventory{
+		compiler: a.compiler,
+		classes:  snap.Classes,
+		byID:     make(map[DeviceID]*device),
+		byNode:   make(map[string][]*device),
+		nodePools: make(map[string][]*pool),
+		views:    make(map[string]*nodeView),
+		exprs:    make(map[string]*exprCache),
+	}
+	if inv.classes == nil {
+		inv.classes = map[string]*resourceapi.DeviceClass{}
+	}
+
+	grouped := make(map[PoolID][]*resourceapi.ResourceSlice)
+	for _, s := range snap.Slices {
+		id := PoolID{s.Spec.Driver, s.Spec.Pool.Name}
+		grouped[id] = append(grouped[id], s)
+	}
+	ids := make([]PoolID, 0, len(grouped))
+	for id := range grouped {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b PoolID) int {
+		return cmp.Or(strings.Compare(a.Driver, b.Driver), strings.Compare(a.Pool, b.Pool))
+	})
+
+	for _, id := range ids {
+		inv.addPool(id, grouped[id], snap.TaintRules)
+	}
+	return inv
+}
+
+func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules []*resourceapi.DeviceTaintRule) {
+	var gen int64 = -1 << 63
+	for _, s := range all {
+		gen = max(gen, s.Spec.Pool.Generation)
+	}
+	var current []*resourceapi.ResourceSlice
+	for _, s := range all {
+		if s.Spec.Pool.Generation == gen {
+			current = append(current, s)
+		}
+	}
+	slices.SortStableFunc(current, func(a, b *resourceapi.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
+
+	p := &pool{id: id, generation: gen}
+	inv.pools = append(inv.pools, p)
+	want := current[0].Spec.Pool.ResourceSliceCount
+	for _, s := range current {
+		if s.Spec.Pool.ResourceSliceCount != want {
+			p.invalid = "slices disagree on resourceSliceCount"
+		}
+	}
+	if int64(len(current)) < want {
+		p.incomplete = true
+	}
+
+	// Counter sets may be published in any slice of the pool.
+	counterIndex := make(map[string]map[string]int)
+	for _, s := range current {
+		for _, set := range s.Spec.SharedCounters {
+			if _, dup := counterIndex[set.Name]; dup {
+				p.invalid = fmt.Sprintf("counter set %q defined twice", set.Name)
+				continue
+			}
+			names := make([]string, 0, len(set.Counters))
+			for name := range set.Counters {
+				names = append(names, name)
+			}
+			slices.Sort(names)
+			m := make(map[string]int, len(names))
+			for _, name := range names {
+				m[name] = len(inv.counterTotals)
+				q := set.Counters[name].Value
+				inv.counterTotals = append(inv.counterTotals, q.MilliValue())
+				inv.counterNames = append(inv.counterNames, id.String()+"/"+set.Name+"/"+name)
+			}
+			counterIndex[set.Name] = m
+		}
+	}
+
+	seen := make(map[string]bool)
+	floatingPool := false
+	nodeNames := make(map[string]bool)
+	for _, s := range current {
+		perDevice := s.Spec.PerDeviceNodeSelection != nil && *s.Spec.PerDeviceNodeSelection
+		for i := range s.Spec.Devices {
+			api := &s.Spec.Devices[i]
+			if seen[api.Name] {
+				p.invalid = fmt.Sprintf("device %q listed twice", api.Name)
+			}
+			seen[api.Name] = true
+			d := &device{
+				index: len(inv.devices),
+				id:    DeviceID{id.Driver, id.Pool, api.Name},
+				api:   api,
+				slice: s,
+				pool:  p,
+				multi: api.AllowMultipleAllocations != nil && *api.AllowMultipleAllocations,
+				selector: SelectorDevice{
+					Driver:                   id.Driver,
+					Attributes:               api.Attributes,
+					Capacity:                 api.Capacity,
+					AllowMultipleAllocations: api.AllowMultipleAllocations,
+				},
+			}
+			if perDevice {
+				d.nodeName = deref(api.NodeName)
+				d.allNodes = api.AllNodes != nil && *api.AllNodes
+				d.nodeSelector = api.NodeSelector
+			} else {
+				d.nodeName = deref(s.Spec.NodeName)
+				d.allNodes = s.Spec.AllNodes != nil && *s.Spec.AllNodes
+				d.nodeSelector = s.Spec.NodeSelector
+			}
+			d.taints = deviceTaints(d, rules)
+			for _, use := range api.ConsumesCounters {
+				set, ok := counterIndex[use.CounterSet]
+				if !ok {
+					p.invalid = fmt.Sprintf("device %q consumes from unknown counter set %q", api.Name, use.CounterSet)
+					continue
+				}
+				names := make([]string, 0, len(use.Counters))
+				for name := range use.Counters {
+					names = append(names, name)
+				}
+				slices.Sort(names)
+				for _, name := range names {
+					idx, ok := set[name]
+					if !ok {
+						p.invalid = fmt.Sprintf("device %q consumes unknown counter %q of set %q", api.Name, name, use.CounterSet)
+						continue
+					}
+					q := use.Counters[name].Value
+					d.counters = append(d.counters, counterUse{counter: idx, amount: q.MilliValue()})
+				}
+			}
+			capNames := make([]resourceapi.QualifiedName, 0, len(api.Capacity))
+			for name := range api.Capacity {
+				capNames = append(capNames, name)
+			}
+			slices.Sort(capNames)
+			for _, name := range capNames {
+				c := api.Capacity[name]
+				d.caps = append(d.caps, deviceCapacity{name: name, total: c.Value.MilliValue(), format: c.Value.Format, policy: c.RequestPolicy})
+			}
+
+			p.devices = append(p.devices, d)
+			inv.devices = append(inv.devices, d)
+			inv.byID[d.id] = d
+			if d.nodeName != "" {
+				inv.byNode[d.nodeName] = append(inv.byNode[d.nodeName], d)
+				nodeNames[d.nodeName] = true
+			} else if d.allNodes || d.nodeSelector != nil {
+				inv.floating = append(inv.floating, d)
+				floatingPool = true
+			}
+		}
+	}
+	if floatingPool {
+		inv.floatingPools = append(inv.floatingPools, p)
+	}
+	for name := range nodeNames {
+		inv.nodePools[name] = append(inv.nodePools[name], p)
+	}
+}
+
+// deviceTaints returns the device's own taints followed by those of the
+// DeviceTaintRules that select it.
+func deviceTaints(d *device, rules []*resourceapi.DeviceTaintRule) []resourceapi.DeviceTaint {
+	taints := d.api.Taints
+	for _, r := range rules {
+		sel := r.Spec.DeviceSelector
+		if sel != nil {
+			if sel.Driver != nil && *sel.Driver != d.id.Driver ||
+				sel.Pool != nil && *sel.Pool != d.id.Pool ||
+				sel.Device != nil && *sel.Device != d.id.Device {
+				continue
+			}
+		}
+		taints = append(slices.Clip(taints), r.Spec.Taint)
+	}
+	return taints
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// nodeView is what one node sees of the inventory.
+type nodeView struct {
+	resourceVersion string
+	// devices are the devices of usable pools reachable from the node, in
+	// pool, slice, device order.
+	devices []*device
+	// pools are all pools with devices reachable from the node, unusable
+	// ones included.
+	pools    []*pool
+	unusable []*pool
+}
+
+// view returns the node's devices, computed once per node (and again when
+// the node object changes).
+func (inv *Inventory) view(node *corev1.Node) *nodeView {
+	inv.viewsMu.Lock()
+	v, ok := inv.views[node.Name]
+	inv.viewsMu.Unlock()
+	if ok && v.resourceVersion == node.ResourceVersion {
+		return v
+	}
+	v = &nodeView{resourceVersion: node.ResourceVersion}
+	local := inv.byNode[node.Name]
+	all := make([]*device, 0, len(local))
+	all = append(all, local...)
+	for _, d := range inv.floating {
+		if d.allNodes || nodeSelectorMatches(d.nodeSelector, node) {
+			all = append(all, d)
+		}
+	}
+	slices.SortFunc(all, func(a, b *device) int { return a.index - b.index })
+	var last *pool
+	for _, d := range all {
+		if d.pool != last {
+			last = d.pool
+			v.pools = append(v.pools, d.pool)
+			if d.pool.unusable() {
+				v.unusable = append(v.unusable, d.pool)
+			}
+		}
+		if !d.pool.unusable() {
+			v.devices = append(v.devices, d)
+		}
+	}
+	inv.viewsMu.Lock()
+	inv.views[node.Name] = v
+	inv.viewsMu.Unlock()
+	return v
+}
+
+// exprCache remembers one selector expression's result per device.
+type exprCache struct {
+	expression string
+	prog       SelectorProgram
+	compileErr error
+	// results holds per device: 0 not evaluated yet, 1 match, 2 no match,
+	// 3 evaluation error.
+	results []atomic.Uint32
+	errs    sync.Map // device index -> error
+}
+
+const (
+	exprUnknown uint32 = iota
+	exprMatch
+	exprNoMatch
+	exprError
+)
+
+func (inv *Inventory) expr(expression string) *exprCache {
+	inv.exprsMu.RLock()
+	e, ok := inv.exprs[expression]
+	inv.exprsMu.RUnlock()
+	if ok {
+		return e
+	}
+	e = &exprCache{expression: expression, results: make([]atomic.Uint32, len(inv.devices))}
+	e.prog, e.compileErr = inv.compiler.Compile(expression)
+	inv.exprsMu.Lock()
+	defer inv.exprsMu.Unlock()
+	if existing, ok := inv.exprs[expression]; ok {
+		return existing
+	}
+	if len(inv.exprs) < maxCachedExpressions {
+		inv.exprs[expression] = e
+	}
+	return e
+}
+
+// match evaluates the expression for a device, at most once per device.
+func (e *exprCache) match(ctx context.Context, d *device) (bool, error) {
+	switch e.results[d.index].Load() {
+	case exprMatch:
+		return true, nil
+	case exprNoMatch:
+		return false, nil
+	case exprError:
+		err, _ := e.errs.Load(d.index)
+		return false, err.(error)
+	}
+	ok, err := e.prog.Matches(ctx, d.selector)
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			// Cancellation says nothing about the device; don't cache it.
+			return false, err
+		}
+		e.errs.Store(d.index, err)
+		e.results[d.index].Store(exprError)
+		return false, err
+	case ok:
+		e.results[d.index].Store(exprMatch)
+	default:
+		e.results[d.index].Store(exprNoMatch)
+	}
+	return ok, nil
+}

@@ -1,0 +1,72 @@
+package allocator
+
+import (
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// nodeSelectorMatches reports whether the node satisfies any term of the
+// selector, with the semantics of required node affinity. A nil selector
+// matches nothing: callers handle "all nodes" separately.
+func nodeSelectorMatches(sel *corev1.NodeSelector, node *corev1.Node) bool {
+	if sel == nil {
+		return false
+	}
+	for _, term := range sel.NodeSelectorTerms {
+		if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+			// An empty term matches no objects.
+			continue
+		}
+		if termMatches(term, node) {
+			return true
+		}
+	}
+	return false
+}
+
+func termMatches(term corev1.NodeSelectorTerm, node *corev1.Node) bool {
+	for _, req := range term.MatchExpressions {
+		value, present := node.Labels[req.Key]
+		if !requirementMatches(req, value, present) {
+			return false
+		}
+	}
+	for _, req := range term.MatchFields {
+		if req.Key != "metadata.name" {
+			return false
+		}
+		if !requirementMatches(req, node.Name, true) {
+			return false
+		}
+	}
+	return true
+}
+
+func requirementMatches(req corev1.NodeSelectorRequirement, value string, present bool) bool {
+	switch req.Operator {
+	case corev1.NodeSelectorOpIn:
+		return present && slices.Contains(req.Values, value)
+	case corev1.NodeSelectorOpNotIn:
+		return !present || !slices.Contains(req.Values, value)
+	case corev1.NodeSelectorOpExists:
+		return present
+	case corev1.NodeSelectorOpDoesNotExist:
+		return !present
+	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+		if !present || len(req.Values) != 1 {
+			return false
+		}
+		have, err1 := strconv.ParseInt(value, 10, 64)
+		want, err2 := strconv.ParseInt(req.Values[0], 10, 64)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		if req.Operator == corev1.NodeSelectorOpGt {
+			return have > want
+		}
+		return have < want
+	}
+	return false
+}

@@ -1,0 +1,160 @@
+package allocator
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+// results turns the picks of a successful search into AllocationResults.
+func (a *Allocator) results(s *search, node *corev1.Node) []*resourceapi.AllocationResult {
+	out := make([]*resourceapi.AllocationResult, len(s.claims))
+	chosen := make(map[[2]int]*slot)
+	for _, g := range s.groups {
+		chosen[[2]int{g.claim, g.request}] = g.slots[g.chosen]
+	}
+	for ci, claim := range s.claims {
+		ar := &resourceapi.AllocationResult{}
+		picks := s.picks[ci]
+		ar.Devices.Results = make([]resourceapi.DeviceRequestAllocationResult, 0, len(picks))
+		for _, p := range picks {
+			d := p.cand.d
+			r := resourceapi.DeviceRequestAllocationResult{
+				Request:                  p.slot.name,
+				Driver:                   d.id.Driver,
+				Pool:                     d.id.Pool,
+				Device:                   d.id.Device,
+				Tolerations:              p.slot.tolerations,
+				BindingConditions:        d.api.BindingConditions,
+				BindingFailureConditions: d.api.BindingFailureConditions,
+			}
+			if p.slot.admin {
+				r.AdminAccess = new(true)
+			}
+			if d.multi {
+				id := a.newShareID()
+				r.ShareID = &id
+				if p.cand.consume != nil {
+					r.ConsumedCapacity = make(map[resourceapi.QualifiedName]resource.Quantity, len(d.caps))
+					for i, v := range p.cand.consume {
+						r.ConsumedCapacity[d.caps[i].name] = *resource.NewMilliQuantity(v, d.caps[i].format)
+					}
+				}
+			}
+			ar.Devices.Results = append(ar.Devices.Results, r)
+		}
+		ar.Devices.Config = allocationConfig(claim, ci, chosen)
+		ar.NodeSelector = allocationNodeSelector(picks, node.Name)
+		out[ci] = ar
+	}
+	return out
+}
+
+// allocationConfig lists the configuration of the classes (each class once,
+// naming every request that used it) followed by the claim's own, in the
+// order they were written. A config that applies to every request names
+// none, which means all.
+func allocationConfig(claim *resourceapi.ResourceClaim, ci int, chosen map[[2]int]*slot) []resourceapi.DeviceAllocationConfiguration {
+	var config []resourceapi.DeviceAllocationConfiguration
+	classRange := make(map[string][2]int)
+	reqs := claim.Spec.Devices.Requests
+	for ri := range reqs {
+		sl := chosen[[2]int{ci, ri}]
+		if sl == nil || sl.class == nil {
+			continue
+		}
+		if r, ok := classRange[sl.class.Name]; ok {
+			for i := r[0]; i < r[1]; i++ {
+				config[i].Requests = append(config[i].Requests, sl.name)
+			}
+			continue
+		}
+		start := len(config)
+		for _, c := range sl.class.Spec.Config {
+			config = append(config, resourceapi.DeviceAllocationConfiguration{
+				Source:              resourceapi.AllocationConfigSourceClass,
+				Requests:            []string{sl.name},
+				DeviceConfiguration: c.DeviceConfiguration,
+			})
+		}
+		classRange[sl.class.Name] = [2]int{start, len(config)}
+	}
+	for _, c := range claim.Spec.Devices.Config {
+		applies := len(c.Requests) == 0
+		for ri := range reqs {
+			if applies {
+				break
+			}
+			sl := chosen[[2]int{ci, ri}]
+			applies = slices.Contains(c.Requests, reqs[ri].Name) || sl != nil && sl.sub >= 0 && slices.Contains(c.Requests, sl.name)
+		}
+		if applies {
+			config = append(config, resourceapi.DeviceAllocationConfiguration{
+				Source:              resourceapi.AllocationConfigSourceClaim,
+				Requests:            c.Requests,
+				DeviceConfiguration: c.DeviceConfiguration,
+			})
+		}
+	}
+	for i := range config {
+		if config[i].Source == resourceapi.AllocationConfigSourceClass && len(config[i].Requests) == len(reqs) {
+			config[i].Requests = nil
+		}
+	}
+	return config
+}
+
+// allocationNodeSelector says where the allocated devices can be used: only
+// on the chosen node if any device is local to it or binds to it, on the
+// nodes selected by all device node selectors combined, or anywhere.
+func allocationNodeSelector(picks []pick, nodeName string) *corev1.NodeSelector {
+	term := corev1.NodeSelectorTerm{}
+	for _, p := range picks {
+		d := p.cand.d
+		if d.nodeName != "" || deref(d.api.BindsToNode) {
+			return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{nodeName},
+				}},
+			}}}
+		}
+		if d.nodeSelector != nil && len(d.nodeSelector.NodeSelectorTerms) == 1 {
+			t := d.nodeSelector.NodeSelectorTerms[0]
+			term.MatchFields = addRequirements(term.MatchFields, t.MatchFields)
+			term.MatchExpressions = addRequirements(term.MatchExpressions, t.MatchExpressions)
+		} else if d.nodeSelector != nil && len(d.nodeSelector.NodeSelectorTerms) > 1 {
+			// Terms are ORed; they can't be merged into one term, so pin
+			// the allocation to the node that was checked.
+			return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{nodeName},
+				}},
+			}}}
+		}
+	}
+	if len(term.MatchFields) == 0 && len(term.MatchExpressions) == 0 {
+		return nil
+	}
+	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}
+}
+
+func addRequirements(to, from []corev1.NodeSelectorRequirement) []corev1.NodeSelectorRequirement {
+	for _, r := range from {
+		dup := slices.ContainsFunc(to, func(e corev1.NodeSelectorRequirement) bool {
+			if e.Key != r.Key || e.Operator != r.Operator || len(e.Values) != len(r.Values) {
+				return false
+			}
+			a, b := slices.Clone(e.Values), slices.Clone(r.Values)
+			slices.Sort(a)
+			slices.Sort(b)
+			return slices.Equal(a, b)
+		})
+		if !dup {
+			to = append(to, r)
+		}
+	}
+	return to
+}
