@@ -39,6 +39,10 @@ generate: ## Regenerate deepcopy, defaulters, conversion, OpenAPI, clientset, li
 verify-codegen: ## Fail if generated code is out of date.
 	hack/verify-codegen.sh
 
+.PHONY: verify-codegen-selftest
+verify-codegen-selftest: ## Prove verify-codegen fails when a type changes without regenerating.
+	hack/verify-codegen-selftest.sh
+
 .PHONY: fmt
 fmt: ## Check gofmt.
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
