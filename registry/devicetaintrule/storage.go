@@ -1,0 +1,163 @@
+package devicetaintrule
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+// REST is the storage of DeviceTaintRules. It adds short names and
+// categories to the generic store, which has neither.
+type REST struct {
+	*genericregistry.Store
+}
+
+var (
+	_ rest.ShortNamesProvider = &REST{}
+	_ rest.CategoriesProvider = &REST{}
+)
+
+// NewREST returns the etcd-backed storage of DeviceTaintRules and of their
+// status subresource. typer must know the internal and external types of
+// resource.draplane.dev.
+func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*REST, *StatusREST, error) {
+	strategy := NewStrategy(typer)
+	store := &genericregistry.Store{
+		NewFunc:                   func() runtime.Object { return &resourceapi.DeviceTaintRule{} },
+		NewListFunc:               func() runtime.Object { return &resourceapi.DeviceTaintRuleList{} },
+		DefaultQualifiedResource:  resourceapi.Resource("devicetaintrules"),
+		SingularQualifiedResource: resourceapi.Resource("devicetaintrule"),
+
+		CreateStrategy:      strategy,
+		UpdateStrategy:      strategy,
+		DeleteStrategy:      strategy,
+		ResetFieldsStrategy: strategy,
+
+		TableConvertor: tableConvertor{},
+	}
+	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
+		return nil, nil, fmt.Errorf("complete DeviceTaintRule storage: %w", err)
+	}
+
+	statusStore := *store
+	status := NewStatusStrategy(typer)
+	statusStore.UpdateStrategy = status
+	statusStore.ResetFieldsStrategy = status
+	return &REST{Store: store}, &StatusREST{store: &statusStore}, nil
+}
+
+// ShortNames lets `kubectl get dtr` work.
+func (r *REST) ShortNames() []string { return []string{"dtr"} }
+
+// Categories puts rules into `kubectl get dra`.
+func (r *REST) Categories() []string { return []string{"dra"} }
+
+// StatusREST serves the status subresource: get and update only.
+type StatusREST struct {
+	store *genericregistry.Store
+}
+
+var (
+	_ rest.Getter  = &StatusREST{}
+	_ rest.Updater = &StatusREST{}
+	_ rest.Patcher = &StatusREST{}
+)
+
+func (r *StatusREST) New() runtime.Object { return &resourceapi.DeviceTaintRule{} }
+
+// Destroy does nothing: the main resource owns the shared storage.
+func (r *StatusREST) Destroy() {}
+
+func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	return r.store.Get(ctx, name, options)
+}
+
+// Update writes the status; it never creates a rule.
+func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
+}
+
+func (r *StatusREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return r.store.GetResetFields()
+}
+
+func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	return r.store.ConvertToTable(ctx, object, tableOptions)
+}
+
+// tableConvertor renders the columns of `kubectl get devicetaintrules`.
+type tableConvertor struct{}
+
+var columns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name", Description: "Name of the rule."},
+	{Name: "Effect", Type: "string", Description: "Effect of the taint."},
+	{Name: "Taint", Type: "string", Description: "Taint as key=value."},
+	{Name: "Selector", Type: "string", Description: "Devices the rule taints, as driver/pool/device; * matches any."},
+	{Name: "Age", Type: "string", Description: "Time since creation."},
+}
+
+func (tableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	var rules []resourceapi.DeviceTaintRule
+	switch o := obj.(type) {
+	case *resourceapi.DeviceTaintRule:
+		rules = []resourceapi.DeviceTaintRule{*o}
+	case *resourceapi.DeviceTaintRuleList:
+		rules = o.Items
+	default:
+		return nil, fmt.Errorf("cannot render %T as a DeviceTaintRule table", obj)
+	}
+	table := &metav1.Table{ColumnDefinitions: columns}
+	if list, err := meta.ListAccessor(obj); err == nil {
+		table.ResourceVersion = list.GetResourceVersion()
+		table.Continue = list.GetContinue()
+		table.RemainingItemCount = list.GetRemainingItemCount()
+	}
+	for i := range rules {
+		rule := &rules[i]
+		taint := rule.Spec.Taint.Key
+		if rule.Spec.Taint.Value != "" {
+			taint += "=" + rule.Spec.Taint.Value
+		}
+		table.Rows = append(table.Rows, metav1.TableRow{
+			Object: runtime.RawExtension{Object: rule},
+			Cells: []interface{}{
+				rule.Name, string(rule.Spec.Taint.Effect), taint, selectorString(rule.Spec.DeviceSelector), age(rule.CreationTimestamp),
+			},
+		})
+	}
+	return table, nil
+}
+
+// selectorString renders a selector as driver/pool/device with * for
+// fields that are not set.
+func selectorString(selector *resourceapi.DeviceTaintSelector) string {
+	if selector == nil {
+		return "*/*/*"
+	}
+	part := func(value *string) string {
+		if value == nil || *value == "" {
+			return "*"
+		}
+		return *value
+	}
+	return strings.Join([]string{part(selector.Driver), part(selector.Pool), part(selector.Device)}, "/")
+}
+
+func age(created metav1.Time) string {
+	if created.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(time.Since(created.Time))
+}

@@ -1,0 +1,186 @@
+package resourceclaim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+// REST is the storage of ResourceClaims. It adds short names and
+// categories to the generic store, which has neither.
+type REST struct {
+	*genericregistry.Store
+}
+
+var (
+	_ rest.ShortNamesProvider = &REST{}
+	_ rest.CategoriesProvider = &REST{}
+)
+
+// NewREST returns the etcd-backed storage of ResourceClaims and of their
+// status subresource. typer must know the internal and external types of
+// resource.draplane.dev.
+func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*REST, *StatusREST, error) {
+	strategy := NewStrategy(typer)
+	store := &genericregistry.Store{
+		NewFunc:                   func() runtime.Object { return &resourceapi.ResourceClaim{} },
+		NewListFunc:               func() runtime.Object { return &resourceapi.ResourceClaimList{} },
+		DefaultQualifiedResource:  resourceapi.Resource("resourceclaims"),
+		SingularQualifiedResource: resourceapi.Resource("resourceclaim"),
+
+		CreateStrategy:      strategy,
+		UpdateStrategy:      strategy,
+		DeleteStrategy:      strategy,
+		ResetFieldsStrategy: strategy,
+
+		TableConvertor: tableConvertor{},
+	}
+	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
+		return nil, nil, fmt.Errorf("complete ResourceClaim storage: %w", err)
+	}
+
+	statusStore := *store
+	status := NewStatusStrategy(typer)
+	statusStore.UpdateStrategy = status
+	statusStore.ResetFieldsStrategy = status
+	return &REST{Store: store}, &StatusREST{store: &statusStore}, nil
+}
+
+// ShortNames lets `kubectl get rcl` work.
+func (r *REST) ShortNames() []string { return []string{"rcl"} }
+
+// Categories puts claims into `kubectl get dra`.
+func (r *REST) Categories() []string { return []string{"dra"} }
+
+// StatusREST serves the status subresource: get and update only.
+type StatusREST struct {
+	store *genericregistry.Store
+}
+
+var (
+	_ rest.Getter  = &StatusREST{}
+	_ rest.Updater = &StatusREST{}
+	_ rest.Patcher = &StatusREST{}
+)
+
+func (r *StatusREST) New() runtime.Object { return &resourceapi.ResourceClaim{} }
+
+// Destroy does nothing: the main resource owns the shared storage.
+func (r *StatusREST) Destroy() {}
+
+func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	return r.store.Get(ctx, name, options)
+}
+
+// Update writes the status; it never creates a claim.
+func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
+}
+
+func (r *StatusREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return r.store.GetResetFields()
+}
+
+func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	return r.store.ConvertToTable(ctx, object, tableOptions)
+}
+
+// tableConvertor renders the columns of `kubectl get resourceclaims`.
+type tableConvertor struct{}
+
+var columns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name", Description: "Name of the claim."},
+	{Name: "State", Type: "string", Description: "pending, allocated or allocated,reserved; ,deleted while being deleted."},
+	{Name: "Class", Type: "string", Description: "Device classes the requests name."},
+	{Name: "Age", Type: "string", Description: "Time since creation."},
+	{Name: "Reserved For", Type: "string", Priority: 1, Description: "Consumers the claim is reserved for."},
+	{Name: "Devices", Type: "string", Priority: 1, Description: "Allocated devices as driver/pool/device."},
+}
+
+func (tableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	var claims []resourceapi.ResourceClaim
+	switch o := obj.(type) {
+	case *resourceapi.ResourceClaim:
+		claims = []resourceapi.ResourceClaim{*o}
+	case *resourceapi.ResourceClaimList:
+		claims = o.Items
+	default:
+		return nil, fmt.Errorf("cannot render %T as a ResourceClaim table", obj)
+	}
+	table := &metav1.Table{ColumnDefinitions: columns}
+	if list, err := meta.ListAccessor(obj); err == nil {
+		table.ResourceVersion = list.GetResourceVersion()
+		table.Continue = list.GetContinue()
+		table.RemainingItemCount = list.GetRemainingItemCount()
+	}
+	for i := range claims {
+		claim := &claims[i]
+		var consumers []string
+		for _, ref := range claim.Status.ReservedFor {
+			consumers = append(consumers, ref.Resource+"/"+ref.Name)
+		}
+		var devices []string
+		if claim.Status.Allocation != nil {
+			for _, result := range claim.Status.Allocation.Devices.Results {
+				devices = append(devices, result.Driver+"/"+result.Pool+"/"+result.Device)
+			}
+		}
+		table.Rows = append(table.Rows, metav1.TableRow{
+			Object: runtime.RawExtension{Object: claim},
+			Cells: []interface{}{
+				claim.Name, ClaimState(claim), orNone(ClassNames(claim.Spec)), age(claim.CreationTimestamp),
+				orNone(consumers), orNone(devices),
+			},
+		})
+	}
+	return table, nil
+}
+
+// ClassNames returns the sorted, distinct device classes a claim spec
+// names, in exact requests and in firstAvailable alternatives.
+func ClassNames(spec resourceapi.ResourceClaimSpec) []string {
+	seen := map[string]bool{}
+	for _, request := range spec.Devices.Requests {
+		if request.Exactly != nil {
+			seen[request.Exactly.DeviceClassName] = true
+		}
+		for _, sub := range request.FirstAvailable {
+			seen[sub.DeviceClassName] = true
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for name := range seen {
+		if name != "" {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func orNone(values []string) string {
+	if len(values) == 0 {
+		return "<none>"
+	}
+	return strings.Join(values, ",")
+}
+
+func age(created metav1.Time) string {
+	if created.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(time.Since(created.Time))
+}

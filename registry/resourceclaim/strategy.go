@@ -1,0 +1,188 @@
+// Package resourceclaim holds the behaviour (strategy) and the storage of
+// ResourceClaims: namespaced requests for devices. Users own the spec; the
+// control plane owns the status (allocation, reservations, device status).
+package resourceclaim
+
+import (
+	"context"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/storage/names"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
+	"github.com/draplane/draplane/apis/resource/validation"
+)
+
+// claimStrategy implements create, update and delete of the main resource.
+type claimStrategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+}
+
+// NewStrategy returns the strategy for ResourceClaims; typer must know the
+// internal and external types of resource.draplane.dev.
+func NewStrategy(typer runtime.ObjectTyper) claimStrategy {
+	return claimStrategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator}
+}
+
+func (claimStrategy) NamespaceScoped() bool { return true }
+
+// GetResetFields: writes to the main resource never change the status.
+func (claimStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return resetFields(fieldpath.MakePathOrDie("status"))
+}
+
+// PrepareForCreate clears the status: only the control plane allocates.
+func (claimStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	claim := obj.(*resourceapi.ResourceClaim)
+	claim.Status = resourceapi.ResourceClaimStatus{}
+	claim.Generation = 1
+}
+
+func (claimStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	return validation.ValidateResourceClaim(obj.(*resourceapi.ResourceClaim))
+}
+
+func (claimStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Object) []string { return nil }
+
+func (claimStrategy) Canonicalize(obj runtime.Object) {}
+
+func (claimStrategy) AllowCreateOnUpdate(ctx context.Context) bool { return false }
+
+// PrepareForUpdate keeps the stored status: it changes only through the
+// status subresource.
+func (claimStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	claim := obj.(*resourceapi.ResourceClaim)
+	oldClaim := old.(*resourceapi.ResourceClaim)
+	claim.Status = oldClaim.Status
+}
+
+func (claimStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	claim := obj.(*resourceapi.ResourceClaim)
+	oldClaim := old.(*resourceapi.ResourceClaim)
+	errs := validation.ValidateResourceClaimUpdate(claim, oldClaim)
+	return append(errs, immutableSpec(claim.Spec, oldClaim.Spec, errs)...)
+}
+
+// immutableSpec reports a changed spec unless validation already reported
+// something about it. The spec is what allocation was computed from, so it
+// can never change under an allocation.
+func immutableSpec(spec, oldSpec resourceapi.ResourceClaimSpec, reported field.ErrorList) field.ErrorList {
+	specPath := field.NewPath("spec")
+	if apiequality.Semantic.DeepEqual(spec, oldSpec) {
+		return nil
+	}
+	for _, err := range reported {
+		if err.Field == specPath.String() {
+			return nil
+		}
+	}
+	return field.ErrorList{field.Invalid(specPath, "<spec>", "field is immutable")}
+}
+
+func (claimStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
+	return nil
+}
+
+func (claimStrategy) AllowUnconditionalUpdate(ctx context.Context) bool { return true }
+
+// statusStrategy implements updates through the status subresource.
+type statusStrategy struct {
+	claimStrategy
+}
+
+// NewStatusStrategy returns the strategy of the status subresource.
+func NewStatusStrategy(typer runtime.ObjectTyper) statusStrategy {
+	return statusStrategy{NewStrategy(typer)}
+}
+
+// GetResetFields: status writes never change the spec or metadata.
+func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return resetFields(fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("metadata"))
+}
+
+// PrepareForUpdate keeps the stored spec and metadata and drops the status
+// of devices that are no longer allocated.
+func (statusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	claim := obj.(*resourceapi.ResourceClaim)
+	oldClaim := old.(*resourceapi.ResourceClaim)
+	claim.Spec = oldClaim.Spec
+	metav1.ResetObjectMetaForStatus(claim, oldClaim)
+	dropDeallocatedDeviceStatus(claim)
+}
+
+func (statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateResourceClaimStatusUpdate(obj.(*resourceapi.ResourceClaim), old.(*resourceapi.ResourceClaim))
+}
+
+func (statusStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
+	return nil
+}
+
+// dropDeallocatedDeviceStatus removes status.devices entries for devices
+// that are not (or no longer) in the allocation: their status would
+// describe a device the claim does not hold.
+func dropDeallocatedDeviceStatus(claim *resourceapi.ResourceClaim) {
+	if len(claim.Status.Devices) == 0 {
+		return
+	}
+	if claim.Status.Allocation == nil {
+		claim.Status.Devices = nil
+		return
+	}
+	type deviceKey struct{ driver, pool, device, shareID string }
+	allocated := map[deviceKey]bool{}
+	for _, result := range claim.Status.Allocation.Devices.Results {
+		shareID := ""
+		if result.ShareID != nil {
+			shareID = string(*result.ShareID)
+		}
+		allocated[deviceKey{result.Driver, result.Pool, result.Device, shareID}] = true
+	}
+	kept := claim.Status.Devices[:0]
+	for _, device := range claim.Status.Devices {
+		shareID := ""
+		if device.ShareID != nil {
+			shareID = *device.ShareID
+		}
+		if allocated[deviceKey{device.Driver, device.Pool, device.Device, shareID}] {
+			kept = append(kept, device)
+		}
+	}
+	if len(kept) == 0 {
+		kept = nil
+	}
+	claim.Status.Devices = kept
+}
+
+// resetFields returns the same field set for every served version.
+func resetFields(paths ...fieldpath.Path) map[fieldpath.APIVersion]*fieldpath.Set {
+	set := fieldpath.NewSet(paths...)
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		fieldpath.APIVersion(resourcev1.SchemeGroupVersion.String()):      set,
+		fieldpath.APIVersion(resourcev1beta1.SchemeGroupVersion.String()): set,
+	}
+}
+
+// ClaimState summarises a claim for humans: pending, allocated,
+// allocated,reserved, with ,deleted appended while it is being deleted.
+func ClaimState(claim *resourceapi.ResourceClaim) string {
+	state := "pending"
+	if claim.Status.Allocation != nil {
+		state = "allocated"
+		if len(claim.Status.ReservedFor) > 0 {
+			state += ",reserved"
+		}
+	}
+	if claim.DeletionTimestamp != nil {
+		state += ",deleted"
+	}
+	return state
+}
+

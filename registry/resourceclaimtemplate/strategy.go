@@ -1,0 +1,76 @@
+// Package resourceclaimtemplate holds the behaviour (strategy) and the
+// storage of ResourceClaimTemplates: namespaced blueprints from which a
+// claim is generated for each pod that names the template.
+package resourceclaimtemplate
+
+import (
+	"context"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/storage/names"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/apis/resource/validation"
+)
+
+// templateStrategy implements create, update and delete behaviour.
+type templateStrategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+}
+
+// NewStrategy returns the strategy for ResourceClaimTemplates; typer must
+// know the internal and external types of resource.draplane.dev.
+func NewStrategy(typer runtime.ObjectTyper) templateStrategy {
+	return templateStrategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator}
+}
+
+func (templateStrategy) NamespaceScoped() bool { return true }
+
+func (templateStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	obj.(*resourceapi.ResourceClaimTemplate).Generation = 1
+}
+
+func (templateStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	return validation.ValidateResourceClaimTemplate(obj.(*resourceapi.ResourceClaimTemplate))
+}
+
+func (templateStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Object) []string {
+	return nil
+}
+
+func (templateStrategy) Canonicalize(obj runtime.Object) {}
+
+func (templateStrategy) AllowCreateOnUpdate(ctx context.Context) bool { return false }
+
+func (templateStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {}
+
+// ValidateUpdate refuses spec changes: claims already generated from the
+// template would silently disagree with it.
+func (templateStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	template := obj.(*resourceapi.ResourceClaimTemplate)
+	oldTemplate := old.(*resourceapi.ResourceClaimTemplate)
+	errs := validation.ValidateResourceClaimTemplateUpdate(template, oldTemplate)
+	if apiequality.Semantic.DeepEqual(template.Spec, oldTemplate.Spec) {
+		return errs
+	}
+	specPath := field.NewPath("spec")
+	for _, err := range errs {
+		if err.Field == specPath.String() {
+			return errs
+		}
+	}
+	return append(errs, field.Invalid(specPath, "<spec>", "field is immutable"))
+}
+
+func (templateStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
+	return nil
+}
+
+func (templateStrategy) AllowUnconditionalUpdate(ctx context.Context) bool { return true }
+
+// GetResetFields: a template has no status, nothing is reset.
+func (templateStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set { return nil }

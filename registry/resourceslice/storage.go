@@ -1,0 +1,123 @@
+package resourceslice
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+// REST is the storage of ResourceSlices. It adds short names and
+// categories to the generic store, which has neither.
+type REST struct {
+	*genericregistry.Store
+}
+
+var (
+	_ rest.ShortNamesProvider = &REST{}
+	_ rest.CategoriesProvider = &REST{}
+)
+
+// NewREST returns the etcd-backed storage of ResourceSlices. typer must
+// know the internal and external types of resource.draplane.dev.
+func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*REST, error) {
+	strategy := NewStrategy(typer)
+	store := &genericregistry.Store{
+		NewFunc:                   func() runtime.Object { return &resourceapi.ResourceSlice{} },
+		NewListFunc:               func() runtime.Object { return &resourceapi.ResourceSliceList{} },
+		PredicateFunc:             Match,
+		DefaultQualifiedResource:  resourceapi.Resource("resourceslices"),
+		SingularQualifiedResource: resourceapi.Resource("resourceslice"),
+
+		CreateStrategy:      strategy,
+		UpdateStrategy:      strategy,
+		DeleteStrategy:      strategy,
+		ResetFieldsStrategy: strategy,
+
+		TableConvertor: tableConvertor{},
+	}
+	options := &generic.StoreOptions{
+		RESTOptions: optsGetter,
+		AttrFunc:    GetAttrs,
+		TriggerFunc: storage.IndexerFuncs{resourceapi.ResourceSliceSelectorNodeName: nodeNameTriggerFunc},
+		Indexers:    indexers(),
+	}
+	if err := store.CompleteWithOptions(options); err != nil {
+		return nil, fmt.Errorf("complete ResourceSlice storage: %w", err)
+	}
+	return &REST{Store: store}, nil
+}
+
+// ShortNames lets `kubectl get rsl` work.
+func (r *REST) ShortNames() []string { return []string{"rsl"} }
+
+// Categories puts slices into `kubectl get dra`.
+func (r *REST) Categories() []string { return []string{"dra"} }
+
+// tableConvertor renders the columns of `kubectl get resourceslices`.
+type tableConvertor struct{}
+
+var columns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name", Description: "Name of the slice."},
+	{Name: "Node", Type: "string", Description: "Node the devices are local to; <none> for network-attached pools."},
+	{Name: "Driver", Type: "string", Description: "Driver that publishes the slice."},
+	{Name: "Pool", Type: "string", Description: "Pool the slice belongs to."},
+	{Name: "Devices", Type: "integer", Description: "Number of devices in the slice."},
+	{Name: "Age", Type: "string", Description: "Time since creation."},
+	{Name: "Generation", Type: "integer", Priority: 1, Description: "Pool generation."},
+}
+
+func (tableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	var slices []resourceapi.ResourceSlice
+	switch o := obj.(type) {
+	case *resourceapi.ResourceSlice:
+		slices = []resourceapi.ResourceSlice{*o}
+	case *resourceapi.ResourceSliceList:
+		slices = o.Items
+	default:
+		return nil, fmt.Errorf("cannot render %T as a ResourceSlice table", obj)
+	}
+	table := &metav1.Table{ColumnDefinitions: columns}
+	if list, err := meta.ListAccessor(obj); err == nil {
+		table.ResourceVersion = list.GetResourceVersion()
+		table.Continue = list.GetContinue()
+		table.RemainingItemCount = list.GetRemainingItemCount()
+	}
+	for i := range slices {
+		slice := &slices[i]
+		node := "<none>"
+		switch {
+		case slice.Spec.NodeName != nil && *slice.Spec.NodeName != "":
+			node = *slice.Spec.NodeName
+		case slice.Spec.AllNodes != nil && *slice.Spec.AllNodes:
+			node = "<all>"
+		case slice.Spec.NodeSelector != nil:
+			node = "<selector>"
+		}
+		table.Rows = append(table.Rows, metav1.TableRow{
+			Object: runtime.RawExtension{Object: slice},
+			Cells: []interface{}{
+				slice.Name, node, slice.Spec.Driver, slice.Spec.Pool.Name,
+				int64(len(slice.Spec.Devices)), age(slice.CreationTimestamp), slice.Spec.Pool.Generation,
+			},
+		})
+	}
+	return table, nil
+}
+
+func age(created metav1.Time) string {
+	if created.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(time.Since(created.Time))
+}
