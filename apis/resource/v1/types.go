@@ -560,7 +560,7 @@ type DeviceClaimConfiguration struct {
 	// +listType=atomic
 	Requests []string `json:"requests,omitempty"`
 
-	DeviceConfiguration `json:",inline"`
+	DeviceConfiguration `json:""`
 }
 
 // DeviceConfiguration holds one kind of configuration.
@@ -734,7 +734,7 @@ type DeviceAllocationConfiguration struct {
 	// +listType=atomic
 	Requests []string `json:"requests,omitempty"`
 
-	DeviceConfiguration `json:",inline"`
+	DeviceConfiguration `json:""`
 }
 
 // AllocationConfigSource says where configuration came from.
@@ -797,7 +797,7 @@ type DeviceClassSpec struct {
 
 // DeviceClassConfiguration is configuration from a class.
 type DeviceClassConfiguration struct {
-	DeviceConfiguration `json:",inline"`
+	DeviceConfiguration `json:""`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -1,0 +1,156 @@
+package resource_test
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	v1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/apis/resource/v1beta1"
+)
+
+// leftOut lists the upstream 1.37 fields (type.Field) that are alpha-only
+// upstream and that we do not serve; the README's API section lists them
+// too. Everything else in the inventory must be present with the same
+// JSON name, and we may not add fields upstream does not have.
+var leftOut = map[string]string{
+	"ResourceSliceSpec.PartitionTypeAttribute":         "DRAPartitionableDevicesType (alpha)",
+	"ResourceSliceSpec.SkipNodeOperations":             "DRAOptionalNodeOperations (alpha)",
+	"DeviceRequestAllocationResult.SkipNodeOperations": "DRAOptionalNodeOperations (alpha)",
+	"Device.NodeAllocatableResources":                  "DRANodeAllocatableResources (alpha)",
+	"BasicDevice.NodeAllocatableResources":             "DRANodeAllocatableResources (alpha)",
+	"NodeAllocatableResource.*":                        "DRANodeAllocatableResources (alpha)",
+	"NodeAllocatableMapping.*":                         "DRANodeAllocatableResources (alpha)",
+	"NodeAllocatableOverhead.*":                        "DRANodeAllocatableResources (alpha)",
+	"DeviceCounterConsumption.CompatibilityGroups":     "DRADeviceCompatibilityGroups (alpha)",
+	"DeviceAttribute.IntValues":                        "DRAListTypeAttributes (alpha)",
+	"DeviceAttribute.BoolValues":                       "DRAListTypeAttributes (alpha)",
+	"DeviceAttribute.StringValues":                     "DRAListTypeAttributes (alpha)",
+	"DeviceAttribute.VersionValues":                    "DRAListTypeAttributes (alpha)",
+	"ExactDeviceRequest.DerivedAttributes":             "DRADerivedAttributes (alpha)",
+	"DeviceSubRequest.DerivedAttributes":               "DRADerivedAttributes (alpha)",
+	"DeviceRequest.DerivedAttributes":                  "DRADerivedAttributes (alpha)",
+	"DeviceDerivedAttribute.*":                         "DRADerivedAttributes (alpha)",
+}
+
+// inventoryLine matches "Type:  Field GoType `json:..." and, for embedded
+// structs, "Type:  EmbeddedType `json:...".
+var inventoryLine = regexp.MustCompile("^([A-Za-z]+):\\s+(\\S+)(?:\\s+([^`\\s]+))?\\s+`json:\"([^\"]*)\"")
+
+type wireField struct{ goType, json string }
+
+func readInventory(t *testing.T, file string) map[string]wireField {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "upstream", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fields := map[string]wireField{}
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		line := scanner.Text()
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		m := inventoryLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("cannot parse inventory line %q", line)
+		}
+		fields[m[1]+"."+m[2]] = wireField{goType: m[3], json: m[4]}
+	}
+	return fields
+}
+
+var packageQualifier = regexp.MustCompile(`[A-Za-z0-9_]+\.`)
+
+// unqualified drops package names so "map[v1.QualifiedName]v1.Counter"
+// and upstream's "map[QualifiedName]Counter" compare equal.
+func unqualified(goType string) string { return packageQualifier.ReplaceAllString(goType, "") }
+
+func isLeftOut(key string) bool {
+	if _, ok := leftOut[key]; ok {
+		return true
+	}
+	typeName, _, _ := strings.Cut(key, ".")
+	_, ok := leftOut[typeName+".*"]
+	return ok
+}
+
+// ourFields walks every struct reachable from the roots and returns
+// Type.Field -> Go type and json tag, skipping metav1 and core types.
+func ourFields(roots ...any) map[string]wireField {
+	fields := map[string]wireField{}
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] || !strings.Contains(t.PkgPath(), "draplane") {
+			return
+		}
+		seen[t] = true
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if f.Name == "TypeMeta" || f.Name == "ObjectMeta" || f.Name == "ListMeta" {
+				continue
+			}
+			fields[t.Name()+"."+f.Name] = wireField{goType: f.Type.String(), json: f.Tag.Get("json")}
+			walk(f.Type)
+		}
+	}
+	for _, r := range roots {
+		walk(reflect.TypeOf(r))
+	}
+	return fields
+}
+
+func TestWireParityWithUpstream(t *testing.T) {
+	for _, tc := range []struct {
+		inventory string
+		roots     []any
+	}{
+		{"resource.k8s.io-v1-fields.txt", []any{v1.DeviceClassList{}, v1.ResourceClaimList{}, v1.ResourceClaimTemplateList{}, v1.ResourceSliceList{}, v1.DeviceTaintRuleList{}}},
+		{"resource.k8s.io-v1beta1-fields.txt", []any{v1beta1.DeviceClassList{}, v1beta1.ResourceClaimList{}, v1beta1.ResourceClaimTemplateList{}, v1beta1.ResourceSliceList{}}},
+	} {
+		t.Run(tc.inventory, func(t *testing.T) {
+			upstream := readInventory(t, tc.inventory)
+			ours := ourFields(tc.roots...)
+			var present, missing, skipped []string
+			for key, want := range upstream {
+				got, ok := ours[key]
+				switch {
+				case isLeftOut(key):
+					if ok {
+						t.Errorf("%s is listed as left out but present", key)
+					}
+					skipped = append(skipped, key)
+				case !ok:
+					missing = append(missing, key)
+				case got.json != want.json:
+					t.Errorf("%s: json tag %q, upstream %q", key, got.json, want.json)
+				case unqualified(got.goType) != unqualified(want.goType):
+					t.Errorf("%s: Go type %s, upstream %s", key, got.goType, want.goType)
+				default:
+					present = append(present, key)
+				}
+			}
+			sort.Strings(missing)
+			for _, key := range missing {
+				t.Errorf("upstream field %s (json %q) is missing", key, upstream[key].json)
+			}
+			for key := range ours {
+				if _, ok := upstream[key]; !ok {
+					t.Errorf("%s is not an upstream field", key)
+				}
+			}
+			t.Logf("%d upstream fields present, %d alpha fields left out", len(present), len(skipped))
+		})
+	}
+}
