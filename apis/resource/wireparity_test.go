@@ -62,7 +62,11 @@ func readInventory(t *testing.T, file string) map[string]wireField {
 		if m == nil {
 			t.Fatalf("cannot parse inventory line %q", line)
 		}
-		fields[m[1]+"."+m[2]] = wireField{goType: m[3], json: m[4]}
+		goType := m[3]
+		if goType == "" { // embedded: the field is named after its type
+			goType = m[2]
+		}
+		fields[m[1]+"."+m[2]] = wireField{goType: goType, json: m[4]}
 	}
 	return fields
 }
