@@ -1,0 +1,312 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+// oracleFeasible searches exhaustively: every alternative of every
+// request, every set of devices that pass the per-device rules, each
+// complete assignment validated by the checker.
+func oracleFeasible(in *instance) bool {
+	w := newRefWorld(in)
+	type group struct {
+		claim int
+		alts  []refSlot
+	}
+	var groups []group
+	for ci, c := range in.claims {
+		for ri := range c.Spec.Devices.Requests {
+			groups = append(groups, group{claim: ci, alts: refSlots(&c.Spec.Devices.Requests[ri])})
+		}
+	}
+	allocs := make([]*resourceapi.AllocationResult, len(in.claims))
+	for i := range allocs {
+		allocs[i] = &resourceapi.AllocationResult{}
+	}
+	shareID := types.UID("share")
+	result := func(sl refSlot, rd *refDevice) resourceapi.DeviceRequestAllocationResult {
+		r := resourceapi.DeviceRequestAllocationResult{Request: sl.name, Driver: rd.id.Driver, Pool: rd.id.Pool, Device: rd.id.Device,
+			Tolerations: sl.tolerations, BindingConditions: rd.dev.BindingConditions, BindingFailureConditions: rd.dev.BindingFailureConditions}
+		if sl.admin {
+			r.AdminAccess = new(true)
+		}
+		if isMulti(rd) {
+			r.ShareID = &shareID
+			use, _ := consumption(sl, rd)
+			if len(use) > 0 {
+				r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{}
+				for name, v := range use {
+					r.ConsumedCapacity[resourceapi.QualifiedName(name)] = *resource.NewMilliQuantity(v, resource.DecimalSI)
+				}
+			}
+		}
+		return r
+	}
+	var rec func(gi int) bool
+	rec = func(gi int) bool {
+		if gi == len(groups) {
+			return w.check(allocs) == nil
+		}
+		g := groups[gi]
+		ar := allocs[g.claim]
+		base := len(ar.Devices.Results)
+		for _, sl := range g.alts {
+			if sl.all {
+				ids := w.allSet(sl)
+				if len(ids) == 0 {
+					continue
+				}
+				for _, id := range ids {
+					ar.Devices.Results = append(ar.Devices.Results, result(sl, w.devices[id]))
+				}
+				if rec(gi + 1) {
+					return true
+				}
+				ar.Devices.Results = ar.Devices.Results[:base]
+				continue
+			}
+			var cands []*refDevice
+			for _, id := range w.order {
+				rd := w.devices[id]
+				if _, ok := consumption(sl, rd); ok && rd.usable && rd.reachable && w.selects(sl, rd) && w.tolerated(sl, rd) {
+					cands = append(cands, rd)
+				}
+			}
+			var choose func(start, n int) bool
+			choose = func(start, n int) bool {
+				if n == sl.count {
+					return rec(gi + 1)
+				}
+				for i := start; i < len(cands); i++ {
+					ar.Devices.Results = append(ar.Devices.Results, result(sl, cands[i]))
+					if choose(i+1, n+1) {
+						return true
+					}
+					ar.Devices.Results = ar.Devices.Results[:len(ar.Devices.Results)-1]
+				}
+				return false
+			}
+			if choose(0, 0) {
+				return true
+			}
+		}
+		return false
+	}
+	return rec(0)
+}
+
+// randomInstance builds a small random allocation problem from a seed.
+func randomInstance(seed uint64) *instance {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	chance := func(p float64) bool { return r.Float64() < p }
+	q := func(v int64) resource.Quantity { return *resource.NewQuantity(v, resource.DecimalSI) }
+	const driver = "drv"
+	in := &instance{
+		node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "z1"}}},
+		classes: map[string]*resourceapi.DeviceClass{
+			"any": {ObjectMeta: metav1.ObjectMeta{Name: "any"}},
+			"a":   {ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "model=a"}}}}},
+			"err": {ObjectMeta: metav1.ObjectMeta{Name: "err"}, Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "errorif:model=b"}}}}},
+		},
+	}
+	classNames := []string{"any", "any", "any", "any", "a", "err"}
+	numPools := 1 + r.IntN(3)
+	var allDevices []DeviceID
+	for p := 0; p < numPools; p++ {
+		poolName := fmt.Sprintf("p%d", p)
+		spec := resourceapi.ResourceSliceSpec{Driver: driver, Pool: resourceapi.ResourcePool{Name: poolName, Generation: 1, ResourceSliceCount: 1}}
+		switch x := r.IntN(10); {
+		case x < 5:
+			spec.NodeName = new("n1")
+		case x < 6:
+			spec.NodeName = new("n2")
+		case x < 7:
+			spec.AllNodes = new(true)
+		case x < 8:
+			spec.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"z1"}}}}}}
+		default:
+			spec.PerDeviceNodeSelection = new(true)
+		}
+		if chance(0.08) {
+			spec.Pool.ResourceSliceCount = 2 // incomplete
+		}
+		counters := chance(0.3)
+		if counters {
+			spec.SharedCounters = []resourceapi.CounterSet{{Name: "gpu", Counters: map[string]resourceapi.Counter{"mem": {Value: q(int64(4 + r.IntN(5)))}}}}
+		}
+		numDevices := 1 + r.IntN(4)
+		for d := 0; d < numDevices; d++ {
+			dev := resourceapi.Device{
+				Name: fmt.Sprintf("d%d", d),
+				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+					"model": {StringValue: new([]string{"a", "b"}[r.IntN(2)])},
+				},
+			}
+			if chance(0.8) {
+				dev.Attributes["numa"] = resourceapi.DeviceAttribute{IntValue: new(int64(r.IntN(2)))}
+			}
+			if spec.PerDeviceNodeSelection != nil {
+				if chance(0.7) {
+					dev.NodeName = new("n1")
+				} else {
+					dev.NodeName = new("n2")
+				}
+			}
+			if chance(0.2) {
+				effect := []resourceapi.DeviceTaintEffect{resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNoExecute, resourceapi.DeviceTaintEffectNone}[r.IntN(3)]
+				dev.Taints = []resourceapi.DeviceTaint{{Key: "k", Value: []string{"v", "w"}[r.IntN(2)], Effect: effect}}
+			}
+			if counters && chance(0.8) {
+				dev.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: "gpu", Counters: map[string]resourceapi.Counter{"mem": {Value: q(int64(2 + r.IntN(4)))}}}}
+			}
+			if chance(0.25) {
+				dev.AllowMultipleAllocations = new(true)
+				c := resourceapi.DeviceCapacity{Value: q(10)}
+				if chance(0.5) {
+					c.RequestPolicy = &resourceapi.CapacityRequestPolicy{Default: new(q(2)), ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: new(q(2)), Step: new(q(2))}}
+				}
+				dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"bw": c}
+			}
+			if chance(0.1) {
+				dev.BindingConditions = []string{"attached"}
+			}
+			spec.Devices = append(spec.Devices, dev)
+			allDevices = append(allDevices, DeviceID{driver, poolName, dev.Name})
+		}
+		in.slices = append(in.slices, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: poolName + "-s"}, Spec: spec})
+		if chance(0.1) {
+			old := spec.DeepCopy()
+			old.Pool.Generation = 0
+			old.Devices = append(old.Devices, resourceapi.Device{Name: "stale"})
+			in.slices = append(in.slices, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: poolName + "-old"}, Spec: *old})
+		}
+	}
+	if chance(0.1) {
+		in.rules = []*resourceapi.DeviceTaintRule{{Spec: resourceapi.DeviceTaintRuleSpec{
+			DeviceSelector: &resourceapi.DeviceTaintSelector{Pool: new("p0"), Device: new("d0")},
+			Taint:          resourceapi.DeviceTaint{Key: "k", Value: "v", Effect: resourceapi.DeviceTaintEffectNoExecute},
+		}}}
+	}
+	// Earlier allocations.
+	for _, id := range allDevices {
+		if chance(0.15) {
+			res := resourceapi.DeviceRequestAllocationResult{Request: "x", Driver: id.Driver, Pool: id.Pool, Device: id.Device}
+			if chance(0.5) {
+				res.ShareID = new(types.UID("old"))
+				res.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{"bw": q(int64(2 * (1 + r.IntN(4))))}
+			}
+			in.prior = append(in.prior, &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{res}}})
+		}
+	}
+	// Claims.
+	numClaims := 1 + r.IntN(2)
+	numRequests := 1 + r.IntN(4)
+	for c := 0; c < numClaims; c++ {
+		in.claims = append(in.claims, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("c%d", c)}})
+	}
+	randomSub := func() (class string, mode resourceapi.DeviceAllocationMode, count int64, sels []resourceapi.DeviceSelector, tols []resourceapi.DeviceToleration, capReq *resourceapi.CapacityRequirements) {
+		class = classNames[r.IntN(len(classNames))]
+		mode = resourceapi.DeviceAllocationModeExactCount
+		count = 1
+		if chance(0.3) {
+			count = 2
+		}
+		if chance(0.1) {
+			mode, count = resourceapi.DeviceAllocationModeAll, 0
+		}
+		if chance(0.2) {
+			sels = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: []string{"model=b", "!model=a", "true"}[r.IntN(3)]}}}
+		}
+		if chance(0.3) {
+			tols = []resourceapi.DeviceToleration{[]resourceapi.DeviceToleration{
+				{Key: "k", Operator: resourceapi.DeviceTolerationOpExists},
+				{Key: "k", Operator: resourceapi.DeviceTolerationOpEqual, Value: "v"},
+				{Key: "k", Operator: resourceapi.DeviceTolerationOpEqual, Value: "v", Effect: resourceapi.DeviceTaintEffectNoSchedule},
+				{Operator: resourceapi.DeviceTolerationOpExists},
+			}[r.IntN(4)]}
+		}
+		if chance(0.12) {
+			capReq = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{[]resourceapi.QualifiedName{"bw", "drv/bw"}[r.IntN(2)]: q(int64(1 + r.IntN(6)))}}
+		}
+		return
+	}
+	for i := 0; i < numRequests; i++ {
+		claim := in.claims[r.IntN(numClaims)]
+		name := fmt.Sprintf("r%d", i)
+		req := resourceapi.DeviceRequest{Name: name}
+		if chance(0.2) {
+			for s := 0; s < 2; s++ {
+				class, mode, count, sels, tols, capReq := randomSub()
+				req.FirstAvailable = append(req.FirstAvailable, resourceapi.DeviceSubRequest{Name: fmt.Sprintf("s%d", s), DeviceClassName: class, AllocationMode: mode, Count: count, Selectors: sels, Tolerations: tols, Capacity: capReq})
+			}
+		} else {
+			class, mode, count, sels, tols, capReq := randomSub()
+			req.Exactly = &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: mode, Count: count, Selectors: sels, Tolerations: tols, Capacity: capReq}
+			if chance(0.1) {
+				req.Exactly.AdminAccess = new(true)
+			}
+		}
+		claim.Spec.Devices.Requests = append(claim.Spec.Devices.Requests, req)
+	}
+	for _, claim := range in.claims {
+		if len(claim.Spec.Devices.Requests) == 0 {
+			claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "only", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "any", Count: 1}}}
+		}
+		if chance(0.3) {
+			c := resourceapi.DeviceConstraint{}
+			if chance(0.5) {
+				c.MatchAttribute = new(resourceapi.FullyQualifiedName("drv/model"))
+			} else {
+				c.DistinctAttribute = new(resourceapi.FullyQualifiedName("drv/numa"))
+			}
+			if chance(0.5) {
+				for _, req := range claim.Spec.Devices.Requests {
+					if chance(0.6) {
+						c.Requests = append(c.Requests, req.Name)
+					}
+				}
+			}
+			claim.Spec.Devices.Constraints = append(claim.Spec.Devices.Constraints, c)
+		}
+	}
+	return in
+}
+
+func TestOracle(t *testing.T) {
+	instances := 12000
+	a := New(Options{Selectors: fakeCompiler{}, NewShareID: func() types.UID { return "share" }})
+	ctx := context.Background()
+	feasible, failures := 0, 0
+	for seed := uint64(0); seed < uint64(instances); seed++ {
+		in := randomInstance(seed)
+		res, err := runChecked(ctx, a, in)
+		if err != nil {
+			failures++
+			if failures <= 10 {
+				t.Errorf("seed %d: %v", seed, err)
+			}
+			continue
+		}
+		want := oracleFeasible(in)
+		if res.Fits() != want {
+			failures++
+			if failures <= 10 {
+				t.Errorf("seed %d: allocator fits=%v, oracle=%v; explanation: %s", seed, res.Fits(), want, res.Explanation.Summary())
+			}
+		}
+		if want {
+			feasible++
+		}
+	}
+	t.Logf("%d instances, %d feasible, %d disagreements or invalid results", instances, feasible, failures)
+}
