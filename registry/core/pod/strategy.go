@@ -1,0 +1,225 @@
+// Package pod serves core/v1 Pods with the status, binding and eviction
+// subresources. There is no kubelet behind core-lite: pods never bound to a
+// node are deleted at once, bound pods go through graceful deletion.
+package pod
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/draplane/draplane/registry/core/internal/corescheme"
+)
+
+type podStrategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+}
+
+// Strategy is the create, update and delete strategy for pods.
+var Strategy = podStrategy{corescheme.Scheme, names.SimpleNameGenerator}
+
+func (podStrategy) NamespaceScoped() bool { return true }
+
+// GetResetFields returns the fields a spec update leaves alone.
+func (podStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"v1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
+	}
+}
+
+// PrepareForCreate starts every pod Pending with its QoS class; the status a
+// client sends is dropped.
+func (podStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	pod := obj.(*corev1.Pod)
+	pod.Generation = 1
+	pod.Status = corev1.PodStatus{
+		Phase:    corev1.PodPending,
+		QOSClass: qosClass(&pod.Spec),
+	}
+}
+
+// PrepareForUpdate keeps the status (only the status subresource changes it)
+// and bumps the generation when the spec changes.
+func (podStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
+	pod.Status = oldPod.Status
+	if !apiequality.Semantic.DeepEqual(pod.Spec, oldPod.Spec) {
+		pod.Generation = oldPod.Generation + 1
+	}
+}
+
+func (podStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	return ValidatePod(obj.(*corev1.Pod))
+}
+
+func (podStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return ValidatePodUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
+}
+
+func (podStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Object) []string { return nil }
+
+func (podStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
+	return nil
+}
+
+func (podStrategy) Canonicalize(obj runtime.Object) {}
+
+func (podStrategy) AllowCreateOnUpdate(ctx context.Context) bool { return false }
+
+func (podStrategy) AllowUnconditionalUpdate(ctx context.Context) bool { return true }
+
+// CheckGracefulDelete picks the grace period of a deletion: the one asked for,
+// else the pod's terminationGracePeriodSeconds; but zero for a pod that never
+// reached a node or has already finished, because nothing would ever
+// complete its deletion.
+func (podStrategy) CheckGracefulDelete(ctx context.Context, obj runtime.Object, options *metav1.DeleteOptions) bool {
+	if options == nil {
+		return false
+	}
+	pod := obj.(*corev1.Pod)
+	var period int64
+	switch {
+	case options.GracePeriodSeconds != nil:
+		period = *options.GracePeriodSeconds
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		period = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		period = 0
+	}
+	if period < 0 {
+		period = 1
+	}
+	options.GracePeriodSeconds = &period
+	return true
+}
+
+type podStatusStrategy struct {
+	podStrategy
+}
+
+// StatusStrategy is the update strategy of the status subresource.
+var StatusStrategy = podStatusStrategy{Strategy}
+
+// GetResetFields returns the fields a status update leaves alone.
+func (podStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"v1": fieldpath.NewSet(
+			fieldpath.MakePathOrDie("spec"),
+			fieldpath.MakePathOrDie("metadata", "deletionTimestamp"),
+			fieldpath.MakePathOrDie("metadata", "ownerReferences"),
+		),
+	}
+}
+
+func (podStatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
+	pod.Spec = oldPod.Spec
+	pod.DeletionTimestamp = oldPod.DeletionTimestamp
+	pod.OwnerReferences = oldPod.OwnerReferences
+}
+
+func (podStatusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return ValidatePodStatusUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
+}
+
+// qosClass classifies a pod as the kubelet does, looking at cpu and memory of
+// its regular and init containers.
+func qosClass(spec *corev1.PodSpec) corev1.PodQOSClass {
+	containers := append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...)
+	anySet, guaranteed := false, true
+	for _, c := range containers {
+		for _, resource := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			request, hasRequest := c.Resources.Requests[resource]
+			limit, hasLimit := c.Resources.Limits[resource]
+			if (hasRequest && !request.IsZero()) || (hasLimit && !limit.IsZero()) {
+				anySet = true
+			}
+			if !hasLimit || limit.IsZero() || (hasRequest && request.Cmp(limit) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !anySet:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	}
+	return corev1.PodQOSBurstable
+}
+
+// GetAttrs returns the labels and selectable fields of a pod.
+func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil, fmt.Errorf("not a pod: %T", obj)
+	}
+	return labels.Set(pod.Labels), ToSelectableFields(pod), nil
+}
+
+// ToSelectableFields returns the fields of a pod that field selectors can use
+// (see corescheme.PodFieldLabels).
+func ToSelectableFields(pod *corev1.Pod) fields.Set {
+	podIP := ""
+	if len(pod.Status.PodIPs) > 0 {
+		podIP = pod.Status.PodIPs[0].IP
+	} else {
+		podIP = pod.Status.PodIP
+	}
+	return generic.MergeFieldsSets(generic.ObjectMetaFieldsSet(&pod.ObjectMeta, true), fields.Set{
+		"spec.nodeName":            pod.Spec.NodeName,
+		"spec.restartPolicy":       string(pod.Spec.RestartPolicy),
+		"spec.schedulerName":       pod.Spec.SchedulerName,
+		"spec.serviceAccountName":  pod.Spec.ServiceAccountName,
+		"spec.hostNetwork":         strconv.FormatBool(pod.Spec.HostNetwork),
+		"status.phase":             string(pod.Status.Phase),
+		"status.podIP":             podIP,
+		"status.nominatedNodeName": pod.Status.NominatedNodeName,
+	})
+}
+
+// Matcher selects pods by labels and fields; spec.nodeName is answered from
+// the watch cache index.
+func Matcher(label labels.Selector, field fields.Selector) storage.SelectionPredicate {
+	return storage.SelectionPredicate{
+		Label:       label,
+		Field:       field,
+		GetAttrs:    GetAttrs,
+		IndexFields: []string{"spec.nodeName"},
+	}
+}
+
+// NodeNameTriggerFunc tells the watch cache which node a pod event concerns,
+// so watchers of one node's pods are woken only for their node.
+func NodeNameTriggerFunc(obj runtime.Object) string {
+	return obj.(*corev1.Pod).Spec.NodeName
+}
+
+// NodeNameIndexFunc indexes pods in the watch cache by spec.nodeName.
+func NodeNameIndexFunc(obj interface{}) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, fmt.Errorf("not a pod: %T", obj)
+	}
+	return []string{pod.Spec.NodeName}, nil
+}
+
+// Indexers are the watch cache indexes of pods.
+func Indexers() *cache.Indexers {
+	return &cache.Indexers{storage.FieldIndex("spec.nodeName"): NodeNameIndexFunc}
+}
