@@ -1,0 +1,312 @@
+// Package namespace empties terminating namespaces. Deleting a namespace
+// only marks it Terminating (the "kubernetes" finalizer in spec.finalizers
+// keeps it); this controller deletes every namespaced object of every kind
+// the server serves, found through discovery, waits until none is left and
+// then removes the finalizer through the finalize subresource, which lets
+// the namespace go away.
+package namespace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// podsResource is the one kind whose deletion this controller completes
+// itself: there is no kubelet in standalone mode to confirm that a bound
+// pod stopped, so once a pod's grace period is over it is deleted with a
+// grace period of zero.
+var podsResource = corev1.SchemeGroupVersion.WithResource("pods")
+
+// Controller empties and finalizes terminating namespaces.
+type Controller struct {
+	client        kubernetes.Interface
+	dynamicClient dynamic.Interface
+	discovery     discovery.DiscoveryInterface
+	namespaces    corelisters.NamespaceLister
+	synced        cache.InformerSynced
+	queue         workqueue.TypedRateLimitingInterface[string]
+	// now is the clock used to decide whether a pod's grace period is over.
+	now func() time.Time
+}
+
+// NewController returns a controller that watches namespaces through
+// informer, deletes the content of terminating ones with dynamicClient (every
+// namespaced resource that discovery lists with the list and delete verbs)
+// and finalizes them with client.
+func NewController(logger klog.Logger, client kubernetes.Interface, dynamicClient dynamic.Interface, discovery discovery.DiscoveryInterface, informer coreinformers.NamespaceInformer) *Controller {
+	c := &Controller{
+		client:        client,
+		dynamicClient: dynamicClient,
+		discovery:     discovery,
+		namespaces:    informer.Lister(),
+		synced:        informer.Informer().HasSynced,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "namespace"},
+		),
+		now: time.Now,
+	}
+	_, err := informer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj interface{}) { c.enqueue(obj) },
+	}, cache.HandlerOptions{Logger: &logger})
+	if err != nil {
+		logger.Error(err, "Failed to add namespace event handler")
+	}
+	return c
+}
+
+// enqueue queues only namespaces that are being deleted.
+func (c *Controller) enqueue(obj interface{}) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok || ns.DeletionTimestamp == nil {
+		return
+	}
+	c.queue.Add(ns.Name)
+}
+
+// Run waits for the informer to sync, then runs workers until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting namespace controller")
+	defer logger.Info("Shutting down namespace controller")
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced) {
+		return
+	}
+	for range workers {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNextItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextItem(ctx context.Context) bool {
+	name, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(name)
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "namespace", name)
+	ctx = klog.NewContext(ctx, logger)
+
+	err := c.sync(ctx, name)
+	var remaining *contentRemainingError
+	switch {
+	case err == nil:
+		c.queue.Forget(name)
+	case errors.As(err, &remaining) && remaining.estimate > 0:
+		// Objects are waiting out a grace period: look again when it ends.
+		logger.V(4).Info("Namespace content still terminating", "remaining", remaining.count, "retryAfter", remaining.estimate)
+		c.queue.Forget(name)
+		c.queue.AddAfter(name, remaining.estimate)
+	default:
+		logger.V(2).Info("Namespace not finalized yet, retrying", "err", err)
+		c.queue.AddRateLimited(name)
+	}
+	return true
+}
+
+// contentRemainingError says that objects are left in the namespace after a
+// deletion round; estimate is how long until the longest remaining grace
+// period ends (zero when unknown, e.g. objects waiting for finalizers).
+type contentRemainingError struct {
+	count    int
+	estimate time.Duration
+}
+
+func (e *contentRemainingError) Error() string {
+	return fmt.Sprintf("%d objects remain in the namespace", e.count)
+}
+
+// sync deletes the content of a terminating namespace and, once it is
+// empty, removes the "kubernetes" finalizer.
+func (c *Controller) sync(ctx context.Context, name string) error {
+	ns, err := c.namespaces.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ns.DeletionTimestamp == nil || !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+		return nil
+	}
+	if err := c.deleteContent(ctx, name); err != nil {
+		return err
+	}
+	return c.finalize(ctx, name)
+}
+
+// deleteContent deletes every namespaced object in the namespace and
+// returns a contentRemainingError while some are left.
+func (c *Controller) deleteContent(ctx context.Context, namespace string) error {
+	logger := klog.FromContext(ctx)
+	resources, discoveryErr := c.deletableResources()
+	if discoveryErr != nil && len(resources) == 0 {
+		return fmt.Errorf("discover namespaced resources: %w", discoveryErr)
+	}
+	remaining := &contentRemainingError{}
+	for _, gvr := range resources {
+		count, estimate, err := c.deleteAllOf(ctx, gvr, namespace)
+		if err != nil {
+			return fmt.Errorf("delete %s in namespace %s: %w", gvr, namespace, err)
+		}
+		if count > 0 {
+			logger.V(4).Info("Objects remain in namespace", "resource", gvr, "count", count)
+		}
+		remaining.count += count
+		remaining.estimate = max(remaining.estimate, estimate)
+	}
+	if remaining.count > 0 {
+		return remaining
+	}
+	// Some group could not be discovered: its objects may still be there.
+	if discoveryErr != nil {
+		return fmt.Errorf("discover namespaced resources: %w", discoveryErr)
+	}
+	return nil
+}
+
+// deletableResources lists the namespaced resources that support list and
+// delete, in the preferred version of each group. A failure to discover some
+// groups is returned with the resources of the others.
+func (c *Controller) deletableResources() ([]schema.GroupVersionResource, error) {
+	lists, err := discovery.ServerPreferredNamespacedResources(c.discovery)
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		return nil, err
+	}
+	var resources []schema.GroupVersionResource
+	seen := sets.New[schema.GroupVersionResource]()
+	for _, list := range lists {
+		gv, parseErr := schema.ParseGroupVersion(list.GroupVersion)
+		if parseErr != nil {
+			continue
+		}
+		for _, resource := range list.APIResources {
+			verbs := sets.New([]string(resource.Verbs)...)
+			if !resource.Namespaced || !verbs.HasAll("list", "delete") || strings.Contains(resource.Name, "/") {
+				continue
+			}
+			gvr := gv.WithResource(resource.Name)
+			if !seen.Has(gvr) {
+				seen.Insert(gvr)
+				resources = append(resources, gvr)
+			}
+		}
+	}
+	return resources, err
+}
+
+// deleteAllOf deletes every object of one resource in the namespace and
+// reports how many are left and when the last grace period among them ends.
+func (c *Controller) deleteAllOf(ctx context.Context, gvr schema.GroupVersionResource, namespace string) (int, time.Duration, error) {
+	client := c.dynamicClient.Resource(gvr).Namespace(namespace)
+	background := metav1.DeletePropagationBackground
+	list, err := client.List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	now := c.now()
+	remaining, estimate := 0, time.Duration(0)
+	for i := range list.Items {
+		item := &list.Items[i]
+		opts := metav1.DeleteOptions{
+			PropagationPolicy: &background,
+			Preconditions:     &metav1.Preconditions{UID: ptr.To(item.GetUID())},
+		}
+		if deletionTimestamp := item.GetDeletionTimestamp(); deletionTimestamp != nil {
+			if gvr != podsResource {
+				// Waiting for its finalizers; nothing to do but wait.
+				remaining++
+				continue
+			}
+			if wait := deletionTimestamp.Sub(now); wait > 0 {
+				remaining++
+				estimate = max(estimate, wait)
+				continue
+			}
+			// The pod's grace period is over and no kubelet will finish its
+			// deletion: do it now.
+			opts.GracePeriodSeconds = ptr.To[int64](0)
+		}
+		err := client.Delete(ctx, item.GetName(), opts)
+		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// Gone already, or replaced by a new object with the same name
+			// which the next round deletes.
+			if apierrors.IsConflict(err) {
+				remaining++
+			}
+		case err != nil:
+			return 0, 0, err
+		default:
+			remaining++
+		}
+	}
+	if remaining == 0 {
+		return 0, 0, nil
+	}
+	// Count what is really left: most deletions take effect at once.
+	list, err = client.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	remaining = len(list.Items)
+	for i := range list.Items {
+		if deletionTimestamp := list.Items[i].GetDeletionTimestamp(); deletionTimestamp != nil {
+			estimate = max(estimate, deletionTimestamp.Sub(now))
+		}
+	}
+	return remaining, estimate, nil
+}
+
+// finalize removes the "kubernetes" finalizer from the namespace's spec.
+func (c *Controller) finalize(ctx context.Context, name string) error {
+	ns, err := c.client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+		return nil
+	}
+	ns = ns.DeepCopy()
+	ns.Spec.Finalizers = slices.DeleteFunc(ns.Spec.Finalizers, func(f corev1.FinalizerName) bool { return f == corev1.FinalizerKubernetes })
+	if _, err := c.client.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("finalize namespace %s: %w", name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Finalized namespace")
+	return nil
+}
