@@ -437,7 +437,7 @@ func (s *search) candidates(sl *slot, view *nodeView, interned map[string]int32)
 	case sl.all && len(view.unusable) > 0:
 		r.Reason = ReasonPoolUnusable
 		r.Message = fmt.Sprintf("asks for all devices, but %s", view.unusable[0].problem())
-	case counts.OnNode == 0:
+	case counts.OnNode < need:
 		r.Reason = ReasonNoDevices
 	case counts.MatchedClass < need:
 		r.Reason = ReasonClassMismatch

@@ -123,7 +123,7 @@ func describe(r *RequestExplanation, sl *slot) string {
 	}
 	switch r.Reason {
 	case ReasonNoDevices:
-		return fmt.Sprintf("needs %s of class %s, but no usable device is available on the node", need, className)
+		return fmt.Sprintf("needs %s of class %s, but the node has only %d usable devices", need, className, c.OnNode)
 	case ReasonClassMismatch:
 		return fmt.Sprintf("needs %s of class %s, but only %d of %d devices on the node match the class (selector %q rejected %d)", need, className, c.MatchedClass, c.OnNode, r.Selector, r.SelectorRejected)
 	case ReasonSelectorMismatch:
