@@ -344,6 +344,9 @@ func (s *search) candidates(sl *slot, view *nodeView, interned map[string]int32)
 		if s.ctx.Err() != nil {
 			return
 		}
+		if sl.numClass == 0 {
+			counts.MatchedClass++
+		}
 		matched := true
 		for i, e := range sl.selectors {
 			ok, err := e.match(s.ctx, d)
@@ -364,9 +367,6 @@ func (s *search) candidates(sl *slot, view *nodeView, interned map[string]int32)
 		}
 		if !matched {
 			continue
-		}
-		if sl.numClass == 0 {
-			counts.MatchedClass++
 		}
 		counts.MatchedSelectors++
 
@@ -461,7 +461,14 @@ func (s *search) candidates(sl *slot, view *nodeView, interned map[string]int32)
 		(r.Reason == ReasonClassMismatch || r.Reason == ReasonSelectorMismatch) {
 		r.Reason = ReasonSelectorError
 	}
-	r.Message = describe(r, sl)
+	if r.Message == "" {
+		r.Message = describe(r, sl)
+	}
+	if r.Reason == ReasonNoDevices && len(view.unusable) > 0 {
+		// The devices may well be in the pool that can't be used yet.
+		r.Reason = ReasonPoolUnusable
+		r.Message += "; " + view.unusable[0].problem()
+	}
 	sl.problem = r
 	sl.cands = nil
 }

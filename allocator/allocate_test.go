@@ -82,7 +82,7 @@ func TestAllocateRules(t *testing.T) {
 			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{
 				mkSlice("p", "n1", devs("d0", "d0"))},
 				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
-			reason: ReasonNoDevices,
+			reason: ReasonPoolUnusable,
 		},
 		{
 			name:   "class selector",
