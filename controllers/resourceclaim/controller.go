@@ -1,0 +1,894 @@
+// Package resourceclaim is the resource claim controller. It generates a
+// ResourceClaim from a ResourceClaimTemplate for each pod claim that names
+// one, records the generated names in the pod status, reserves allocated
+// claims for pods that were created with spec.nodeName already set, and
+// cleans up after pods: it removes them from status.reservedFor when they
+// are done or gone, deallocates claims that nobody uses any more and
+// deletes the claims that were generated for them.
+//
+// It never allocates: that is the allocation controller's job.
+package resourceclaim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
+	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
+)
+
+const (
+	// ControllerName is used for logging, the work queue and as event
+	// source.
+	ControllerName = "resourceclaim-controller"
+
+	// FieldManager owns the pod status entries that this controller
+	// writes with server-side apply.
+	FieldManager = "draplane-resourceclaim-controller"
+
+	// Event reasons on pods.
+	ReasonFailedClaimCreation    = "FailedResourceClaimCreation"
+	ReasonFailedClaimReservation = "FailedResourceClaimReservation"
+	ReasonFailedPodStatusUpdate  = "FailedPodResourceClaimStatusUpdate"
+
+	podKeyPrefix   = "pod:"
+	claimKeyPrefix = "claim:"
+
+	// podsByClaimIndex maps "<namespace>/<claim name>" to the pods that
+	// use that claim, as far as the pod knows the name.
+	podsByClaimIndex = "pods-by-claim"
+
+	// claimsByPodIndex maps the UID of a pod to the claims generated for
+	// it (controller owner reference).
+	claimsByPodIndex = "claims-by-pod-owner"
+
+	// mutationCacheTTL is long: the informer normally catches up within
+	// moments and then replaces the entry.
+	mutationCacheTTL = time.Hour
+
+	// deletedPodsCacheSize bounds the memory of pods known to be deleted.
+	deletedPodsCacheSize = 1000
+)
+
+// Controller is the resource claim controller. Create it with
+// NewController, start it with Run.
+type Controller struct {
+	kubeClient     kubernetes.Interface
+	resourceClient versioned.Interface
+
+	podLister  corelisters.PodLister
+	podIndexer cache.Indexer
+	podsSynced cache.InformerSynced
+
+	claimLister  resourcelisters.ResourceClaimLister
+	claimsSynced cache.InformerSynced
+	// claimCache is the claim informer's store plus the claims that this
+	// controller created and the informer has not delivered yet. Without
+	// it, a retry after a failed pod status write could create a second
+	// claim for the same pod claim.
+	claimCache cache.MutationCache
+
+	templateLister  resourcelisters.ResourceClaimTemplateLister
+	templatesSynced cache.InformerSynced
+
+	// recorder is set by Run (tests set their own); nil drops events.
+	recorder record.EventRecorder
+
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	// deletedPods remembers pods the informer reported as deleted, so
+	// that their reservations can be dropped without asking the server.
+	deletedPods *uidSet
+}
+
+// NewController wires event handlers and indexers into the informers. It
+// starts nothing; call Run (after starting the informer factories).
+func NewController(
+	logger klog.Logger,
+	kubeClient kubernetes.Interface,
+	resourceClient versioned.Interface,
+	podInformer coreinformers.PodInformer,
+	claimInformer resourceinformers.ResourceClaimInformer,
+	templateInformer resourceinformers.ResourceClaimTemplateInformer,
+) (*Controller, error) {
+	c := &Controller{
+		kubeClient:      kubeClient,
+		resourceClient:  resourceClient,
+		podLister:       podInformer.Lister(),
+		podIndexer:      podInformer.Informer().GetIndexer(),
+		podsSynced:      podInformer.Informer().HasSynced,
+		claimLister:     claimInformer.Lister(),
+		claimsSynced:    claimInformer.Informer().HasSynced,
+		templateLister:  templateInformer.Lister(),
+		templatesSynced: templateInformer.Informer().HasSynced,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "resource_claim"},
+		),
+		deletedPods: newUIDSet(deletedPodsCacheSize),
+	}
+
+	if err := c.podIndexer.AddIndexers(cache.Indexers{podsByClaimIndex: podsByClaimIndexFunc}); err != nil {
+		return nil, fmt.Errorf("add pod indexer: %w", err)
+	}
+	claimIndexer := claimInformer.Informer().GetIndexer()
+	if err := claimIndexer.AddIndexers(cache.Indexers{claimsByPodIndex: claimsByPodIndexFunc}); err != nil {
+		return nil, fmt.Errorf("add claim indexer: %w", err)
+	}
+	// includeAdds: claims that the informer has not seen yet are exactly
+	// what this cache is for.
+	c.claimCache = cache.NewIntegerResourceVersionMutationCache(logger, claimIndexer, claimIndexer, mutationCacheTTL, true)
+
+	if _, err := podInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueuePod(logger, obj, false) },
+		UpdateFunc: func(_, obj any) { c.enqueuePod(logger, obj, false) },
+		DeleteFunc: func(obj any) { c.enqueuePod(logger, obj, true) },
+	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+		return nil, fmt.Errorf("add pod event handler: %w", err)
+	}
+	if _, err := claimInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueClaim(logger, obj, false) },
+		UpdateFunc: func(_, obj any) { c.enqueueClaim(logger, obj, false) },
+		DeleteFunc: func(obj any) { c.enqueueClaim(logger, obj, true) },
+	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+		return nil, fmt.Errorf("add claim event handler: %w", err)
+	}
+
+	setupMetrics(c.claimLister)
+	return c, nil
+}
+
+// Run waits for the informers, runs workers until ctx is done and then
+// shuts the queue down. It blocks.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
+
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
+	defer logger.Info("Shutting down controller", "controller", ControllerName)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	if c.recorder == nil {
+		c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
+	}
+
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.podsSynced, c.claimsSynced, c.templatesSynced) {
+		return
+	}
+
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	}
+	<-ctx.Done()
+	// Let the workers finish their current item before the queue goes.
+	c.queue.ShutDown()
+	wg.Wait()
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	err := c.sync(ctx, key)
+	switch {
+	case err == nil:
+		c.queue.Forget(key)
+	case errors.Is(err, errPermanent):
+		klog.FromContext(ctx).Error(err, "Dropping work item, retrying cannot help", "key", key)
+		c.queue.Forget(key)
+	default:
+		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "key", key)
+		c.queue.AddRateLimited(key)
+	}
+	return true
+}
+
+// errPermanent marks errors that retrying cannot fix.
+var errPermanent = errors.New("permanent error")
+
+// sync handles one work item: "pod:<namespace>/<name>" or
+// "claim:<namespace>/<name>".
+func (c *Controller) sync(ctx context.Context, key string) error {
+	prefix, objectKey, found := strings.Cut(key, ":")
+	if !found {
+		return fmt.Errorf("%w: work item %q has no prefix", errPermanent, key)
+	}
+	namespace, name, err := cache.SplitMetaNamespaceKey(objectKey)
+	if err != nil {
+		return fmt.Errorf("%w: work item %q: %w", errPermanent, key, err)
+	}
+	switch prefix + ":" {
+	case podKeyPrefix:
+		return c.syncPod(ctx, namespace, name)
+	case claimKeyPrefix:
+		return c.syncClaim(ctx, namespace, name)
+	default:
+		return fmt.Errorf("%w: work item %q has an unknown prefix", errPermanent, key)
+	}
+}
+
+// enqueuePod decides from the caches alone what a pod change means: its
+// claims may need cleanup when it is done or gone, and the pod itself
+// may need claims generated or reserved.
+func (c *Controller) enqueuePod(logger klog.Logger, obj any, deleted bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		logger.Error(nil, "Unexpected object in pod event handler", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	if !podclaims.HasClaims(pod) {
+		return
+	}
+
+	if deleted {
+		c.deletedPods.Add(pod.UID)
+	}
+	if deleted || podclaims.IsDone(pod) {
+		// The pod's claims may have to drop the pod from reservedFor,
+		// and generated claims have to go.
+		for _, podClaim := range podclaims.ClaimsOf(pod) {
+			name, _, err := podclaims.ClaimName(pod, podClaim)
+			if err != nil || name == nil {
+				continue
+			}
+			c.queue.Add(claimKeyPrefix + pod.Namespace + "/" + *name)
+		}
+		// Also claims generated for the pod that its status doesn't
+		// name because the status write failed.
+		owned, err := c.claimCache.ByIndex(claimsByPodIndex, string(pod.UID))
+		if err != nil {
+			logger.Error(err, "Listing claims of pod from cache", "pod", klog.KObj(pod))
+		}
+		for _, obj := range owned {
+			if claim, ok := obj.(*resourcev1.ResourceClaim); ok {
+				c.queue.Add(claimKeyPrefix + claim.Namespace + "/" + claim.Name)
+			}
+		}
+		logger.V(6).Info("Pod done or gone, checking its claims", "pod", klog.KObj(pod), "deleted", deleted)
+		return
+	}
+
+	if needsWork, reason := c.podNeedsWork(pod); needsWork {
+		logger.V(6).Info("Enqueueing pod", "pod", klog.KObj(pod), "reason", reason)
+		c.queue.Add(podKeyPrefix + pod.Namespace + "/" + pod.Name)
+	}
+}
+
+// podNeedsWork checks, with the caches only, whether syncPod would do
+// anything for a pod that still needs its claims.
+func (c *Controller) podNeedsWork(pod *corev1.Pod) (bool, string) {
+	if pod.DeletionTimestamp != nil {
+		return false, "pod is being deleted"
+	}
+	for _, podClaim := range podclaims.ClaimsOf(pod) {
+		name, mustCheckOwner, err := podclaims.ClaimName(pod, podClaim)
+		if errors.Is(err, podclaims.ErrUnsupportedPodClaim) {
+			continue
+		}
+		if err != nil {
+			return true, err.Error()
+		}
+		if name == nil {
+			continue
+		}
+		claim, err := c.cachedClaim(pod.Namespace, *name)
+		if err != nil {
+			return true, err.Error()
+		}
+		if claim == nil {
+			if podClaim.TemplateName != nil {
+				return true, "generated claim is missing"
+			}
+			// Someone else has to create it.
+			continue
+		}
+		if mustCheckOwner && podclaims.IsForPod(pod, claim) != nil {
+			return true, "claim in pod status is not owned by the pod"
+		}
+		if pod.Spec.NodeName != "" && needsReservation(pod, claim) {
+			return true, "allocated claim must be reserved for pod bound to node"
+		}
+	}
+	return false, "nothing to do"
+}
+
+// enqueueClaim queues the claim itself (reservedFor may name pods that
+// are gone) and every known pod that uses it (a claim that appears,
+// vanishes or gets allocated may give the pod work).
+func (c *Controller) enqueueClaim(logger klog.Logger, obj any, deleted bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	claim, ok := obj.(*resourcev1.ResourceClaim)
+	if !ok {
+		logger.Error(nil, "Unexpected object in claim event handler", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	if deleted {
+		c.claimCache.OnDelete(claim)
+	} else {
+		c.claimCache.OnAddOrUpdate(claim)
+		c.queue.Add(claimKeyPrefix + claim.Namespace + "/" + claim.Name)
+	}
+
+	pods, err := c.podIndexer.ByIndex(podsByClaimIndex, claim.Namespace+"/"+claim.Name)
+	if err != nil {
+		logger.Error(err, "Listing pods of claim from cache", "claim", klog.KObj(claim))
+		return
+	}
+	for _, pod := range pods {
+		c.enqueuePod(logger, pod, false)
+	}
+}
+
+// syncPod generates the missing claims of a pod, records them in its
+// status and, for a pod that is already bound to a node, reserves its
+// allocated claims for it.
+func (c *Controller) syncPod(ctx context.Context, namespace, name string) error {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", klog.KRef(namespace, name))
+	ctx = klog.NewContext(ctx, logger)
+
+	pod, err := c.podLister.Pods(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		logger.V(5).Info("Pod is gone, nothing to do")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get pod %s/%s from cache: %w", namespace, name, err)
+	}
+	if pod.DeletionTimestamp != nil || podclaims.IsDone(pod) {
+		// Generating claims now would only produce garbage.
+		logger.V(5).Info("Pod will not run, nothing to do")
+		return nil
+	}
+
+	var errs []error
+	// generated maps each pod claim with a template to its claim, for
+	// the status; statusOutdated is set when that differs from the
+	// pod's status.
+	generated := make(map[string]string)
+	statusOutdated := false
+	for _, podClaim := range podclaims.ClaimsOf(pod) {
+		if podClaim.TemplateName == nil {
+			if podClaim.ClaimName == nil {
+				// Retrying cannot help; the other pod claims still
+				// get their claims.
+				logger.Error(podclaims.ErrUnsupportedPodClaim, "Skipping pod claim", "podClaim", podClaim.Name)
+			}
+			continue
+		}
+		claimName, missingInStatus, err := c.ensureGeneratedClaim(ctx, pod, podClaim)
+		if err != nil {
+			c.eventf(pod, corev1.EventTypeWarning, ReasonFailedClaimCreation, "Pod claim %s: %v", podClaim.Name, err)
+			errs = append(errs, fmt.Errorf("pod claim %s: %w", podClaim.Name, err))
+			continue
+		}
+		if claimName != "" {
+			generated[podClaim.Name] = claimName
+		}
+		statusOutdated = statusOutdated || missingInStatus
+	}
+
+	if statusOutdated {
+		if err := c.applyPodClaimStatuses(ctx, pod, generated); err != nil {
+			c.eventf(pod, corev1.EventTypeWarning, ReasonFailedPodStatusUpdate, "Recording generated ResourceClaims: %v", err)
+			return errors.Join(append(errs, err)...)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+
+	if pod.Spec.NodeName == "" {
+		// Not bound yet: the allocation controller reserves when it
+		// allocates.
+		return nil
+	}
+	return c.reserveForBoundPod(ctx, pod, generated)
+}
+
+// ensureGeneratedClaim makes sure that the claim for one pod claim with a
+// template exists. It returns the claim's name ("" when the pod status
+// says that no claim is needed) and whether the pod status still has to
+// record it.
+func (c *Controller) ensureGeneratedClaim(ctx context.Context, pod *corev1.Pod, podClaim podclaims.PodClaim) (string, bool, error) {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "podClaim", podClaim.Name)
+
+	name, _, err := podclaims.ClaimName(pod, podClaim)
+	switch {
+	case errors.Is(err, podclaims.ErrClaimNotGenerated):
+		// Find or create below.
+	case err != nil:
+		return "", false, err
+	case name == nil:
+		return "", false, nil
+	default:
+		claim, err := c.cachedClaim(pod.Namespace, *name)
+		if err != nil {
+			return "", false, err
+		}
+		if claim != nil {
+			if err := podclaims.IsForPod(pod, claim); err != nil {
+				logger.Error(err, "Claim recorded in pod status belongs to someone else, generating a new one", "claim", klog.KObj(claim))
+			} else {
+				return claim.Name, false, nil
+			}
+		} else {
+			logger.V(4).Info("Claim recorded in pod status is gone, generating a new one", "claim", klog.KRef(pod.Namespace, *name))
+		}
+	}
+
+	// A claim generated earlier whose name didn't make it into the
+	// status: adopt it instead of creating another one.
+	if claim, err := c.findGeneratedClaim(pod, podClaim.Name); err != nil {
+		return "", false, err
+	} else if claim != nil {
+		logger.V(4).Info("Found claim generated earlier", "claim", klog.KObj(claim))
+		return claim.Name, true, nil
+	}
+
+	template, err := c.templateLister.ResourceClaimTemplates(pod.Namespace).Get(*podClaim.TemplateName)
+	if err != nil {
+		return "", false, fmt.Errorf("get ResourceClaimTemplate %s: %w", *podClaim.TemplateName, err)
+	}
+	claim := newClaimFromTemplate(pod, podClaim.Name, template)
+	created, err := c.resourceClient.ResourceV1().ResourceClaims(pod.Namespace).Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		claimCreates.WithLabelValues(createFailure).Inc()
+		return "", false, fmt.Errorf("create ResourceClaim from template %s: %w", template.Name, err)
+	}
+	claimCreates.WithLabelValues(createSuccess).Inc()
+	c.claimCache.Mutation(created)
+	logger.V(2).Info("Created ResourceClaim", "claim", klog.KObj(created), "template", klog.KObj(template))
+	return created.Name, true, nil
+}
+
+// newClaimFromTemplate builds the claim for one pod claim: the template's
+// labels, annotations and spec, our annotation and a controller owner
+// reference, which together identify the pod claim it was made for.
+func newClaimFromTemplate(pod *corev1.Pod, podClaimName string, template *resourcev1.ResourceClaimTemplate) *resourcev1.ResourceClaim {
+	annotations := make(map[string]string, len(template.Spec.Annotations)+1)
+	for key, value := range template.Spec.Annotations {
+		annotations[key] = value
+	}
+	annotations[resourceapi.PodClaimNameAnnotation] = podClaimName
+	var labels map[string]string
+	if len(template.Spec.Labels) > 0 {
+		labels = make(map[string]string, len(template.Spec.Labels))
+		for key, value := range template.Spec.Labels {
+			labels[key] = value
+		}
+	}
+	isTrue := true
+	return &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: claimGenerateName(pod.Name, podClaimName),
+			Namespace:    pod.Namespace,
+			Labels:       labels,
+			Annotations:  annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         "v1",
+				Kind:               "Pod",
+				Name:               pod.Name,
+				UID:                pod.UID,
+				Controller:         &isTrue,
+				BlockOwnerDeletion: &isTrue,
+			}},
+		},
+		Spec: *template.Spec.Spec.DeepCopy(),
+	}
+}
+
+// findGeneratedClaim returns a claim owned by the pod that was generated
+// for the pod claim, or nil.
+func (c *Controller) findGeneratedClaim(pod *corev1.Pod, podClaimName string) (*resourcev1.ResourceClaim, error) {
+	objs, err := c.claimCache.ByIndex(claimsByPodIndex, string(pod.UID))
+	if err != nil {
+		return nil, fmt.Errorf("list claims of pod from cache: %w", err)
+	}
+	var found *resourcev1.ResourceClaim
+	for _, obj := range objs {
+		claim, ok := obj.(*resourcev1.ResourceClaim)
+		if !ok || claim.DeletionTimestamp != nil || claim.Annotations[resourceapi.PodClaimNameAnnotation] != podClaimName {
+			continue
+		}
+		// Take the oldest if there ever are several; the others get
+		// deleted with the pod.
+		if found == nil || claim.CreationTimestamp.Before(&found.CreationTimestamp) ||
+			(claim.CreationTimestamp.Equal(&found.CreationTimestamp) && claim.Name < found.Name) {
+			found = claim
+		}
+	}
+	return found, nil
+}
+
+// applyPodClaimStatuses records the generated claims in the pod status.
+// The apply names every generated claim of the pod, not just the new
+// ones: with server-side apply, an entry that this field manager stops
+// naming would be removed.
+func (c *Controller) applyPodClaimStatuses(ctx context.Context, pod *corev1.Pod, generated map[string]string) error {
+	statuses := make([]*corev1apply.PodResourceClaimStatusApplyConfiguration, 0, len(generated))
+	for _, podClaim := range podclaims.ClaimsOf(pod) {
+		if claimName, ok := generated[podClaim.Name]; ok {
+			statuses = append(statuses, corev1apply.PodResourceClaimStatus().WithName(podClaim.Name).WithResourceClaimName(claimName))
+		}
+	}
+	podApply := corev1apply.Pod(pod.Name, pod.Namespace).
+		WithUID(pod.UID).
+		WithStatus(corev1apply.PodStatus().WithResourceClaimStatuses(statuses...))
+	if _, err := c.kubeClient.CoreV1().Pods(pod.Namespace).ApplyStatus(ctx, podApply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		return fmt.Errorf("apply status.resourceClaimStatuses of pod %s: %w", klog.KObj(pod), err)
+	}
+	klog.FromContext(ctx).V(4).Info("Recorded generated claims in pod status", "claims", generated)
+	return nil
+}
+
+// reserveForBoundPod adds a pod that is already bound to a node to the
+// reservedFor of each of its allocated claims, as the allocation
+// controller would have done had it bound the pod.
+func (c *Controller) reserveForBoundPod(ctx context.Context, pod *corev1.Pod, generated map[string]string) error {
+	logger := klog.FromContext(ctx)
+	var errs []error
+	for _, podClaim := range podclaims.ClaimsOf(pod) {
+		var claimName string
+		switch {
+		case podClaim.ClaimName != nil:
+			claimName = *podClaim.ClaimName
+		case podClaim.TemplateName != nil:
+			claimName = generated[podClaim.Name]
+		}
+		if claimName == "" {
+			continue
+		}
+		claim, err := c.cachedClaim(pod.Namespace, claimName)
+		if err != nil {
+			return err
+		}
+		if claim == nil || !needsReservation(pod, claim) {
+			// A missing claim or one that is not allocated yet comes
+			// back through the claim event handler.
+			continue
+		}
+		if podClaim.TemplateName != nil && podclaims.IsForPod(pod, claim) != nil {
+			continue
+		}
+		if err := c.reserveForPod(ctx, pod, claim); err != nil {
+			c.eventf(pod, corev1.EventTypeWarning, ReasonFailedClaimReservation, "Reserving ResourceClaim %s: %v", claim.Name, err)
+			errs = append(errs, err)
+			continue
+		}
+		logger.V(2).Info("Reserved claim for pod bound to node", "claim", klog.KObj(claim), "node", pod.Spec.NodeName)
+	}
+	return errors.Join(errs...)
+}
+
+// needsReservation: allocated, not reserved for this pod yet, and room
+// for one more consumer.
+func needsReservation(pod *corev1.Pod, claim *resourcev1.ResourceClaim) bool {
+	return claim.Status.Allocation != nil &&
+		!podclaims.IsReservedForPod(pod, claim) &&
+		len(claim.Status.ReservedFor) < resourceapi.ResourceClaimReservedForMaxSize
+}
+
+// reserveForPod adds the pod to reservedFor with a strategic merge patch:
+// concurrent additions by others need no up-to-date copy and don't
+// conflict; the server rejects the patch only when the result is
+// invalid (too many consumers) or the claim was replaced (uid).
+func (c *Controller) reserveForPod(ctx context.Context, pod *corev1.Pod, claim *resourcev1.ResourceClaim) error {
+	type consumer struct {
+		Resource string    `json:"resource"`
+		Name     string    `json:"name"`
+		UID      types.UID `json:"uid"`
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{"uid": claim.UID},
+		"status": map[string]any{
+			"reservedFor": []consumer{{Resource: "pods", Name: pod.Name, UID: pod.UID}},
+		},
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("reserve claim %s for pod %s: %w", klog.KObj(claim), klog.KObj(pod), err)
+	}
+	if _, err := c.resourceClient.ResourceV1().ResourceClaims(claim.Namespace).Patch(ctx, claim.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
+		return fmt.Errorf("reserve claim %s for pod %s: %w", klog.KObj(claim), klog.KObj(pod), err)
+	}
+	return nil
+}
+
+// syncClaim drops consumers that are done or gone from reservedFor,
+// deallocates a claim that nobody uses any more and deletes a claim that
+// was generated for a pod that is done or gone.
+func (c *Controller) syncClaim(ctx context.Context, namespace, name string) error {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "claim", klog.KRef(namespace, name))
+	ctx = klog.NewContext(ctx, logger)
+
+	claim, err := c.claimLister.ResourceClaims(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		logger.V(5).Info("Claim is gone, nothing to do")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get claim %s/%s from cache: %w", namespace, name, err)
+	}
+
+	remaining := make([]resourcev1.ResourceClaimConsumerReference, 0, len(claim.Status.ReservedFor))
+	for _, consumer := range claim.Status.ReservedFor {
+		if consumer.APIGroup != "" || consumer.Resource != "pods" {
+			// Only pods are ours to judge; whoever added another kind
+			// of consumer removes it.
+			remaining = append(remaining, consumer)
+			continue
+		}
+		needed, err := c.podNeedsClaim(ctx, namespace, consumer)
+		if err != nil {
+			return err
+		}
+		if needed {
+			remaining = append(remaining, consumer)
+		}
+	}
+
+	switch {
+	case len(remaining) < len(claim.Status.ReservedFor):
+		claim = claim.DeepCopy()
+		claim.Status.ReservedFor = remaining
+		if len(remaining) == 0 {
+			// The last consumer left: release the devices so that
+			// the next consumer gets an allocation of its own, on
+			// its own node. Deallocating on this transition only
+			// leaves alone claims that were allocated and are
+			// waiting for their first consumer.
+			claim.Status.Allocation = nil
+		}
+		// An update, not a patch: it carries the resourceVersion that the
+		// decision was made on, so a consumer added meanwhile makes it
+		// fail with a conflict instead of being dropped.
+		updated, err := c.resourceClient.ResourceV1().ResourceClaims(namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err != nil {
+			return fmt.Errorf("remove consumers from claim %s: %w", klog.KObj(claim), err)
+		}
+		logger.V(2).Info("Removed consumers from claim", "removed", len(claim.Status.ReservedFor)-len(remaining), "remaining", len(remaining), "deallocated", len(remaining) == 0)
+		claim = updated
+		if len(remaining) == 0 {
+			if claim, err = c.removeFinalizer(ctx, claim); err != nil {
+				return err
+			}
+		}
+	case len(remaining) == 0 && claim.DeletionTimestamp != nil && slices.Contains(claim.Finalizers, resourceapi.Finalizer):
+		// Deleted while unused (or its consumers are gone already):
+		// release the devices and let the deletion finish.
+		if claim.Status.Allocation != nil {
+			claim = claim.DeepCopy()
+			claim.Status.Allocation = nil
+			updated, err := c.resourceClient.ResourceV1().ResourceClaims(namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+			if err != nil {
+				return fmt.Errorf("deallocate deleted claim %s: %w", klog.KObj(claim), err)
+			}
+			logger.V(2).Info("Deallocated deleted claim")
+			claim = updated
+		}
+		if _, err := c.removeFinalizer(ctx, claim); err != nil {
+			return err
+		}
+		return nil
+	}
+
+	if len(remaining) > 0 || claim.DeletionTimestamp != nil {
+		return nil
+	}
+	return c.deleteIfOwnerIsDone(ctx, claim)
+}
+
+// removeFinalizer drops the delete protection from a claim that is not
+// allocated.
+func (c *Controller) removeFinalizer(ctx context.Context, claim *resourcev1.ResourceClaim) (*resourcev1.ResourceClaim, error) {
+	index := slices.Index(claim.Finalizers, resourceapi.Finalizer)
+	if index < 0 || claim.Status.Allocation != nil {
+		return claim, nil
+	}
+	claim = claim.DeepCopy()
+	claim.Finalizers = slices.Delete(claim.Finalizers, index, index+1)
+	updated, err := c.resourceClient.ResourceV1().ResourceClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("remove finalizer from claim %s: %w", klog.KObj(claim), err)
+	}
+	klog.FromContext(ctx).V(4).Info("Removed finalizer from claim")
+	return updated, nil
+}
+
+// deleteIfOwnerIsDone deletes a generated, unreserved claim whose pod is
+// done, gone or replaced. Nobody else would: the standalone server runs
+// no garbage collector, and a done pod may stay around for long.
+func (c *Controller) deleteIfOwnerIsDone(ctx context.Context, claim *resourcev1.ResourceClaim) error {
+	logger := klog.FromContext(ctx)
+	podName, owner := podclaims.OwningPod(claim)
+	if podName == "" {
+		return nil
+	}
+	stillNeeded, err := c.podNeedsClaim(ctx, claim.Namespace, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: podName, UID: owner.UID})
+	if err != nil {
+		return err
+	}
+	if stillNeeded {
+		return nil
+	}
+	uid := claim.UID
+	err = c.resourceClient.ResourceV1().ResourceClaims(claim.Namespace).Delete(ctx, claim.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete claim %s generated for pod %s: %w", klog.KObj(claim), klog.KRef(claim.Namespace, podName), err)
+	}
+	logger.V(2).Info("Deleted claim generated for a pod that is done or gone", "pod", klog.KRef(claim.Namespace, podName))
+	return nil
+}
+
+// podNeedsClaim decides whether the pod instance named by a consumer
+// reference may still use the claim. A pod that the informer doesn't
+// know (or knows only as another instance) is looked up on the server:
+// the informer may simply lag behind, and dropping the reservation of a
+// pod that is about to start would be wrong.
+func (c *Controller) podNeedsClaim(ctx context.Context, namespace string, consumer resourcev1.ResourceClaimConsumerReference) (bool, error) {
+	logger := klog.FromContext(ctx)
+	if c.deletedPods.Has(consumer.UID) {
+		logger.V(5).Info("Pod was deleted", "pod", klog.KRef(namespace, consumer.Name), "podUID", consumer.UID)
+		return false, nil
+	}
+	pod, err := c.podLister.Pods(namespace).Get(consumer.Name)
+	switch {
+	case err != nil && !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("get pod %s/%s from cache: %w", namespace, consumer.Name, err)
+	case err == nil && pod.UID == consumer.UID:
+		if podclaims.IsDone(pod) {
+			logger.V(5).Info("Pod is done", "pod", klog.KObj(pod), "phase", pod.Status.Phase)
+			return false, nil
+		}
+		return true, nil
+	}
+
+	pod, err = c.kubeClient.CoreV1().Pods(namespace).Get(ctx, consumer.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		logger.V(5).Info("Pod is gone", "pod", klog.KRef(namespace, consumer.Name), "podUID", consumer.UID)
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("get pod %s/%s: %w", namespace, consumer.Name, err)
+	case pod.UID != consumer.UID:
+		logger.V(5).Info("Pod was replaced", "pod", klog.KObj(pod), "podUID", consumer.UID, "currentUID", pod.UID)
+		return false, nil
+	case podclaims.IsDone(pod):
+		logger.V(5).Info("Pod is done", "pod", klog.KObj(pod), "phase", pod.Status.Phase)
+		return false, nil
+	default:
+		return true, nil
+	}
+}
+
+// cachedClaim returns a claim from the informer or the mutation cache, or
+// nil if neither has it.
+func (c *Controller) cachedClaim(namespace, name string) (*resourcev1.ResourceClaim, error) {
+	obj, exists, err := c.claimCache.GetByKey(namespace + "/" + name)
+	if err != nil {
+		return nil, fmt.Errorf("get claim %s/%s from cache: %w", namespace, name, err)
+	}
+	if !exists {
+		return nil, nil
+	}
+	claim, ok := obj.(*resourcev1.ResourceClaim)
+	if !ok {
+		return nil, fmt.Errorf("claim cache returned %T for %s/%s", obj, namespace, name)
+	}
+	return claim, nil
+}
+
+func (c *Controller) eventf(pod *corev1.Pod, eventType, reason, messageFmt string, args ...any) {
+	if c.recorder != nil {
+		c.recorder.Eventf(pod, eventType, reason, messageFmt, args...)
+	}
+}
+
+// podsByClaimIndexFunc indexes pods by the claims they use whose names
+// are known.
+func podsByClaimIndexFunc(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	var keys []string
+	for _, podClaim := range podclaims.ClaimsOf(pod) {
+		name, _, err := podclaims.ClaimName(pod, podClaim)
+		if err != nil || name == nil {
+			// Not generated yet or not needed: nothing to index.
+			continue
+		}
+		keys = append(keys, pod.Namespace+"/"+*name)
+	}
+	return keys, nil
+}
+
+// claimsByPodIndexFunc indexes claims by the UID of the pod they were
+// generated for.
+func claimsByPodIndexFunc(obj any) ([]string, error) {
+	claim, ok := obj.(*resourcev1.ResourceClaim)
+	if !ok {
+		return nil, nil
+	}
+	podName, owner := podclaims.OwningPod(claim)
+	if podName == "" {
+		return nil, nil
+	}
+	return []string{string(owner.UID)}, nil
+}
+
+// uidSet is a bounded set of UIDs; the oldest entry goes first.
+type uidSet struct {
+	mutex   sync.Mutex
+	members map[types.UID]struct{}
+	order   []types.UID
+	next    int
+}
+
+func newUIDSet(size int) *uidSet {
+	return &uidSet{members: make(map[types.UID]struct{}, size), order: make([]types.UID, size)}
+}
+
+func (s *uidSet) Add(uid types.UID) {
+	s.mutex.Lock()
+	defer s.mutex.Unlock()
+	if _, ok := s.members[uid]; ok {
+		return
+	}
+	delete(s.members, s.order[s.next])
+	s.order[s.next] = uid
+	s.next = (s.next + 1) % len(s.order)
+	s.members[uid] = struct{}{}
+}
+
+func (s *uidSet) Has(uid types.UID) bool {
+	s.mutex.Lock()
+	defer s.mutex.Unlock()
+	_, ok := s.members[uid]
+	return ok
+}
