@@ -297,7 +297,7 @@ func (s *search) resolve(sl *slot, className string, selectors []resourceapi.Dev
 		}
 		e := inv.expr(sel.CEL.Expression)
 		if e.compileErr != nil {
-			problem(ReasonSelectorInvalid, fmt.Sprintf("class %s selector #%d: %v", class.Name, i, e.compileErr))
+			problem(ReasonSelectorInvalid, fmt.Sprintf("class %s selector #%d: %s", class.Name, i, firstLine(e.compileErr)))
 			return
 		}
 		sl.selectors = append(sl.selectors, e)
@@ -310,7 +310,7 @@ func (s *search) resolve(sl *slot, className string, selectors []resourceapi.Dev
 		}
 		e := inv.expr(sel.CEL.Expression)
 		if e.compileErr != nil {
-			problem(ReasonSelectorInvalid, fmt.Sprintf("selector #%d: %v", i, e.compileErr))
+			problem(ReasonSelectorInvalid, fmt.Sprintf("selector #%d: %s", i, firstLine(e.compileErr)))
 			return
 		}
 		sl.selectors = append(sl.selectors, e)
@@ -784,4 +784,11 @@ func (s *search) release(sl *slot, c *cand) {
 			s.counterUsed[u.counter] -= u.amount
 		}
 	}
+}
+
+// firstLine keeps explanations on one line; CEL compile errors come with a
+// multi-line excerpt of the expression.
+func firstLine(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
 }
