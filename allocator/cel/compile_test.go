@@ -47,6 +47,15 @@ func bigList(n int) string {
 	return "[" + strings.Join(items, ",") + "]"
 }
 
+// bigStringList renders a CEL list literal of n distinct strings.
+func bigStringList(n int) string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf("%q", fmt.Sprintf("item-%d", i))
+	}
+	return "[" + strings.Join(items, ",") + "]"
+}
+
 func TestCompileAndMatch(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -107,6 +116,13 @@ func TestCompileAndMatch(t *testing.T) {
 		{
 			name:        "too expensive",
 			expression:  fmt.Sprintf("%s.all(x, %s.all(y, %s.all(z, x + y + z >= 0)))", bigList(200), bigList(200), bigList(200)),
+			compileErr:  "exceeds the device selector cost limit of 1000000",
+			compileType: apiservercel.ErrorTypeInvalid,
+			compileIs:   ErrTooExpensive,
+		},
+		{
+			name:        "nested comprehension over a big string list",
+			expression:  fmt.Sprintf("%s.all(a, %s.all(b, %s.exists(c, (a + b).contains(c))))", bigStringList(100), bigStringList(100), bigStringList(100)),
 			compileErr:  "exceeds the device selector cost limit of 1000000",
 			compileType: apiservercel.ErrorTypeInvalid,
 			compileIs:   ErrTooExpensive,
