@@ -1,0 +1,325 @@
+package pod
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/draplane/draplane/registry/core/internal/corescheme"
+)
+
+// errorFields returns the set of fields named by errs.
+func errorFields(errs field.ErrorList) sets.Set[string] {
+	fields := sets.New[string]()
+	for _, err := range errs {
+		fields.Insert(err.Field)
+	}
+	return fields
+}
+
+func TestValidatePod(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*corev1.Pod)
+		want   []string
+	}{
+		{name: "valid"},
+		{name: "bad name", mutate: func(p *corev1.Pod) { p.Name = "Not_Valid" }, want: []string{"metadata.name"}},
+		{name: "no containers", mutate: func(p *corev1.Pod) { p.Spec.Containers = nil }, want: []string{"spec.containers"}},
+		{name: "container without name and image", mutate: func(p *corev1.Pod) { p.Spec.Containers[0].Name, p.Spec.Containers[0].Image = "", "" },
+			want: []string{"spec.containers[0].name", "spec.containers[0].image"}},
+		{name: "container name not a DNS label", mutate: func(p *corev1.Pod) { p.Spec.Containers[0].Name = "a.b" }, want: []string{"spec.containers[0].name"}},
+		{name: "duplicate container across init and regular", mutate: func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "ctr", Image: "x", ImagePullPolicy: corev1.PullAlways, TerminationMessagePolicy: corev1.TerminationMessageReadFile}}
+		}, want: []string{"spec.containers[0].name"}},
+		{name: "bad restart policy", mutate: func(p *corev1.Pod) { p.Spec.RestartPolicy = "Sometimes" }, want: []string{"spec.restartPolicy"}},
+		{name: "bad port", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 70000, Protocol: corev1.ProtocolTCP}}
+		}, want: []string{"spec.containers[0].ports[0].containerPort"}},
+		{name: "request above limit", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+			}
+		}, want: []string{"spec.containers[0].resources.requests[cpu]"}},
+		{name: "mount of unknown volume", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		}, want: []string{"spec.containers[0].volumeMounts[0].name"}},
+		{name: "resource claims", mutate: func(p *corev1.Pod) {
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{
+				{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu-template")},
+				{Name: "both", ResourceClaimName: ptr.To("a"), ResourceClaimTemplateName: ptr.To("b")},
+				{Name: "gpu", ResourceClaimName: ptr.To("c")},
+			}
+			p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}, {Name: "missing"}}
+		}, want: []string{"spec.resourceClaims[1]", "spec.resourceClaims[2].name", "spec.containers[0].resources.claims[1].name"}},
+		{name: "toleration with value and Exists", mutate: func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Value: "v"}}
+		}, want: []string{"spec.tolerations[0].value"}},
+		{name: "tolerationSeconds without NoExecute", mutate: func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: ptr.To[int64](5)}}
+		}, want: []string{"spec.tolerations[0].effect"}},
+		{name: "nodeName with scheduling gates", mutate: func(p *corev1.Pod) {
+			p.Spec.NodeName = "node-a"
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/gate"}}
+		}, want: []string{"spec.nodeName"}},
+		{name: "two volume sources", mutate: func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}, HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+		}, want: []string{"spec.volumes[0]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := newPod("pod")
+			if tc.mutate != nil {
+				tc.mutate(pod)
+			}
+			got := errorFields(Strategy.Validate(context.Background(), pod))
+			if want := sets.New(tc.want...); !got.Equal(want) {
+				t.Errorf("error fields %v, want %v", sets.List(got), sets.List(want))
+			}
+		})
+	}
+}
+
+func TestValidatePodUpdate(t *testing.T) {
+	gated := func(p *corev1.Pod) {
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/a"}, {Name: "example.com/b"}}
+	}
+	for _, tc := range []struct {
+		name      string
+		oldMutate func(*corev1.Pod)
+		mutate    func(*corev1.Pod)
+		want      []string
+	}{
+		{name: "no change"},
+		{name: "image", mutate: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "other:2" }},
+		{name: "add toleration", mutate: func(p *corev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "k", Operator: corev1.TolerationOpExists})
+		}},
+		{name: "remove toleration",
+			oldMutate: func(p *corev1.Pod) { p.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}} },
+			mutate:    func(p *corev1.Pod) { p.Spec.Tolerations = nil },
+			want:      []string{"spec.tolerations"}},
+		{name: "remove scheduling gate", oldMutate: gated, mutate: func(p *corev1.Pod) { p.Spec.SchedulingGates = p.Spec.SchedulingGates[1:] }},
+		{name: "add scheduling gate", mutate: func(p *corev1.Pod) {
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/new"}}
+		}, want: []string{"spec.schedulingGates[0]"}},
+		{name: "node selector while gated", oldMutate: gated, mutate: func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"a": "b"} }},
+		{name: "node selector when not gated", mutate: func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"a": "b"} }, want: []string{"spec"}},
+		{name: "shorter deadline", oldMutate: func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](60) },
+			mutate: func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](30) }},
+		{name: "longer deadline", oldMutate: func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](60) },
+			mutate: func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](90) }, want: []string{"spec.activeDeadlineSeconds"}},
+		{name: "nodeName", mutate: func(p *corev1.Pod) { p.Spec.NodeName = "node-a" }, want: []string{"spec.nodeName"}},
+		{name: "restart policy", mutate: func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }, want: []string{"spec"}},
+		{name: "add container", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, p.Spec.Containers[0])
+			p.Spec.Containers[1].Name = "second"
+		}, want: []string{"spec"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oldPod := newPod("pod")
+			oldPod.ResourceVersion = "1"
+			if tc.oldMutate != nil {
+				tc.oldMutate(oldPod)
+			}
+			pod := oldPod.DeepCopy()
+			if tc.mutate != nil {
+				tc.mutate(pod)
+			}
+			Strategy.PrepareForUpdate(context.Background(), pod, oldPod)
+			got := errorFields(Strategy.ValidateUpdate(context.Background(), pod, oldPod))
+			if want := sets.New(tc.want...); !got.Equal(want) {
+				t.Errorf("error fields %v, want %v", sets.List(got), sets.List(want))
+			}
+		})
+	}
+}
+
+func TestValidatePodStatusUpdate(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		oldPhase corev1.PodPhase
+		status   corev1.PodStatus
+		want     []string
+	}{
+		{name: "running", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: corev1.PodRunning}},
+		{name: "unknown phase", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: "Sleeping"}, want: []string{"status.phase"}},
+		{name: "leave terminal phase", oldPhase: corev1.PodSucceeded, status: corev1.PodStatus{Phase: corev1.PodRunning}, want: []string{"status.phase"}},
+		{name: "bad condition", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: "", Status: "Maybe"}}},
+			want: []string{"status.conditions[0].type", "status.conditions[0].status"}},
+		{name: "claim status for unknown claim", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: corev1.PodPending,
+			ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "nope", ResourceClaimName: ptr.To("x")}}},
+			want: []string{"status.resourceClaimStatuses[0].name"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oldPod := newPod("pod")
+			oldPod.ResourceVersion = "1"
+			oldPod.Status.Phase = tc.oldPhase
+			pod := oldPod.DeepCopy()
+			pod.Status = tc.status
+			pod.Spec.NodeName = "sneaky"
+			StatusStrategy.PrepareForUpdate(context.Background(), pod, oldPod)
+			if pod.Spec.NodeName != "" {
+				t.Errorf("status update changed spec.nodeName to %q", pod.Spec.NodeName)
+			}
+			got := errorFields(StatusStrategy.ValidateUpdate(context.Background(), pod, oldPod))
+			if want := sets.New(tc.want...); !got.Equal(want) {
+				t.Errorf("error fields %v, want %v", sets.List(got), sets.List(want))
+			}
+		})
+	}
+}
+
+func TestCheckGracefulDelete(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		node    string
+		phase   corev1.PodPhase
+		options *metav1.DeleteOptions
+		want    int64
+	}{
+		{name: "unbound pod is deleted at once", phase: corev1.PodPending, options: &metav1.DeleteOptions{}, want: 0},
+		{name: "unbound pod ignores a requested grace period", phase: corev1.PodPending, options: metav1.NewDeleteOptions(10), want: 0},
+		{name: "bound pod gets its termination grace period", node: "n", phase: corev1.PodRunning, options: &metav1.DeleteOptions{}, want: 30},
+		{name: "bound pod with requested grace period", node: "n", phase: corev1.PodRunning, options: metav1.NewDeleteOptions(5), want: 5},
+		{name: "negative grace period becomes 1", node: "n", phase: corev1.PodRunning, options: metav1.NewDeleteOptions(-3), want: 1},
+		{name: "finished pod is deleted at once", node: "n", phase: corev1.PodSucceeded, options: &metav1.DeleteOptions{}, want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := newPod("pod")
+			pod.Spec.NodeName = tc.node
+			pod.Status.Phase = tc.phase
+			if !Strategy.CheckGracefulDelete(context.Background(), pod, tc.options) {
+				t.Fatal("CheckGracefulDelete returned false")
+			}
+			if got := ptr.Deref(tc.options.GracePeriodSeconds, -100); got != tc.want {
+				t.Errorf("grace period %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{
+			{Name: "latest", Image: "app:latest", Ports: []corev1.ContainerPort{{ContainerPort: 80}}},
+			{Name: "untagged", Image: "registry:5000/app"},
+			{Name: "tagged", Image: "registry:5000/app:1.2"},
+			{Name: "digest", Image: "app@sha256:0123", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+		},
+		Volumes: []corev1.Volume{{Name: "scratch"}},
+	}}
+	corescheme.SetDefaultsPod(pod)
+	spec := pod.Spec
+	if spec.SchedulerName != "default-scheduler" || spec.RestartPolicy != corev1.RestartPolicyAlways || spec.DNSPolicy != corev1.DNSClusterFirst ||
+		ptr.Deref(spec.TerminationGracePeriodSeconds, 0) != 30 || spec.SecurityContext == nil || !ptr.Deref(spec.EnableServiceLinks, false) ||
+		ptr.Deref(spec.Priority, -1) != 0 {
+		t.Errorf("pod spec defaults missing: %+v", spec)
+	}
+	wantPull := []corev1.PullPolicy{corev1.PullAlways, corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullIfNotPresent}
+	for i, c := range spec.Containers {
+		if c.ImagePullPolicy != wantPull[i] {
+			t.Errorf("container %s: imagePullPolicy %s, want %s", c.Name, c.ImagePullPolicy, wantPull[i])
+		}
+		if c.TerminationMessagePath != "/dev/termination-log" || c.TerminationMessagePolicy != corev1.TerminationMessageReadFile {
+			t.Errorf("container %s: termination message defaults missing", c.Name)
+		}
+	}
+	if spec.Containers[0].Ports[0].Protocol != corev1.ProtocolTCP {
+		t.Errorf("port protocol not defaulted")
+	}
+	if got := spec.Containers[3].Resources.Requests[corev1.ResourceCPU]; got.String() != "1" {
+		t.Errorf("cpu request %s, want 1 (from the limit)", got.String())
+	}
+	if spec.Volumes[0].EmptyDir == nil {
+		t.Errorf("volume without source did not become emptyDir")
+	}
+	if errs := ValidatePod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: spec}); len(errs) > 0 {
+		t.Errorf("defaulted pod is invalid: %v", errs)
+	}
+}
+
+func TestQOSClass(t *testing.T) {
+	cpu := func(request, limit string) corev1.Container {
+		c := corev1.Container{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}}
+		if request != "" {
+			c.Resources.Requests[corev1.ResourceCPU] = resource.MustParse(request)
+		}
+		if limit != "" {
+			c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse(limit)
+		}
+		return c
+	}
+	guaranteed := cpu("1", "1")
+	guaranteed.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("1Gi")
+	guaranteed.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("1Gi")
+	for _, tc := range []struct {
+		name       string
+		containers []corev1.Container
+		want       corev1.PodQOSClass
+	}{
+		{name: "nothing set", containers: []corev1.Container{{}}, want: corev1.PodQOSBestEffort},
+		{name: "request only", containers: []corev1.Container{cpu("1", "")}, want: corev1.PodQOSBurstable},
+		{name: "cpu limits only", containers: []corev1.Container{cpu("1", "1")}, want: corev1.PodQOSBurstable},
+		{name: "cpu and memory limits equal requests", containers: []corev1.Container{guaranteed}, want: corev1.PodQOSGuaranteed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := qosClass(&corev1.PodSpec{Containers: tc.containers}); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPodTable(t *testing.T) {
+	running := newPod("running")
+	running.Spec.NodeName = "node-a"
+	running.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+		{Name: "ctr", Ready: true, RestartCount: 2, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+	}}
+	crashing := newPod("crashing")
+	crashing.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+		{Name: "ctr", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}},
+	}}
+	gated := newPod("gated", func(p *corev1.Pod) { p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/g"}} })
+	gated.Status.Phase = corev1.PodPending
+	terminating := newPod("terminating")
+	terminating.Status.Phase = corev1.PodRunning
+	terminating.DeletionTimestamp = &metav1.Time{}
+
+	list := &corev1.PodList{Items: []corev1.Pod{*running, *crashing, *gated, *terminating}}
+	table, err := tableConvertor.ConvertToTable(context.Background(), list, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var headers []string
+	for _, column := range table.ColumnDefinitions {
+		if column.Priority == 0 {
+			headers = append(headers, column.Name)
+		}
+	}
+	if want := []string{"Name", "Ready", "Status", "Restarts", "Age", "Node"}; !equalStrings(headers, want) {
+		t.Errorf("columns %v, want %v", headers, want)
+	}
+	want := [][]interface{}{
+		{"running", "1/1", "Running", int64(2), "node-a"},
+		{"crashing", "0/1", "CrashLoopBackOff", int64(0), "<none>"},
+		{"gated", "0/1", "SchedulingGated", int64(0), "<none>"},
+		{"terminating", "0/1", "Terminating", int64(0), "<none>"},
+	}
+	for i, row := range table.Rows {
+		got := []interface{}{row.Cells[0], row.Cells[1], row.Cells[2], row.Cells[3], row.Cells[5]}
+		for j := range got {
+			if got[j] != want[i][j] {
+				t.Errorf("row %d: got %v, want %v", i, got, want[i])
+				break
+			}
+		}
+	}
+}
