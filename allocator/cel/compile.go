@@ -38,14 +38,18 @@ import (
 
 // Names of the variable and its fields as expressions spell them.
 const (
-	deviceVar                   = "device"
-	driverField                 = "driver"
-	attributesField             = "attributes"
-	capacityField               = "capacity"
-	allowMultipleAllocsField    = "allowMultipleAllocations"
-	deviceTypeName              = "kubernetes.DRADevice"
-	defaultCompileCacheCapacity = 4096
+	deviceVar                = "device"
+	driverField              = "driver"
+	attributesField          = "attributes"
+	capacityField            = "capacity"
+	allowMultipleAllocsField = "allowMultipleAllocations"
+	deviceTypeName           = "kubernetes.DRADevice"
 )
+
+// defaultCompileCacheCapacity bounds the shared compile cache. Real
+// clusters have a few dozen distinct selectors; the bound only matters
+// when something generates unique expressions.
+const defaultCompileCacheCapacity = 4096
 
 // Declared types of the device variable. The maximum sizes matter: the
 // cost estimator multiplies them into the worst case, so they must match
@@ -155,8 +159,8 @@ type CompilationResult struct {
 	MaxCost uint64
 }
 
-// ErrorTooLong and friends are what errors.Is matches on a CompilationResult
-// error's Cause, so callers can map them to the right API error type.
+// Causes of compilation errors that callers may want to tell apart (with
+// errors.Is on CompilationResult.Error), e.g. to map them to API error types.
 var (
 	// ErrTooLong: the expression exceeds CELSelectorExpressionMaxLength.
 	ErrTooLong = errors.New("expression too long")
