@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/wait"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -92,9 +93,21 @@ func (g *optionsGetter) GetRESTOptions(resource schema.GroupResource, example ru
 	}, nil
 }
 
-// Destroy releases a store's watch cache and etcd client when the test ends.
-func Destroy(t testing.TB, store *genericregistry.Store) {
+// Ready waits until the store's watch cache is initialized (a watch on an
+// initializing cache fails) and releases the cache and the etcd client when
+// the test ends.
+func Ready(t testing.TB, store *genericregistry.Store) {
+	t.Helper()
 	t.Cleanup(store.DestroyFunc)
+	if store.ReadinessCheckFunc == nil {
+		return
+	}
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return store.ReadinessCheckFunc() == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("watch cache of %s not ready: %v", store.DefaultQualifiedResource, err)
+	}
 }
 
 // Context is a request context for namespace ns (empty for cluster-scoped
