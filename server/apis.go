@@ -1,0 +1,87 @@
+package server
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
+	"github.com/draplane/draplane/registry/deviceclass"
+	"github.com/draplane/draplane/registry/devicetaintrule"
+	"github.com/draplane/draplane/registry/resourceclaim"
+	"github.com/draplane/draplane/registry/resourceclaimtemplate"
+	"github.com/draplane/draplane/registry/resourceslice"
+)
+
+// resourceStorage returns the storage of every resource of
+// resource.draplane.dev, keyed as the API paths name them.
+func resourceStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	classes, err := deviceclass.NewREST(scheme, optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	claims, claimStatus, err := resourceclaim.NewREST(scheme, optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	templates, err := resourceclaimtemplate.NewREST(scheme, optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	slices, err := resourceslice.NewREST(scheme, optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	rules, ruleStatus, err := devicetaintrule.NewREST(scheme, optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]rest.Storage{
+		"deviceclasses":           classes,
+		"resourceclaims":          claims,
+		"resourceclaims/status":   claimStatus,
+		"resourceclaimtemplates":  templates,
+		"resourceslices":          slices,
+		"devicetaintrules":        rules,
+		"devicetaintrules/status": ruleStatus,
+	}, nil
+}
+
+// servedIn returns the storage whose kinds exist in version gv: v1beta1
+// has no DeviceTaintRule.
+func servedIn(scheme *runtime.Scheme, gv schema.GroupVersion, storage map[string]rest.Storage) map[string]rest.Storage {
+	served := map[string]rest.Storage{}
+	for path, s := range storage {
+		kinds, _, err := scheme.ObjectKinds(s.New())
+		if err != nil || len(kinds) == 0 || !scheme.Recognizes(gv.WithKind(kinds[0].Kind)) {
+			continue
+		}
+		served[path] = s
+	}
+	return served
+}
+
+// installResourceAPI serves resource.draplane.dev v1 and v1beta1. Both
+// versions share one storage (and one watch cache) per resource: objects
+// are stored as v1 and converted on the way in and out.
+func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) error {
+	storage, err := resourceStorage(scheme, optsGetter)
+	if err != nil {
+		return fmt.Errorf("storage for %s: %w", resourceapi.GroupName, err)
+	}
+	info := genericapiserver.NewDefaultAPIGroupInfo(resourceapi.GroupName, scheme, metav1.ParameterCodec, serializer.NewCodecFactory(scheme))
+	info.VersionedResourcesStorageMap[resourcev1.SchemeGroupVersion.Version] = storage
+	info.VersionedResourcesStorageMap[resourcev1beta1.SchemeGroupVersion.Version] = servedIn(scheme, resourcev1beta1.SchemeGroupVersion, storage)
+	if err := s.InstallAPIGroup(&info); err != nil {
+		return fmt.Errorf("install %s: %w", resourceapi.GroupName, err)
+	}
+	return nil
+}

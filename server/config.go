@@ -1,0 +1,287 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	basecompatibility "k8s.io/component-base/compatibility"
+	baseversion "k8s.io/component-base/version"
+	"k8s.io/klog/v2"
+
+	"github.com/draplane/draplane/generated/openapi"
+)
+
+// Config is everything the server is built from, resolved from Options:
+// listeners bound, certificates on disk, embedded etcd running.
+type Config struct {
+	Generic *genericapiserver.RecommendedConfig
+	Extra   ExtraConfig
+}
+
+// ExtraConfig is what the generic config has no place for.
+type ExtraConfig struct {
+	Scheme   *runtime.Scheme
+	DataDir  string
+	CoreLite bool
+	// KubeconfigPath is the admin kubeconfig written for this server.
+	KubeconfigPath string
+	// ServerURL is where clients reach the API.
+	ServerURL string
+	// etcd is the embedded etcd, nil with --etcd-servers.
+	etcd *embeddedEtcd
+	// startInformers starts the informers admission plugins read from.
+	startInformers genericapiserver.PostStartHookFunc
+}
+
+type completedConfig struct {
+	Generic genericapiserver.CompletedConfig
+	Extra   *ExtraConfig
+}
+
+// CompletedConfig can build a Server; only Config.Complete makes one.
+type CompletedConfig struct {
+	*completedConfig
+}
+
+// Config resolves the options into a Config. With no --etcd-servers it
+// starts the embedded etcd; the caller owns it through the Server (or
+// Config.Close when building the server fails).
+func (o *Options) Config(ctx context.Context) (*Config, error) {
+	logger := klog.FromContext(ctx)
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+
+	// Etcd takes the longest to start; everything else is done meanwhile.
+	type etcdResult struct {
+		etcd *embeddedEtcd
+		err  error
+	}
+	etcdDone := make(chan etcdResult, 1)
+	if o.embedded() {
+		go func() {
+			e, err := startEmbeddedEtcd(ctx, etcdDir(o.DataDir), o.EmbeddedEtcd)
+			etcdDone <- etcdResult{e, err}
+		}()
+	} else {
+		etcdDone <- etcdResult{}
+	}
+	cfg := &Config{}
+	ok := false
+	defer func() {
+		if !ok {
+			if r := <-etcdDone; r.etcd != nil {
+				r.etcd.Close()
+			}
+			cfg.Close()
+		}
+	}()
+
+	scheme, codecs, err := newScheme(o.CoreLite && coreLiteBuilt)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Extra = ExtraConfig{Scheme: scheme, DataDir: o.DataDir, CoreLite: o.CoreLite && coreLiteBuilt}
+	if o.CoreLite && !coreLiteBuilt {
+		logger.Info("Core-lite is not part of this build: namespaces, pods, nodes, events and leases are not served")
+	}
+
+	ca, err := loadOrCreatePKI(pkiDir(o.DataDir))
+	if err != nil {
+		return nil, err
+	}
+	if o.SecureServing.ServerCert.CertKey.CertFile == "" && o.SecureServing.ServerCert.GeneratedCert == nil {
+		dnsNames, ips := servingNames(o.SecureServing.BindAddress)
+		certFile, keyFile, err := ca.ensureServingCert(dnsNames, ips)
+		if err != nil {
+			return nil, err
+		}
+		o.SecureServing.ServerCert.CertKey.CertFile = certFile
+		o.SecureServing.ServerCert.CertKey.KeyFile = keyFile
+	}
+
+	generic := genericapiserver.NewRecommendedConfig(codecs)
+	cfg.Generic = generic
+	// The Kubernetes API level this server implements; our own release
+	// version is what /version reports as gitVersion.
+	generic.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", "")
+	// Priority-and-fairness needs the flowcontrol API of a kube-apiserver.
+	generic.FlowControl = nil
+
+	if o.SecureServing.BindPort == 0 && o.SecureServing.Listener == nil {
+		// Port 0 would turn serving off in the generic options; here it
+		// means "any free port", reported in the kubeconfig.
+		host := "127.0.0.1"
+		if ip := o.SecureServing.BindAddress; ip != nil {
+			host = ip.String()
+		}
+		listener, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("listen on a free port: %w", err)
+		}
+		o.SecureServing.Listener = listener
+		o.SecureServing.BindPort = listener.Addr().(*net.TCPAddr).Port
+	}
+	if err := o.SecureServing.ApplyToConfig(&generic.Config); err != nil {
+		return nil, fmt.Errorf("secure serving: %w", err)
+	}
+
+	openAPIScheme, err := newOpenAPIScheme()
+	if err != nil {
+		return nil, err
+	}
+	namer := openapinamer.NewDefinitionNamer(openAPIScheme)
+	generic.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
+	generic.OpenAPIConfig.Info.Title = "draplane"
+	generic.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
+	generic.OpenAPIV3Config.Info.Title = "draplane"
+
+	if err := o.Authentication.ApplyTo(&generic.Authentication, generic.SecureServing, generic.OpenAPIConfig); err != nil {
+		return nil, fmt.Errorf("authentication: %w", err)
+	}
+	if err := o.Authorization.ApplyTo(&generic.Authorization); err != nil {
+		return nil, fmt.Errorf("authorization: %w", err)
+	}
+
+	port := o.SecureServing.BindPort
+	if addr, ok := generic.SecureServing.Listener.Addr().(*net.TCPAddr); ok {
+		port = addr.Port
+	}
+	host := "127.0.0.1"
+	if ip := o.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() {
+		host = ip.String()
+	}
+	generic.ExternalAddress = net.JoinHostPort(host, strconv.Itoa(port))
+	cfg.Extra.ServerURL = "https://" + generic.ExternalAddress
+
+	certPEM, keyPEM, err := ca.ensureAdminCert()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Extra.KubeconfigPath = filepath.Join(o.DataDir, AdminKubeconfigName)
+	if err := writeAdminKubeconfig(cfg.Extra.KubeconfigPath, cfg.Extra.ServerURL, ca.caPEM, certPEM, keyPEM); err != nil {
+		return nil, err
+	}
+
+	if cfg.Extra.CoreLite {
+		plugin, startInformers, err := coreLiteAdmission(generic.LoopbackClientConfig)
+		if err != nil {
+			return nil, fmt.Errorf("admission: %w", err)
+		}
+		generic.AdmissionControl = plugin
+		cfg.Extra.startInformers = startInformers
+	} else {
+		generic.AdmissionControl = admission.NewChainHandler()
+	}
+
+	r := <-etcdDone
+	if r.err != nil {
+		return nil, r.err
+	}
+	cfg.Extra.etcd = r.etcd
+	etcdOptions := *o.Etcd
+	if r.etcd != nil {
+		etcdOptions.StorageConfig.Transport.ServerList = []string{r.etcd.ClientURL}
+	}
+	storageFactory := serverstorage.NewDefaultStorageFactory(
+		etcdOptions.StorageConfig,
+		etcdOptions.DefaultStorageMediaType,
+		codecs,
+		serverstorage.NewDefaultResourceEncodingConfigForEffectiveVersion(scheme, generic.EffectiveVersion),
+		generic.MergedResourceConfig,
+		nil,
+	)
+	if err := etcdOptions.ApplyWithStorageFactoryTo(storageFactory, &generic.Config); err != nil {
+		return nil, fmt.Errorf("etcd storage: %w", err)
+	}
+	ok = true
+	return cfg, nil
+}
+
+// Close releases what Config started when no Server takes it over.
+func (c *Config) Close() {
+	if c != nil {
+		c.Extra.etcd.Close()
+	}
+}
+
+// servingNames are the names the serving certificate is valid for.
+func servingNames(bind net.IP) ([]string, []net.IP) {
+	dnsNames := []string{"localhost"}
+	if hostname, err := os.Hostname(); err == nil && hostname != "" && hostname != "localhost" {
+		dnsNames = append(dnsNames, hostname)
+	}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}
+	if bind != nil && !bind.IsUnspecified() && !bind.IsLoopback() {
+		ips = append(ips, bind)
+	}
+	return dnsNames, ips
+}
+
+// Complete fills in the generic defaults.
+func (c *Config) Complete() CompletedConfig {
+	return CompletedConfig{&completedConfig{
+		Generic: c.Generic.Complete(),
+		Extra:   &c.Extra,
+	}}
+}
+
+// Server is a running-ready dra-apiserver.
+type Server struct {
+	GenericAPIServer *genericapiserver.GenericAPIServer
+	extra            *ExtraConfig
+}
+
+// New builds the server: API groups installed, post-start hooks added.
+func (c CompletedConfig) New() (*Server, error) {
+	generic, err := c.Generic.New("dra-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, fmt.Errorf("build generic API server: %w", err)
+	}
+	s := &Server{GenericAPIServer: generic, extra: c.Extra}
+	optsGetter := c.Generic.RESTOptionsGetter
+	if err := installResourceAPI(generic, c.Extra.Scheme, optsGetter); err != nil {
+		return nil, err
+	}
+	if c.Extra.CoreLite {
+		if err := installCoreLite(generic, c.Extra.Scheme, optsGetter); err != nil {
+			return nil, err
+		}
+		if c.Extra.startInformers != nil {
+			if err := generic.AddPostStartHook("start-admission-informers", c.Extra.startInformers); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := generic.AddPostStartHook("print-kubeconfig", s.printKubeconfig); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// printKubeconfig tells the user where the data is and how to connect.
+func (s *Server) printKubeconfig(hookContext genericapiserver.PostStartHookContext) error {
+	fmt.Fprintf(os.Stdout, "draplane: data directory %s\n", s.extra.DataDir)
+	fmt.Fprintf(os.Stdout, "draplane: serving on %s\n", s.extra.ServerURL)
+	fmt.Fprintf(os.Stdout, "export KUBECONFIG=%s\n", s.extra.KubeconfigPath)
+	return nil
+}
+
+// Run serves until ctx ends, then stops the embedded etcd.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.extra.etcd.Close()
+	start := time.Now()
+	err := s.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+	klog.FromContext(ctx).V(2).Info("Server stopped", "uptime", time.Since(start))
+	return err
+}

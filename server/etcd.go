@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
+)
+
+// EmbeddedEtcdOptions configure the etcd that runs inside the process when
+// no --etcd-servers are given.
+type EmbeddedEtcdOptions struct {
+	// QuotaBackendBytes is the size at which etcd stops accepting writes.
+	QuotaBackendBytes int64
+	// UnsafeNoFsync trades durability for speed: a crash can lose or
+	// corrupt recent writes. For throwaway development data only.
+	UnsafeNoFsync bool
+	// LogLevel of etcd's own logger; etcd is chatty at info.
+	LogLevel string
+}
+
+// NewEmbeddedEtcdOptions returns the defaults: 1 GiB quota (etcd's own
+// default of 2 GiB is more than a development control plane needs and
+// makes a runaway writer fill the disk before it is noticed), fsync on,
+// only errors logged.
+func NewEmbeddedEtcdOptions() *EmbeddedEtcdOptions {
+	return &EmbeddedEtcdOptions{
+		QuotaBackendBytes: 1 << 30,
+		LogLevel:          "error",
+	}
+}
+
+// AddFlags adds the embedded etcd flags.
+func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.Int64Var(&o.QuotaBackendBytes, "embedded-etcd-quota-backend-bytes", o.QuotaBackendBytes,
+		"Size in bytes at which the embedded etcd stops accepting writes (it then has to be compacted and defragmented).")
+	fs.BoolVar(&o.UnsafeNoFsync, "embedded-etcd-unsafe-no-fsync", o.UnsafeNoFsync,
+		"Turn off fsync in the embedded etcd. UNSAFE: a crash can lose or corrupt data. Only for throwaway development data.")
+	fs.StringVar(&o.LogLevel, "embedded-etcd-log-level", o.LogLevel,
+		"Log level of the embedded etcd: debug, info, warn, error, panic or fatal.")
+}
+
+// Validate checks the embedded etcd options.
+func (o *EmbeddedEtcdOptions) Validate() []error {
+	var errs []error
+	if o.QuotaBackendBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-quota-backend-bytes must be positive, got %d", o.QuotaBackendBytes))
+	}
+	if _, err := zapcore.ParseLevel(o.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-log-level: %w", err))
+	}
+	return errs
+}
+
+// embeddedEtcd is a single-member etcd running in this process.
+type embeddedEtcd struct {
+	etcd     *embed.Etcd
+	logLevel zap.AtomicLevel
+	// ClientURL is where the API server's storage connects.
+	ClientURL string
+}
+
+// startEmbeddedEtcd starts a one-member etcd with its data in dir. It
+// listens on loopback only, on ports the kernel picks, so it never
+// collides with a system etcd on 2379/2380.
+func startEmbeddedEtcd(ctx context.Context, dir string, o *EmbeddedEtcdOptions) (*embeddedEtcd, error) {
+	logger := klog.FromContext(ctx)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create etcd data dir: %w", err)
+	}
+	level, err := zap.ParseAtomicLevel(o.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd log level: %w", err)
+	}
+	zapConfig := zap.NewProductionConfig()
+	zapConfig.Level = level
+	zapConfig.Sampling = nil
+	zapLogger, err := zapConfig.Build()
+	if err != nil {
+		return nil, fmt.Errorf("build embedded etcd logger: %w", err)
+	}
+
+	// Port 0 everywhere: the peer URL is never dialled in a one-member
+	// cluster, it only has to be the same on every start because etcd
+	// stores the membership in the data dir.
+	loopback := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
+	cfg := embed.NewConfig()
+	cfg.Name = "draplane"
+	cfg.Dir = dir
+	cfg.ListenClientUrls = []url.URL{loopback}
+	cfg.AdvertiseClientUrls = []url.URL{loopback}
+	cfg.ListenPeerUrls = []url.URL{loopback}
+	cfg.AdvertisePeerUrls = []url.URL{loopback}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.QuotaBackendBytes = o.QuotaBackendBytes
+	cfg.UnsafeNoFsync = o.UnsafeNoFsync
+	cfg.Logger = "zap"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapLogger)
+	// No metrics listener of its own: /metrics of the API server is enough.
+	cfg.ListenMetricsUrls = nil
+
+	start := time.Now()
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd in %s: %w", dir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd failed while starting: %w", err)
+	case <-time.After(60 * time.Second):
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd in %s not ready after 60s", dir)
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	}
+	if len(e.Clients) == 0 {
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd has no client listener")
+	}
+	addr, ok := e.Clients[0].Addr().(*net.TCPAddr)
+	if !ok {
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd listens on %v, want a TCP address", e.Clients[0].Addr())
+	}
+	clientURL := "http://" + net.JoinHostPort("127.0.0.1", fmt.Sprint(addr.Port))
+	go func() {
+		for err := range e.Err() {
+			logger.Error(err, "Embedded etcd failed")
+		}
+	}()
+	logger.V(2).Info("Embedded etcd ready", "dir", dir, "url", clientURL, "duration", time.Since(start))
+	return &embeddedEtcd{etcd: e, logLevel: level, ClientURL: clientURL}, nil
+}
+
+// Close stops etcd. Its logger is silenced first: closing the listeners
+// makes etcd log harmless "use of closed network connection" errors.
+func (e *embeddedEtcd) Close() {
+	if e == nil {
+		return
+	}
+	e.logLevel.SetLevel(zap.FatalLevel)
+	e.etcd.Close()
+}
+
+// etcdDir is where the embedded etcd keeps its data inside the data dir.
+func etcdDir(dataDir string) string { return filepath.Join(dataDir, "etcd") }

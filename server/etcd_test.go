@@ -1,0 +1,45 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// TestEmbeddedEtcdServes starts the embedded etcd twice on the same dir and
+// writes and reads a key through a real client.
+func TestEmbeddedEtcdServes(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	dir := t.TempDir()
+	for round, op := range []string{"put", "get"} {
+		e, err := startEmbeddedEtcd(ctx, dir, &EmbeddedEtcdOptions{QuotaBackendBytes: 1 << 28, LogLevel: "error"})
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		client, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL}, DialTimeout: 20 * time.Second})
+		if err != nil {
+			e.Close()
+			t.Fatalf("round %d: client: %v", round, err)
+		}
+		reqCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		switch op {
+		case "put":
+			_, err = client.Put(reqCtx, "/draplane/test", "kept")
+		case "get":
+			var resp *clientv3.GetResponse
+			resp, err = client.Get(reqCtx, "/draplane/test")
+			if err == nil && (len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "kept") {
+				t.Errorf("round %d: got %v, want the value written before the restart", round, resp.Kvs)
+			}
+		}
+		cancel()
+		client.Close()
+		e.Close()
+		if err != nil {
+			t.Fatalf("round %d: %s: %v", round, op, err)
+		}
+	}
+}

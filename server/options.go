@@ -1,0 +1,167 @@
+// Package server builds and runs dra-apiserver: options own the flags,
+// Config holds everything resolved from them (certificates, storage,
+// embedded etcd), a CompletedConfig builds the Server, and the Server runs
+// until its context ends.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+)
+
+const (
+	// DefaultSecurePort is the port of the API (6443 belongs to a real
+	// kube-apiserver that may run on the same machine).
+	DefaultSecurePort = 6444
+	// etcdPrefix is the key prefix of every object in etcd.
+	etcdPrefix = "/registry"
+	// AdminKubeconfigName is the kubeconfig written into the data dir.
+	AdminKubeconfigName = "admin.kubeconfig"
+)
+
+// Options are everything a user can set on the command line.
+//
+// We compose k8s.io/apiserver's option pieces instead of taking the whole
+// RecommendedOptions: Etcd, SecureServing (with loopback, for the
+// controllers and admission clients), and the delegating Authentication and
+// Authorization options (client certificates from our CA and requestheader
+// now, TokenReview/SubjectAccessReview once aggregated). Audit, egress
+// selection, tracing and the core-API/feature options are left out: they
+// need a kube-apiserver behind them (CoreAPI, priority-and-fairness) or are
+// not used by a development control plane, and each would add flags that
+// do nothing.
+type Options struct {
+	// DataDir holds the embedded etcd, the CA and the certificates it
+	// signed, and the admin kubeconfig.
+	DataDir string
+	// CoreLite serves core/v1 namespaces, pods, nodes, events and
+	// coordination.k8s.io leases, so pods exist without a cluster. Turned
+	// off when a real cluster serves them (aggregated mode).
+	CoreLite bool
+
+	Etcd           *genericoptions.EtcdOptions
+	EmbeddedEtcd   *EmbeddedEtcdOptions
+	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
+	Authentication *genericoptions.DelegatingAuthenticationOptions
+	Authorization  *genericoptions.DelegatingAuthorizationOptions
+	Logs           *logsapi.LoggingConfiguration
+}
+
+// NewOptions returns the defaults: standalone, embedded etcd, 127.0.0.1:6444.
+func NewOptions() *Options {
+	o := &Options{
+		CoreLite:       true,
+		Etcd:           genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(etcdPrefix, nil)),
+		EmbeddedEtcd:   NewEmbeddedEtcdOptions(),
+		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
+		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
+		Authorization:  genericoptions.NewDelegatingAuthorizationOptions(),
+		Logs:           logsapi.NewLoggingConfiguration(),
+	}
+	// Our types have no protobuf encoding.
+	o.Etcd.DefaultStorageMediaType = "application/json"
+
+	o.SecureServing.BindPort = DefaultSecurePort
+	o.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
+	o.SecureServing.ServerCert.PairName = "serving"
+
+	// Standalone there is no cluster to ask: no kubeconfig is fine, and the
+	// client CA is our own (filled in by Complete).
+	o.Authentication.RemoteKubeConfigFileOptional = true
+	o.Authentication.SkipInClusterLookup = true
+	o.Authorization.RemoteKubeConfigFileOptional = true
+	// Health endpoints are open to everyone, the admin group may do
+	// anything, everybody else is denied (no SubjectAccessReview without a
+	// cluster).
+	o.Authorization.AlwaysAllowPaths = []string{"/healthz", "/healthz/*", "/readyz", "/readyz/*", "/livez", "/livez/*"}
+	o.Authorization.AlwaysAllowGroups = []string{AdminGroup}
+	return o
+}
+
+// Flags returns the flags grouped into the sections `--help` shows.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	generic := fss.FlagSet("generic")
+	generic.StringVar(&o.DataDir, "data-dir", o.DataDir,
+		"Directory for the embedded etcd, the CA, certificates and admin.kubeconfig. Default: $XDG_STATE_HOME/draplane or ~/.local/state/draplane.")
+	generic.BoolVar(&o.CoreLite, "core-lite", o.CoreLite,
+		"Serve core/v1 namespaces, pods, nodes, events and coordination.k8s.io/v1 leases (standalone). Turn off when a cluster serves them.")
+
+	o.Etcd.AddFlags(fss.FlagSet("etcd"))
+	o.EmbeddedEtcd.AddFlags(fss.FlagSet("embedded etcd (when --etcd-servers is empty)"))
+	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
+	o.Authentication.AddFlags(fss.FlagSet("authentication"))
+	o.Authorization.AddFlags(fss.FlagSet("authorization"))
+	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
+	return fss
+}
+
+// Complete fills in defaults that depend on the environment.
+func (o *Options) Complete() error {
+	if o.DataDir == "" {
+		dir, err := DefaultDataDir()
+		if err != nil {
+			return err
+		}
+		o.DataDir = dir
+	}
+	dir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return fmt.Errorf("data dir %q: %w", o.DataDir, err)
+	}
+	o.DataDir = dir
+	if o.SecureServing.ServerCert.CertDirectory == "" {
+		o.SecureServing.ServerCert.CertDirectory = pkiDir(o.DataDir)
+	}
+	if o.Authentication.ClientCert.ClientCA == "" {
+		o.Authentication.ClientCert.ClientCA = filepath.Join(pkiDir(o.DataDir), "ca.crt")
+	}
+	return nil
+}
+
+// Validate checks the completed options.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.embedded() {
+		// The embedded etcd's address is known only once it runs.
+		etcd := *o.Etcd
+		etcd.StorageConfig.Transport.ServerList = []string{"http://127.0.0.1:0"}
+		errs = append(errs, etcd.Validate()...)
+		errs = append(errs, o.EmbeddedEtcd.Validate()...)
+	} else {
+		errs = append(errs, o.Etcd.Validate()...)
+	}
+	errs = append(errs, o.SecureServing.Validate()...)
+	errs = append(errs, o.Authentication.Validate()...)
+	errs = append(errs, o.Authorization.Validate()...)
+	if err := logsapi.Validate(o.Logs, nil, nil).ToAggregate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// embedded reports whether the server runs its own etcd.
+func (o *Options) embedded() bool { return len(o.Etcd.StorageConfig.Transport.ServerList) == 0 }
+
+// DefaultDataDir is the per-user state directory: $XDG_STATE_HOME/draplane,
+// else ~/.local/state/draplane.
+func DefaultDataDir() (string, error) {
+	if state := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(state) {
+		return filepath.Join(state, "draplane"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no --data-dir given and no home directory to default to: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "draplane"), nil
+}
+
+func pkiDir(dataDir string) string { return filepath.Join(dataDir, "pki") }

@@ -1,0 +1,57 @@
+package server
+
+import (
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+
+	"github.com/draplane/draplane/apis/resource/install"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
+	"github.com/draplane/draplane/registry/resourceslice"
+)
+
+// newScheme returns the scheme the server decodes, converts and encodes
+// with: resource.draplane.dev (internal, v1, v1beta1) and, with core-lite,
+// the core types under their real and internal versions.
+func newScheme(coreLite bool) (*runtime.Scheme, serializer.CodecFactory, error) {
+	scheme := runtime.NewScheme()
+	install.Install(scheme)
+	if err := resourceslice.AddFieldLabelConversions(scheme); err != nil {
+		return nil, serializer.CodecFactory{}, err
+	}
+	if coreLite {
+		if err := addCoreLiteToScheme(scheme); err != nil {
+			return nil, serializer.CodecFactory{}, fmt.Errorf("register core-lite types: %w", err)
+		}
+	}
+	// Options and status types every group's handlers use.
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	unversioned := schema.GroupVersion{Group: "", Version: "v1"}
+	scheme.AddUnversionedTypes(unversioned,
+		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
+	return scheme, serializer.NewCodecFactory(scheme), nil
+}
+
+// newOpenAPIScheme returns a scheme with only the real (served) versions.
+// The OpenAPI definition namer derives the group-version-kinds it publishes
+// from it; the serving scheme also carries core types under the internal
+// version, which would publish `version: __internal`.
+func newOpenAPIScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		resourcev1.AddToScheme, resourcev1beta1.AddToScheme,
+		corev1.AddToScheme, coordinationv1.AddToScheme, policyv1.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("build OpenAPI scheme: %w", err)
+		}
+	}
+	return scheme, nil
+}
