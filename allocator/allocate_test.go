@@ -266,7 +266,7 @@ func TestAllocateRules(t *testing.T) {
 			name: "more than 32 results",
 			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", devs("d0"))},
 				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 33))}},
-			reason: ReasonNoDevices,
+			reason: ReasonTooManyResults,
 		},
 		{
 			name:   "unknown class",

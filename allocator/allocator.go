@@ -12,6 +12,8 @@ package allocator
 import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/draplane/draplane/allocator/cel"
 )
 
 // Policy chooses among nodes that all fit.
@@ -28,8 +30,8 @@ const (
 // Options configure an Allocator.
 type Options struct {
 	Policy Policy
-	// Selectors compiles CEL selector expressions. Without one, any claim
-	// or class with a selector cannot be allocated.
+	// Selectors compiles selector expressions. The default is the device
+	// CEL environment of allocator/cel; tests substitute simpler languages.
 	Selectors SelectorCompiler
 	// NewShareID generates the share IDs of allocations of devices that
 	// allow multiple allocations. Defaults to random UIDs; tests set it to
@@ -49,7 +51,7 @@ type Allocator struct {
 func New(opts Options) *Allocator {
 	a := &Allocator{policy: opts.Policy, compiler: opts.Selectors, newShareID: opts.NewShareID}
 	if a.compiler == nil {
-		a.compiler = missingCompiler{}
+		a.compiler = celCompiler{compiler: cel.GetCompiler()}
 	}
 	if a.newShareID == nil {
 		a.newShareID = uuid.NewUUID

@@ -41,16 +41,18 @@ type DeviceCounts struct {
 }
 
 // RequestExplanation is why one request (or subrequest) cannot be
-// allocated on the node.
+// allocated on the node. Message renders it.
 type RequestExplanation struct {
 	// Claim is namespace/name of the claim.
 	Claim string
 	// Request is "req" or "req/sub"; empty for problems of the whole claim.
 	Request string
+	Class   string
 	Reason  Reason
-	Message string
-	Needed  int
-	Counts  DeviceCounts
+	// Needed is the number of devices asked for; 0 with AllDevices.
+	Needed     int
+	AllDevices bool
+	Counts     DeviceCounts
 	// Selector is the first selector that rejected devices, and how many.
 	Selector         string
 	SelectorRejected int
@@ -60,8 +62,17 @@ type RequestExplanation struct {
 	SelectorErrors int
 	// Taint is the first taint that was not tolerated.
 	Taint *resourceapi.DeviceTaint
-	// Constraint is the index of the unsatisfiable claim constraint, -1 if none.
-	Constraint int
+	// Constraint is the index of the unsatisfiable claim constraint, -1 if
+	// none; the attribute, its kind and the requests it covers follow.
+	Constraint          int
+	ConstraintAttribute string
+	ConstraintMatch     bool
+	ConstraintRequests  []string
+	// Pool describes the unusable pool that hides devices.
+	Pool string
+	// Detail is the message of problems that need no counting (unknown
+	// class, invalid selector, ...).
+	Detail string
 }
 
 // Explanation is why a pod's claims don't fit a node.
@@ -80,17 +91,18 @@ func (e *Explanation) Summary() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "node %s: ", e.Node)
-	for i, r := range e.Requests {
+	for i := range e.Requests {
+		r := &e.Requests[i]
 		if i > 0 {
 			b.WriteString("; ")
 		}
 		switch {
-		case r.Request != "":
-			fmt.Fprintf(&b, "claim %s request %s: %s", r.Claim, r.Request, r.Message)
+		case r.Request != "" && r.Reason != ReasonConstraint:
+			fmt.Fprintf(&b, "claim %s request %s: %s", r.Claim, r.Request, r.Message())
 		case r.Claim != "":
-			fmt.Fprintf(&b, "claim %s: %s", r.Claim, r.Message)
+			fmt.Fprintf(&b, "claim %s: %s", r.Claim, r.Message())
 		default:
-			b.WriteString(r.Message)
+			b.WriteString(r.Message())
 		}
 	}
 	if len(e.UnusablePools) > 0 {
@@ -108,28 +120,33 @@ func claimKey(c *resourceapi.ResourceClaim) string {
 	return c.Namespace + "/" + c.Name
 }
 
-// describe writes the message of a request that fails on its own.
-func describe(r *RequestExplanation, sl *slot) string {
+// Message describes the problem in a sentence.
+func (r *RequestExplanation) Message() string {
+	if r.Detail != "" {
+		return r.Detail
+	}
 	c := r.Counts
 	need := "one device"
-	if sl.all {
+	switch {
+	case r.AllDevices:
 		need = "all matching devices"
-	} else if sl.need > 1 {
-		need = fmt.Sprintf("%d devices", sl.need)
-	}
-	className := ""
-	if sl.class != nil {
-		className = sl.class.Name
+	case r.Needed > 1:
+		need = fmt.Sprintf("%d devices", r.Needed)
 	}
 	switch r.Reason {
 	case ReasonNoDevices:
-		return fmt.Sprintf("needs %s of class %s, but the node has only %d usable devices", need, className, c.OnNode)
+		return fmt.Sprintf("needs %s of class %s, but the node has only %d usable devices", need, r.Class, c.OnNode)
+	case ReasonPoolUnusable:
+		if r.AllDevices {
+			return fmt.Sprintf("asks for all devices, but %s", r.Pool)
+		}
+		return fmt.Sprintf("needs %s of class %s, but the node has only %d usable devices; %s", need, r.Class, c.OnNode, r.Pool)
 	case ReasonClassMismatch:
-		return fmt.Sprintf("needs %s of class %s, but only %d of %d devices on the node match the class (selector %q rejected %d)", need, className, c.MatchedClass, c.OnNode, r.Selector, r.SelectorRejected)
+		return fmt.Sprintf("needs %s of class %s, but only %d of %d devices on the node match the class (selector %q rejected %d)", need, r.Class, c.MatchedClass, c.OnNode, r.Selector, r.SelectorRejected)
 	case ReasonSelectorMismatch:
-		return fmt.Sprintf("needs %s, %d devices match class %s but selector %q rejected %d of them", need, c.MatchedClass, className, r.Selector, r.SelectorRejected)
+		return fmt.Sprintf("needs %s, %d devices match class %s but selector %q rejected %d of them", need, c.MatchedClass, r.Class, r.Selector, r.SelectorRejected)
 	case ReasonSelectorError:
-		return fmt.Sprintf("needs %s, only %d of %d devices match class %s and the selectors; evaluation failed on %d devices: %s", need, c.MatchedSelectors, c.OnNode, className, r.SelectorErrors, r.SelectorError)
+		return fmt.Sprintf("needs %s, only %d of %d devices match class %s and the selectors; evaluation failed on %d devices: %s", need, c.MatchedSelectors, c.OnNode, r.Class, r.SelectorErrors, r.SelectorError)
 	case ReasonCapacity:
 		return fmt.Sprintf("needs %s, %d devices match but only %d have enough capacity left for the request", need, c.MatchedSelectors, c.WithCapacity)
 	case ReasonTaint:
@@ -142,80 +159,21 @@ func describe(r *RequestExplanation, sl *slot) string {
 		return fmt.Sprintf("needs %s, %d devices match but %d of them are already allocated", need, c.Tolerated, c.Tolerated-c.Free)
 	case ReasonCounters:
 		return fmt.Sprintf("needs %s, %d matching devices are free but the shared counters of %d of them are used up by other partitions", need, c.Free, c.Free-c.Available)
+	case ReasonConstraint:
+		if r.Constraint < 0 {
+			return "the claim constraints cannot all be satisfied together by the candidate devices"
+		}
+		kind := "distinctAttribute"
+		if r.ConstraintMatch {
+			kind = "matchAttribute"
+		}
+		scope := ""
+		if len(r.ConstraintRequests) > 0 {
+			scope = " over requests " + strings.Join(r.ConstraintRequests, ",")
+		}
+		return fmt.Sprintf("constraint #%d (%s %s%s) cannot be satisfied by the candidate devices", r.Constraint, kind, r.ConstraintAttribute, scope)
+	case ReasonConflict:
+		return fmt.Sprintf("%d candidate devices, but not enough remain once the other requests are allocated", c.Available)
 	}
 	return string(r.Reason)
-}
-
-// explainSearchFailure is called when every request can be satisfied on
-// its own but not all together. It checks whether the claims would fit
-// without their constraints, and if so, which constraint is to blame.
-func (s *search) explainSearchFailure() *Explanation {
-	const budget = 200000
-	expl := &Explanation{}
-	hasConstraints := false
-	for _, cs := range s.cons {
-		hasConstraints = hasConstraints || len(cs) > 0
-	}
-	setAll := func(disabled bool) {
-		for _, cs := range s.cons {
-			for _, c := range cs {
-				c.disabled = disabled
-			}
-		}
-	}
-	try := func() (ok, sure bool) {
-		s.reset()
-		s.budget = budget
-		ok = s.run()
-		sure = s.err == nil
-		s.budget = 0
-		return ok, sure
-	}
-	if hasConstraints {
-		setAll(true)
-		ok, sure := try()
-		if ok && sure {
-			for ci, cs := range s.cons {
-				for k, c := range cs {
-					c.disabled = false
-					ok, sure := try()
-					c.disabled = true
-					if !ok && sure {
-						setAll(false)
-						spec := s.claims[ci].Spec.Devices.Constraints[k]
-						expl.Requests = append(expl.Requests, RequestExplanation{
-							Claim:      claimKey(s.claims[ci]),
-							Request:    strings.Join(spec.Requests, ","),
-							Reason:     ReasonConstraint,
-							Constraint: k,
-							Message:    fmt.Sprintf("constraint #%d (%s) cannot be satisfied by the candidate devices", k, describeConstraint(spec)),
-						})
-						return expl
-					}
-				}
-			}
-			setAll(false)
-			expl.Requests = append(expl.Requests, RequestExplanation{
-				Reason: ReasonConstraint, Constraint: -1,
-				Message: "the claim constraints cannot all be satisfied together by the candidate devices",
-			})
-			return expl
-		}
-		setAll(false)
-	}
-	for _, g := range s.groups {
-		sl := g.slots[0]
-		expl.Requests = append(expl.Requests, RequestExplanation{
-			Claim: claimKey(s.claims[g.claim]), Request: sl.name, Reason: ReasonConflict, Needed: sl.need, Constraint: -1,
-			Message: fmt.Sprintf("%d candidate devices, but not enough remain once the other requests are allocated", len(sl.cands)),
-		})
-	}
-	return expl
-}
-
-func describeConstraint(c resourceapi.DeviceConstraint) string {
-	if c.MatchAttribute != nil {
-		return "matchAttribute " + string(*c.MatchAttribute)
-	}
-	return "distinctAttribute " + string(deref(c.DistinctAttribute))
 }

@@ -89,7 +89,7 @@ type deviceCapacity struct {
 	name   resourceapi.QualifiedName
 	total  int64 // milli-units
 	format resource.Format
-	policy *resourceapi.CapacityRequestPolicy
+	policy *capacityPolicy
 }
 
 // Inventory is a prepared Snapshot: pools grouped and checked, devices
@@ -126,13 +126,13 @@ const maxCachedExpressions = 4096
 // Prepare groups the snapshot's slices into pools and indexes devices.
 func (a *Allocator) Prepare(snap Snapshot) *Inventory {
 	inv := &Inventory{
-		compiler: a.compiler,
-		classes:  snap.Classes,
-		byID:     make(map[DeviceID]*device),
-		byNode:   make(map[string][]*device),
+		compiler:  a.compiler,
+		classes:   snap.Classes,
+		byID:      make(map[DeviceID]*device),
+		byNode:    make(map[string][]*device),
 		nodePools: make(map[string][]*pool),
-		views:    make(map[string]*nodeView),
-		exprs:    make(map[string]*exprCache),
+		views:     make(map[string]*nodeView),
+		exprs:     make(map[string]*exprCache),
 	}
 	if inv.classes == nil {
 		inv.classes = map[string]*resourceapi.DeviceClass{}
@@ -229,6 +229,7 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 					Attributes:               api.Attributes,
 					Capacity:                 api.Capacity,
 					AllowMultipleAllocations: api.AllowMultipleAllocations,
+					prepared:                 &preparedInput{},
 				},
 			}
 			if perDevice {
@@ -269,7 +270,7 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 			slices.Sort(capNames)
 			for _, name := range capNames {
 				c := api.Capacity[name]
-				d.caps = append(d.caps, deviceCapacity{name: name, total: c.Value.MilliValue(), format: c.Value.Format, policy: c.RequestPolicy})
+				d.caps = append(d.caps, deviceCapacity{name: name, total: c.Value.MilliValue(), format: c.Value.Format, policy: newCapacityPolicy(c.RequestPolicy)})
 			}
 
 			p.devices = append(p.devices, d)

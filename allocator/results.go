@@ -11,16 +11,16 @@ import (
 
 // results turns the picks of a successful search into AllocationResults.
 func (a *Allocator) results(s *search, node *corev1.Node) []*resourceapi.AllocationResult {
-	out := make([]*resourceapi.AllocationResult, len(s.claims))
-	chosen := make(map[[2]int]*slot)
-	for _, g := range s.groups {
-		chosen[[2]int{g.claim, g.request}] = g.slots[g.chosen]
-	}
-	for ci, claim := range s.claims {
+	out := make([]*resourceapi.AllocationResult, len(s.p.claims))
+	for ci, claim := range s.p.claims {
 		ar := &resourceapi.AllocationResult{}
-		picks := s.picks[ci]
-		ar.Devices.Results = make([]resourceapi.DeviceRequestAllocationResult, 0, len(picks))
-		for _, p := range picks {
+		ar.Devices.Results = make([]resourceapi.DeviceRequestAllocationResult, 0, s.claimPicks[ci])
+		var picks []pick
+		for _, p := range s.picks {
+			if p.slot.claim != ci {
+				continue
+			}
+			picks = append(picks, p)
 			d := p.cand.d
 			r := resourceapi.DeviceRequestAllocationResult{
 				Request:                  p.slot.name,
@@ -46,7 +46,13 @@ func (a *Allocator) results(s *search, node *corev1.Node) []*resourceapi.Allocat
 			}
 			ar.Devices.Results = append(ar.Devices.Results, r)
 		}
-		ar.Devices.Config = allocationConfig(claim, ci, chosen)
+		chosen := make([]*slot, len(claim.Spec.Devices.Requests))
+		for gi, g := range s.p.groups {
+			if g.claim == ci {
+				chosen[g.request] = g.slots[s.chosen[gi]]
+			}
+		}
+		ar.Devices.Config = allocationConfig(claim, chosen)
 		ar.NodeSelector = allocationNodeSelector(picks, node.Name)
 		out[ci] = ar
 	}
@@ -57,12 +63,12 @@ func (a *Allocator) results(s *search, node *corev1.Node) []*resourceapi.Allocat
 // naming every request that used it) followed by the claim's own, in the
 // order they were written. A config that applies to every request names
 // none, which means all.
-func allocationConfig(claim *resourceapi.ResourceClaim, ci int, chosen map[[2]int]*slot) []resourceapi.DeviceAllocationConfiguration {
+func allocationConfig(claim *resourceapi.ResourceClaim, chosen []*slot) []resourceapi.DeviceAllocationConfiguration {
 	var config []resourceapi.DeviceAllocationConfiguration
 	classRange := make(map[string][2]int)
 	reqs := claim.Spec.Devices.Requests
 	for ri := range reqs {
-		sl := chosen[[2]int{ci, ri}]
+		sl := chosen[ri]
 		if sl == nil || sl.class == nil {
 			continue
 		}
@@ -88,7 +94,7 @@ func allocationConfig(claim *resourceapi.ResourceClaim, ci int, chosen map[[2]in
 			if applies {
 				break
 			}
-			sl := chosen[[2]int{ci, ri}]
+			sl := chosen[ri]
 			applies = slices.Contains(c.Requests, reqs[ri].Name) || sl != nil && sl.sub >= 0 && slices.Contains(c.Requests, sl.name)
 		}
 		if applies {

@@ -55,24 +55,30 @@ func (s *Selection) Summary() string {
 
 // SelectNode allocates the claims on each node and picks the best one by
 // the allocator's policy. Ties go to the node whose name sorts first, so
-// the choice only depends on the input, not on its order.
+// the choice only depends on the input, not on its order. Only the chosen
+// node gets AllocationResults; the others are only scored.
 func (a *Allocator) SelectNode(ctx context.Context, st *State, claims []*resourceapi.ResourceClaim, nodes []*corev1.Node) (Selection, error) {
 	var sel Selection
-	for _, node := range nodes {
-		res, err := a.Allocate(ctx, st, claims, node)
+	if len(claims) > 64 {
+		return sel, fmt.Errorf("%d claims, at most 64 can be allocated together", len(claims))
+	}
+	s := newSearch(ctx, st, newPlan(st.inv, claims))
+	best := -1
+	for i, node := range nodes {
+		ok, expl, err := s.onNode(node)
 		if err != nil {
 			return Selection{}, err
 		}
-		if !res.Fits() {
-			sel.Rejected = append(sel.Rejected, res)
+		if !ok {
+			sel.Rejected = append(sel.Rejected, Result{Node: node.Name, Explanation: expl})
 			continue
 		}
-		score := a.score(st, node, res.Allocations)
-		better := sel.Chosen == nil
+		score := s.score()
+		better := best < 0
 		if !better {
 			switch {
 			case score == sel.Score:
-				better = node.Name < sel.Chosen.Node
+				better = node.Name < nodes[best].Name
 			case a.policy == LeastAllocated:
 				better = score < sel.Score
 			default:
@@ -80,39 +86,53 @@ func (a *Allocator) SelectNode(ctx context.Context, st *State, claims []*resourc
 			}
 		}
 		if better {
-			chosen := res
-			sel.Chosen = &chosen
-			sel.Score = score
+			best, sel.Score = i, score
 		}
+	}
+	if best >= 0 {
+		// Search the chosen node again to build its results; the search is
+		// deterministic, so it finds the same solution.
+		ok, _, err := s.onNode(nodes[best])
+		if err != nil {
+			return Selection{}, err
+		}
+		if !ok {
+			return Selection{}, fmt.Errorf("node %s no longer fits on the second search", nodes[best].Name)
+		}
+		sel.Chosen = &Result{Node: nodes[best].Name, Allocations: a.results(s, nodes[best])}
 	}
 	return sel, nil
 }
 
-// score is the fraction of the node's devices that are allocated after the
-// new allocations. Devices shared by several allocations count as
-// allocated once.
-func (a *Allocator) score(st *State, node *corev1.Node, allocs []*resourceapi.AllocationResult) float64 {
-	view := st.inv.view(node)
-	if len(view.devices) == 0 {
+// score is the fraction of the node's devices that are allocated once the
+// current picks are. A device shared by several allocations counts once.
+func (s *search) score() float64 {
+	st := s.st
+	if len(s.view.devices) == 0 {
 		return 0
 	}
 	used := 0
-	for _, d := range view.devices {
+	for _, d := range s.view.devices {
 		if st.busy[d.index] || st.shared[d.index] {
 			used++
 		}
 	}
-	seen := make(map[DeviceID]bool)
-	for _, ar := range allocs {
-		for _, r := range ar.Devices.Results {
-			id := DeviceID{r.Driver, r.Pool, r.Device}
-			d := st.inv.byID[id]
-			if d == nil || seen[id] || st.busy[d.index] || st.shared[d.index] || deref(r.AdminAccess) {
-				continue
+	for i := range s.picks {
+		p := &s.picks[i]
+		d := p.cand.d
+		if p.slot.admin || st.busy[d.index] || st.shared[d.index] {
+			continue
+		}
+		dup := false
+		for j := 0; j < i; j++ {
+			if q := &s.picks[j]; q.cand.d == d && !q.slot.admin {
+				dup = true
+				break
 			}
-			seen[id] = true
+		}
+		if !dup {
 			used++
 		}
 	}
-	return float64(used) / float64(len(view.devices))
+	return float64(used) / float64(len(s.view.devices))
 }

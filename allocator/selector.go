@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"context"
-	"errors"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 )
@@ -15,6 +14,10 @@ type SelectorDevice struct {
 	Attributes               map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 	Capacity                 map[resourceapi.QualifiedName]resourceapi.DeviceCapacity
 	AllowMultipleAllocations *bool
+
+	// prepared caches the CEL form of the device across expressions; nil
+	// outside an Inventory.
+	prepared *preparedInput
 }
 
 // SelectorProgram is one compiled selector expression.
@@ -30,11 +33,3 @@ type SelectorProgram interface {
 type SelectorCompiler interface {
 	Compile(expression string) (SelectorProgram, error)
 }
-
-// errNoCompiler is returned for every expression when no compiler was
-// configured, so claims without selectors still work.
-var errNoCompiler = errors.New("no CEL selector compiler configured")
-
-type missingCompiler struct{}
-
-func (missingCompiler) Compile(string) (SelectorProgram, error) { return nil, errNoCompiler }

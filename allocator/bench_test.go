@@ -1,0 +1,200 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+// Benchmarks with fixed, named workloads. Each measures choosing a node for
+// one pod (SelectNode over every node) with the inventory prepared and the
+// in-use state built beforehand, as the allocation controller does between
+// cluster changes.
+
+const benchDriver = "gpu.example.com"
+
+type workload struct {
+	classes map[string]*resourceapi.DeviceClass
+	slices  []*resourceapi.ResourceSlice
+	nodes   []*corev1.Node
+	inUse   *InUse
+	claims  []*resourceapi.ResourceClaim
+}
+
+func benchClass() *resourceapi.DeviceClass {
+	return mkClass("gpu", `device.driver == "`+benchDriver+`"`)
+}
+
+// gpuNodes makes nodes with one slice each of perNode GPUs with model,
+// memory and numa attributes (numa alternating 0, 1 in pairs).
+func gpuNodes(numNodes, perNode int) ([]*corev1.Node, []*resourceapi.ResourceSlice) {
+	var nodes []*corev1.Node
+	var slices []*resourceapi.ResourceSlice
+	for n := 0; n < numNodes; n++ {
+		name := fmt.Sprintf("node-%04d", n)
+		nodes = append(nodes, mkNode(name, "zone=z"+fmt.Sprint(n%3)))
+		devs := make([]resourceapi.Device, perNode)
+		for d := range devs {
+			devs[d] = mkDev(fmt.Sprintf("gpu-%d", d), attr("model", []string{"a100", "h100"}[d%2]), intAttr("memory", int64(40*(1+d%2))), intAttr("numa", int64(d/(perNode/2))))
+		}
+		s := mkSlice(name, name, devs)
+		s.Spec.Driver = benchDriver
+		slices = append(slices, s)
+	}
+	return nodes, slices
+}
+
+func useDevices(u *InUse, slices []*resourceapi.ResourceSlice, perNode int, skip func(n, d int) bool) {
+	for n, s := range slices {
+		for d := 0; d < perNode; d++ {
+			if skip(n, d) {
+				continue
+			}
+			u.AddAllocation(&resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+				Request: "old", Driver: benchDriver, Pool: s.Spec.Pool.Name, Device: s.Spec.Devices[d].Name}}}})
+		}
+	}
+}
+
+func simpleWorkload(numNodes, perNode int, fill string) workload {
+	nodes, slices := gpuNodes(numNodes, perNode)
+	u := NewInUse()
+	switch fill {
+	case "half":
+		useDevices(u, slices, perNode, func(n, d int) bool { return d >= perNode/2 })
+	case "fullButOne":
+		useDevices(u, slices, perNode, func(n, d int) bool { return n == numNodes/2 && d == perNode-1 })
+	}
+	return workload{
+		classes: classes(benchClass()), slices: slices, nodes: nodes, inUse: u,
+		claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("gpu", "gpu", 1))},
+	}
+}
+
+func celWorkload() workload {
+	w := simpleWorkload(500, 8, "half")
+	w.claims = []*resourceapi.ResourceClaim{mkClaim("c", mkReq("gpu", "gpu", 1,
+		selector(`device.attributes["`+benchDriver+`"].model == "h100" && device.attributes["`+benchDriver+`"].memory >= 80`)))}
+	return w
+}
+
+func matchAttributeWorkload() workload {
+	w := simpleWorkload(500, 8, "")
+	// One device per numa half is in use, so each node has 3+3 free and no
+	// numa group of 4: only node-0250 has a whole numa group free.
+	useDevices(w.inUse, w.slices, 8, func(n, d int) bool { return n == 250 || (d != 0 && d != 4) })
+	c := mkClaim("c", mkReq("gpu", "gpu", 4))
+	w.claims = []*resourceapi.ResourceClaim{withConstraint(c, true, benchDriver+"/numa")}
+	return w
+}
+
+// partitionableWorkload: per node two GPUs, each published as one whole
+// device, two halves and four quarters sharing one counter set; half of the
+// nodes have a quarter of gpu0 in use. The claim asks for a quarter.
+func partitionableWorkload(numNodes int) workload {
+	var nodes []*corev1.Node
+	var slices []*resourceapi.ResourceSlice
+	u := NewInUse()
+	for n := 0; n < numNodes; n++ {
+		name := fmt.Sprintf("node-%04d", n)
+		nodes = append(nodes, mkNode(name))
+		var devs []resourceapi.Device
+		var opts []sliceOpt
+		for g := 0; g < 2; g++ {
+			set := fmt.Sprintf("gpu%d", g)
+			devs = append(devs, mkDev(set+"-whole", attr("size", "whole"), consumes(set, "memory", 80)))
+			for h := 0; h < 2; h++ {
+				devs = append(devs, mkDev(fmt.Sprintf("%s-half%d", set, h), attr("size", "half"), consumes(set, "memory", 40)))
+			}
+			for q := 0; q < 4; q++ {
+				devs = append(devs, mkDev(fmt.Sprintf("%s-quarter%d", set, q), attr("size", "quarter"), consumes(set, "memory", 20)))
+			}
+			opts = append(opts, counterSet(set, map[string]int64{"memory": 80}))
+		}
+		s := mkSlice(name, name, devs, opts...)
+		s.Spec.Driver = benchDriver
+		slices = append(slices, s)
+		if n%2 == 0 {
+			u.AddAllocation(&resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+				Request: "old", Driver: benchDriver, Pool: name, Device: "gpu0-quarter0"}}}})
+		}
+	}
+	return workload{
+		classes: classes(benchClass()), slices: slices, nodes: nodes, inUse: u,
+		claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("gpu", "gpu", 1, selector(`device.attributes["`+benchDriver+`"].size == "quarter"`)))},
+	}
+}
+
+func benchmarkSelectNode(b *testing.B, w workload) {
+	a := New(Options{NewShareID: func() types.UID { return "share" }})
+	inv := a.Prepare(Snapshot{Classes: w.classes, Slices: w.slices})
+	st := inv.State(w.inUse)
+	ctx := context.Background()
+	// Warm the per-node and per-expression caches, as a running
+	// controller's would be.
+	sel, err := a.SelectNode(ctx, st, w.claims, w.nodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if sel.Chosen == nil {
+		b.Fatalf("no node fits: %s", sel.Summary())
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := a.SelectNode(ctx, st, w.claims, w.nodes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSelectNode(b *testing.B) {
+	b.Run("500x8/empty", func(b *testing.B) { benchmarkSelectNode(b, simpleWorkload(500, 8, "")) })
+	b.Run("500x8/halfFull", func(b *testing.B) { benchmarkSelectNode(b, simpleWorkload(500, 8, "half")) })
+	b.Run("500x8/fullButOne", func(b *testing.B) { benchmarkSelectNode(b, simpleWorkload(500, 8, "fullButOne")) })
+	b.Run("5000x8/halfFull", func(b *testing.B) { benchmarkSelectNode(b, simpleWorkload(5000, 8, "half")) })
+	b.Run("500x8/celSelector", func(b *testing.B) { benchmarkSelectNode(b, celWorkload()) })
+	b.Run("500x8/matchAttribute4", func(b *testing.B) { benchmarkSelectNode(b, matchAttributeWorkload()) })
+	b.Run("500x14/partitionable", func(b *testing.B) { benchmarkSelectNode(b, partitionableWorkload(500)) })
+}
+
+// BenchmarkAllocateOneNode is the cost of one node check, the unit the
+// upstream allocator is called with.
+func BenchmarkAllocateOneNode(b *testing.B) {
+	w := simpleWorkload(500, 8, "half")
+	a := New(Options{})
+	inv := a.Prepare(Snapshot{Classes: w.classes, Slices: w.slices})
+	st := inv.State(w.inUse)
+	ctx := context.Background()
+	node := w.nodes[17]
+	if res, err := a.Allocate(ctx, st, w.claims, node); err != nil || !res.Fits() {
+		b.Fatal(err, res.Explanation.Summary())
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.Allocate(ctx, st, w.claims, node); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCold includes what the warm benchmarks leave out: preparing the
+// inventory, folding in what is in use and the first evaluation of every
+// selector on every device.
+func BenchmarkCold(b *testing.B) {
+	w := simpleWorkload(500, 8, "half")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		a := New(Options{})
+		inv := a.Prepare(Snapshot{Classes: w.classes, Slices: w.slices})
+		if _, err := a.SelectNode(ctx, inv.State(w.inUse), w.claims, w.nodes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

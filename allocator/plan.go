@@ -1,0 +1,283 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+// plan is the node-independent part of allocating a pod's claims: classes
+// resolved, selectors compiled, requests flattened into slots. SelectNode
+// builds it once and reuses it for every node.
+type plan struct {
+	claims []*resourceapi.ResourceClaim
+	groups []*group
+	slots  []*slot
+	// cons describes each claim's constraints.
+	cons [][]constraintSpec
+	// problems make the claims unallocatable on every node.
+	problems []RequestExplanation
+	// interned maps typed attribute values to small integers so that
+	// constraints compare integers.
+	interned map[string]int32
+}
+
+type constraintSpec struct {
+	match     bool
+	attribute resourceapi.FullyQualifiedName
+	requests  []string
+}
+
+// slot is one request, or one subrequest of a firstAvailable request.
+type slot struct {
+	id      int
+	claim   int
+	request int
+	group   int
+	sub     int // -1 for a request without subrequests
+	base    string
+	name    string // "req" or "req/sub" as it appears in results
+
+	class       *resourceapi.DeviceClass
+	selectors   []*exprCache // class selectors first, then the request's
+	numClass    int
+	all         bool
+	count       int
+	admin       bool
+	tolerations []resourceapi.DeviceToleration
+	capacity    *resourceapi.CapacityRequirements
+	// cons are the indices of the claim's constraints that apply.
+	cons []int
+	// problem is set when the slot can't be used on any node.
+	problem *RequestExplanation
+}
+
+// group is one request with its alternatives: one slot for a plain
+// request, one per subrequest for firstAvailable.
+type group struct {
+	claim, request int
+	slots          []*slot
+}
+
+func newPlan(inv *Inventory, claims []*resourceapi.ResourceClaim) *plan {
+	p := &plan{claims: claims, cons: make([][]constraintSpec, len(claims)), interned: make(map[string]int32)}
+	fail := func(r RequestExplanation) { p.problems = append(p.problems, r) }
+	for ci, claim := range claims {
+		claimName := claimKey(claim)
+		for k, c := range claim.Spec.Devices.Constraints {
+			switch {
+			case c.MatchAttribute != nil:
+				p.cons[ci] = append(p.cons[ci], constraintSpec{match: true, attribute: *c.MatchAttribute, requests: c.Requests})
+			case c.DistinctAttribute != nil:
+				p.cons[ci] = append(p.cons[ci], constraintSpec{attribute: *c.DistinctAttribute, requests: c.Requests})
+			default:
+				fail(RequestExplanation{Claim: claimName, Reason: ReasonInvalidRequest, Constraint: k,
+					Detail: fmt.Sprintf("constraint #%d has neither matchAttribute nor distinctAttribute", k)})
+				p.cons[ci] = append(p.cons[ci], constraintSpec{})
+			}
+		}
+		minDevices := 0
+		for ri := range claim.Spec.Devices.Requests {
+			req := &claim.Spec.Devices.Requests[ri]
+			g := &group{claim: ci, request: ri}
+			gi := len(p.groups)
+			add := func(sl *slot, className string, selectors []resourceapi.DeviceSelector, mode resourceapi.DeviceAllocationMode) {
+				sl.id, sl.claim, sl.request, sl.group = len(p.slots), ci, ri, gi
+				p.slots = append(p.slots, sl)
+				g.slots = append(g.slots, sl)
+				p.resolve(inv, sl, className, selectors, mode)
+				sl.cons = applicableConstraints(p.cons[ci], sl)
+				if sl.problem != nil {
+					sl.problem.Claim = claimName
+				}
+			}
+			switch {
+			case req.Exactly != nil:
+				e := req.Exactly
+				add(&slot{sub: -1, base: req.Name, name: req.Name,
+					all: e.AllocationMode == resourceapi.DeviceAllocationModeAll, count: int(e.Count),
+					admin: e.AdminAccess != nil && *e.AdminAccess, tolerations: e.Tolerations, capacity: e.Capacity,
+				}, e.DeviceClassName, e.Selectors, e.AllocationMode)
+			case len(req.FirstAvailable) > 0:
+				for si := range req.FirstAvailable {
+					sub := &req.FirstAvailable[si]
+					add(&slot{sub: si, base: req.Name, name: req.Name + "/" + sub.Name,
+						all: sub.AllocationMode == resourceapi.DeviceAllocationModeAll, count: int(sub.Count),
+						tolerations: sub.Tolerations, capacity: sub.Capacity,
+					}, sub.DeviceClassName, sub.Selectors, sub.AllocationMode)
+				}
+			default:
+				fail(RequestExplanation{Claim: claimName, Request: req.Name, Reason: ReasonInvalidRequest, Constraint: -1,
+					Detail: "request has neither exactly nor firstAvailable"})
+			}
+			p.groups = append(p.groups, g)
+			// A group is hopeless only if every alternative is.
+			least := -1
+			for _, sl := range g.slots {
+				if sl.problem == nil {
+					n := sl.count
+					if sl.all {
+						n = 1
+					}
+					if least < 0 || n < least {
+						least = n
+					}
+				}
+			}
+			if least < 0 {
+				for _, sl := range g.slots {
+					fail(*sl.problem)
+				}
+			} else {
+				minDevices += least
+			}
+		}
+		if minDevices > resourceapi.AllocationResultsMaxSize {
+			fail(RequestExplanation{Claim: claimName, Reason: ReasonTooManyResults, Constraint: -1, Needed: minDevices,
+				Detail: fmt.Sprintf("claim needs at least %d devices, at most %d can be allocated per claim", minDevices, resourceapi.AllocationResultsMaxSize)})
+		}
+	}
+	return p
+}
+
+// resolve looks up the class and compiles the selectors of a slot.
+func (p *plan) resolve(inv *Inventory, sl *slot, className string, selectors []resourceapi.DeviceSelector, mode resourceapi.DeviceAllocationMode) {
+	problem := func(reason Reason, detail string) {
+		sl.problem = &RequestExplanation{Request: sl.name, Class: className, Reason: reason, Detail: detail, Constraint: -1}
+	}
+	switch mode {
+	case "", resourceapi.DeviceAllocationModeExactCount:
+		if sl.count <= 0 {
+			// API defaulting makes this 1; treat an unset count the same.
+			sl.count = 1
+		}
+	case resourceapi.DeviceAllocationModeAll:
+	default:
+		problem(ReasonInvalidRequest, fmt.Sprintf("unknown allocation mode %q", mode))
+		return
+	}
+	class := inv.classes[className]
+	if class == nil {
+		problem(ReasonClassNotFound, fmt.Sprintf("device class %q does not exist", className))
+		return
+	}
+	sl.class = class
+	for i, sel := range class.Spec.Selectors {
+		if sel.CEL == nil {
+			problem(ReasonSelectorInvalid, fmt.Sprintf("class %s selector #%d has no CEL expression", class.Name, i))
+			return
+		}
+		e := inv.expr(sel.CEL.Expression)
+		if e.compileErr != nil {
+			problem(ReasonSelectorInvalid, fmt.Sprintf("class %s selector #%d: %s", class.Name, i, firstLine(e.compileErr)))
+			return
+		}
+		sl.selectors = append(sl.selectors, e)
+	}
+	sl.numClass = len(sl.selectors)
+	for i, sel := range selectors {
+		if sel.CEL == nil {
+			problem(ReasonSelectorInvalid, fmt.Sprintf("selector #%d has no CEL expression", i))
+			return
+		}
+		e := inv.expr(sel.CEL.Expression)
+		if e.compileErr != nil {
+			problem(ReasonSelectorInvalid, fmt.Sprintf("selector #%d: %s", i, firstLine(e.compileErr)))
+			return
+		}
+		sl.selectors = append(sl.selectors, e)
+	}
+}
+
+// firstLine keeps explanations on one line; CEL compile errors come with a
+// multi-line excerpt of the expression.
+func firstLine(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
+}
+
+func applicableConstraints(cons []constraintSpec, sl *slot) []int {
+	var out []int
+	for k, c := range cons {
+		if c.attribute == "" {
+			continue
+		}
+		if len(c.requests) == 0 || slices.Contains(c.requests, sl.base) || (sl.sub >= 0 && slices.Contains(c.requests, sl.name)) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// attributeKey interns the typed value of an attribute; values of
+// different types never compare equal. -1 means the device lacks it.
+func (p *plan) attributeKey(d *device, name resourceapi.FullyQualifiedName) int32 {
+	attr, ok := lookupAttribute(d, name)
+	if !ok {
+		return -1
+	}
+	var key string
+	switch {
+	case attr.StringValue != nil:
+		key = "s" + *attr.StringValue
+	case attr.IntValue != nil:
+		key = "i" + strconv.FormatInt(*attr.IntValue, 10)
+	case attr.BoolValue != nil:
+		key = "b" + strconv.FormatBool(*attr.BoolValue)
+	case attr.VersionValue != nil:
+		key = "v" + *attr.VersionValue
+	default:
+		return -1
+	}
+	id, ok := p.interned[key]
+	if !ok {
+		id = int32(len(p.interned))
+		p.interned[key] = id
+	}
+	return id
+}
+
+// lookupAttribute finds an attribute by fully qualified name; attributes of
+// the device's own driver may be published without the domain.
+func lookupAttribute(d *device, name resourceapi.FullyQualifiedName) (resourceapi.DeviceAttribute, bool) {
+	if attr, ok := d.api.Attributes[resourceapi.QualifiedName(name)]; ok {
+		return attr, true
+	}
+	domain, id, found := strings.Cut(string(name), "/")
+	if !found || domain != d.id.Driver {
+		return resourceapi.DeviceAttribute{}, false
+	}
+	attr, ok := d.api.Attributes[resourceapi.QualifiedName(id)]
+	return attr, ok
+}
+
+// untolerated returns the first NoSchedule or NoExecute taint that no
+// toleration tolerates.
+func untolerated(taints []resourceapi.DeviceTaint, tolerations []resourceapi.DeviceToleration) *resourceapi.DeviceTaint {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect != resourceapi.DeviceTaintEffectNoSchedule && t.Effect != resourceapi.DeviceTaintEffectNoExecute {
+			continue
+		}
+		if !slices.ContainsFunc(tolerations, func(tol resourceapi.DeviceToleration) bool { return tolerates(tol, t) }) {
+			return t
+		}
+	}
+	return nil
+}
+
+func tolerates(tol resourceapi.DeviceToleration, t *resourceapi.DeviceTaint) bool {
+	if tol.Effect != "" && tol.Effect != t.Effect {
+		return false
+	}
+	switch tol.Operator {
+	case resourceapi.DeviceTolerationOpExists:
+		return tol.Key == "" || tol.Key == t.Key
+	case "", resourceapi.DeviceTolerationOpEqual:
+		return tol.Key == t.Key && tol.Value == t.Value
+	}
+	return false
+}

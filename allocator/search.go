@@ -1,0 +1,817 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+// Result is the outcome of allocating a pod's claims on one node: either
+// one AllocationResult per claim (in the order of the claims) or an
+// explanation of why they don't fit.
+type Result struct {
+	Node        string
+	Allocations []*resourceapi.AllocationResult
+	Explanation *Explanation
+}
+
+// Fits reports whether the claims could be allocated.
+func (r *Result) Fits() bool { return r.Explanation == nil }
+
+// cand is a device that passes every check of a slot that does not depend
+// on other choices of the search.
+type cand struct {
+	d *device
+	// consume is what the request takes of each device capacity, aligned
+	// with device.caps; only set for devices that allow multiple
+	// allocations.
+	consume []int64
+	// keys are the constraint attribute values, aligned with slot.cons;
+	// -1 when the device lacks the attribute.
+	keys []int32
+}
+
+// slotState is what a slot has on the node being searched.
+type slotState struct {
+	cands []cand
+	need  int
+	// problem explains why the slot can't be satisfied on the node, even
+	// on its own.
+	problem *RequestExplanation
+}
+
+type pick struct {
+	slot *slot
+	cand *cand
+	// counters is set when this pick consumed the device's counters: the
+	// first allocation of a device, or of a shared device not yet shared.
+	counters bool
+}
+
+// constraintState tracks one claim constraint during the search.
+type constraintState struct {
+	match bool
+	// For matchAttribute: the value all devices share and how many devices
+	// hold it.
+	value int32
+	count int
+	// For distinctAttribute: the values in use.
+	used []int32
+	// disabled constraints accept everything; explanations use this to find
+	// the constraint to blame.
+	disabled bool
+}
+
+func (c *constraintState) add(key int32) bool {
+	if c.disabled {
+		return true
+	}
+	if key < 0 {
+		return false
+	}
+	if c.match {
+		if c.count > 0 && c.value != key {
+			return false
+		}
+		c.value = key
+		c.count++
+		return true
+	}
+	if slices.Contains(c.used, key) {
+		return false
+	}
+	c.used = append(c.used, key)
+	return true
+}
+
+func (c *constraintState) remove(key int32) {
+	if c.disabled {
+		return
+	}
+	if c.match {
+		c.count--
+		return
+	}
+	if i := slices.Index(c.used, key); i >= 0 {
+		c.used = slices.Delete(c.used, i, i+1)
+	}
+}
+
+// search allocates a plan on one node. It is reused node after node, so
+// its buffers only grow once.
+type search struct {
+	ctx  context.Context
+	st   *State
+	p    *plan
+	view *nodeView
+
+	slots  []slotState
+	cons   [][]constraintState
+	chosen []int // per group: index of the slot used
+	picks  []pick
+	// claimPicks counts the picks of each claim.
+	claimPicks []int
+
+	keyArena []int32
+	capArena []int64
+
+	steps  int
+	budget int // 0: unlimited
+	err    error
+}
+
+// errBudget stops explanation searches that take too long.
+var errBudget = errors.New("search budget exhausted")
+
+func newSearch(ctx context.Context, st *State, p *plan) *search {
+	s := &search{ctx: ctx, st: st, p: p,
+		slots:      make([]slotState, len(p.slots)),
+		cons:       make([][]constraintState, len(p.claims)),
+		chosen:     make([]int, len(p.groups)),
+		claimPicks: make([]int, len(p.claims)),
+	}
+	for ci, specs := range p.cons {
+		s.cons[ci] = make([]constraintState, len(specs))
+		for k, spec := range specs {
+			s.cons[ci][k].match = spec.match
+		}
+	}
+	return s
+}
+
+// Allocate tries to allocate all claims of one pod on the node. Claims that
+// are already allocated must not be passed. The error is only set when the
+// search could not run (cancelled context, too many claims); "doesn't fit"
+// is a Result with an Explanation.
+func (a *Allocator) Allocate(ctx context.Context, st *State, claims []*resourceapi.ResourceClaim, node *corev1.Node) (Result, error) {
+	if len(claims) > 64 {
+		return Result{Node: node.Name}, fmt.Errorf("%d claims, at most 64 can be allocated together", len(claims))
+	}
+	s := newSearch(ctx, st, newPlan(st.inv, claims))
+	ok, expl, err := s.onNode(node)
+	switch {
+	case err != nil:
+		return Result{Node: node.Name}, err
+	case !ok:
+		return Result{Node: node.Name, Explanation: expl}, nil
+	}
+	return Result{Node: node.Name, Allocations: a.results(s, node)}, nil
+}
+
+// onNode runs the whole allocation on one node. On success the picks hold
+// the solution.
+func (s *search) onNode(node *corev1.Node) (bool, *Explanation, error) {
+	s.view = s.st.inv.view(node)
+	var expl *Explanation
+	if len(s.p.problems) > 0 {
+		expl = &Explanation{Requests: slices.Clone(s.p.problems)}
+	} else {
+		expl = s.prepare()
+		if err := s.ctx.Err(); err != nil {
+			return false, nil, err
+		}
+		if expl == nil {
+			s.reset()
+			if s.run() {
+				return true, nil, nil
+			}
+			if s.err != nil {
+				return false, nil, s.err
+			}
+			expl = s.explainSearchFailure()
+		}
+	}
+	expl.Node = node.Name
+	for _, p := range s.view.unusable {
+		expl.UnusablePools = append(expl.UnusablePools, p.problem())
+	}
+	return false, expl, nil
+}
+
+// prepare computes the candidates of every slot on the node and checks
+// what can be checked without searching. It returns an explanation if the
+// claims can't fit.
+func (s *search) prepare() *Explanation {
+	s.keyArena = s.keyArena[:0]
+	s.capArena = s.capArena[:0]
+	var expl *Explanation
+	for _, g := range s.p.groups {
+		usable := false
+		for _, sl := range g.slots {
+			s.candidates(sl)
+			usable = usable || s.slots[sl.id].problem == nil
+		}
+		if !usable {
+			if expl == nil {
+				expl = &Explanation{}
+			}
+			for _, sl := range g.slots {
+				expl.Requests = append(expl.Requests, *s.slots[sl.id].problem)
+			}
+		}
+	}
+	if expl != nil {
+		return expl
+	}
+	for ci := range s.p.claims {
+		for k := range s.p.cons[ci] {
+			if r := s.constraintHopeless(ci, k); r != nil {
+				if expl == nil {
+					expl = &Explanation{}
+				}
+				expl.Requests = append(expl.Requests, *r)
+			}
+		}
+	}
+	return expl
+}
+
+// candidates filters the node's devices for a slot, counting how many
+// survive each check so that a failure can say which check removed them.
+func (s *search) candidates(sl *slot) {
+	ss := &s.slots[sl.id]
+	ss.cands = ss.cands[:0]
+	ss.problem = nil
+	if sl.problem != nil {
+		ss.problem = sl.problem
+		return
+	}
+	st := s.st
+	devices := s.view.devices
+	var (
+		counts         DeviceCounts
+		rejectedBy     int = -1
+		rejectedCount  int
+		evalErr        error
+		evalErrDevice  *device
+		evalErrCount   int
+		firstTaint     *resourceapi.DeviceTaint
+		consSpecs      = s.p.cons[sl.claim]
+		hasConstraints = len(sl.cons) > 0
+	)
+	counts.OnNode = len(devices)
+	for _, d := range devices {
+		if sl.numClass == 0 {
+			counts.MatchedClass++
+		}
+		matched := true
+		for i, e := range sl.selectors {
+			ok, err := e.match(s.ctx, d)
+			if err != nil {
+				evalErrCount++
+				if evalErr == nil {
+					evalErr, evalErrDevice = err, d
+				}
+			}
+			if !ok {
+				if rejectedBy < 0 || i == rejectedBy {
+					rejectedBy = i
+					rejectedCount++
+				}
+				matched = false
+				break
+			}
+			if i+1 == sl.numClass {
+				counts.MatchedClass++
+			}
+		}
+		if !matched {
+			continue
+		}
+		counts.MatchedSelectors++
+
+		consume, fits := s.capacityFit(sl.capacity, d)
+		if !fits {
+			continue
+		}
+		counts.WithCapacity++
+
+		c := cand{d: d, consume: consume}
+		if hasConstraints {
+			start := len(s.keyArena)
+			for _, k := range sl.cons {
+				s.keyArena = append(s.keyArena, s.p.attributeKey(d, consSpecs[k].attribute))
+			}
+			c.keys = s.keyArena[start:len(s.keyArena):len(s.keyArena)]
+		}
+		// In "All" mode every matching device is needed, so the remaining
+		// checks decide whether the request can succeed, not which devices
+		// are candidates.
+		if t := untolerated(d.taints, sl.tolerations); t != nil {
+			if firstTaint == nil {
+				firstTaint = t
+			}
+			if sl.all {
+				ss.cands = append(ss.cands, c)
+			}
+			continue
+		}
+		counts.Tolerated++
+		if st.busy[d.index] && !sl.admin {
+			if sl.all {
+				ss.cands = append(ss.cands, c)
+			}
+			continue
+		}
+		counts.Free++
+		if !countersFree(d, st) {
+			if sl.all {
+				ss.cands = append(ss.cands, c)
+			}
+			continue
+		}
+		counts.Available++
+		ss.cands = append(ss.cands, c)
+	}
+	if s.ctx.Err() != nil {
+		return
+	}
+
+	need := sl.count
+	if sl.all {
+		ss.need = len(ss.cands)
+		need = 1
+	} else {
+		ss.need = sl.count
+		preferPacked(ss.cands, st)
+	}
+	var reason Reason
+	switch {
+	case sl.all && len(s.view.unusable) > 0:
+		reason = ReasonPoolUnusable
+	case counts.OnNode < need:
+		reason = ReasonNoDevices
+		if len(s.view.unusable) > 0 {
+			// The devices may well be in the pool that can't be used yet.
+			reason = ReasonPoolUnusable
+		}
+	case counts.MatchedClass < need:
+		reason = ReasonClassMismatch
+	case counts.MatchedSelectors < need:
+		reason = ReasonSelectorMismatch
+	case counts.WithCapacity < need:
+		reason = ReasonCapacity
+	case counts.Tolerated < max(need, ss.need):
+		reason = ReasonTaint
+	case counts.Free < max(need, ss.need):
+		reason = ReasonAllocated
+	case counts.Available < max(need, ss.need):
+		reason = ReasonCounters
+	default:
+		return
+	}
+	if evalErrCount > 0 && (reason == ReasonClassMismatch || reason == ReasonSelectorMismatch) {
+		reason = ReasonSelectorError
+	}
+	r := &RequestExplanation{
+		Claim: claimKey(s.p.claims[sl.claim]), Request: sl.name, Class: sl.class.Name, Reason: reason,
+		Needed: sl.count, AllDevices: sl.all, Counts: counts, Taint: firstTaint, Constraint: -1,
+	}
+	if sl.all {
+		r.Needed = 0
+	}
+	if rejectedBy >= 0 {
+		r.Selector, r.SelectorRejected = sl.selectors[rejectedBy].expression, rejectedCount
+	}
+	if evalErr != nil {
+		r.SelectorError = fmt.Sprintf("device %s: %v", evalErrDevice.id, evalErr)
+		r.SelectorErrors = evalErrCount
+	}
+	if reason == ReasonPoolUnusable {
+		r.Pool = s.view.unusable[0].problem()
+	}
+	ss.problem = r
+	ss.cands = ss.cands[:0]
+}
+
+// capacityFit computes what a request consumes of each device capacity,
+// after rounding by the request policy, and whether that fits into what the
+// existing allocations leave. The consumption is only returned for devices
+// that allow multiple allocations: an exclusive device needs no accounting.
+func (s *search) capacityFit(req *resourceapi.CapacityRequirements, d *device) ([]int64, bool) {
+	if len(d.caps) == 0 {
+		return nil, req == nil || len(req.Requests) == 0
+	}
+	if len(d.caps) > 64 {
+		// Validation allows at most 32 capacities per device.
+		return nil, false
+	}
+	var requested [64]int64
+	var asked uint64
+	if req != nil {
+		for name, q := range req.Requests {
+			i := capacityIndex(d, name)
+			if i < 0 || asked&(1<<i) != 0 {
+				// Unknown capacity, or the same one named twice.
+				return nil, false
+			}
+			asked |= 1 << i
+			requested[i] = q.MilliValue()
+		}
+	}
+	var used []int64
+	if d.multi {
+		used = s.st.capUsed[d.index]
+	}
+	start := len(s.capArena)
+	for i := range d.caps {
+		c := &d.caps[i]
+		v, ok := consumedQuantity(asked&(1<<i) != 0, requested[i], c)
+		total := v
+		if used != nil {
+			total += used[i]
+		}
+		if !ok || total > c.total {
+			s.capArena = s.capArena[:start]
+			return nil, false
+		}
+		if d.multi {
+			s.capArena = append(s.capArena, v)
+		}
+	}
+	if !d.multi {
+		return nil, true
+	}
+	return s.capArena[start:len(s.capArena):len(s.capArena)], true
+}
+
+// constraintHopeless checks a constraint against the candidates alone: a
+// matchAttribute constraint needs one value that enough candidates of
+// every request share, a distinctAttribute constraint enough different
+// values. Requests with alternatives are left to the search.
+func (s *search) constraintHopeless(ci, k int) *RequestExplanation {
+	spec := s.p.cons[ci][k]
+	var slotsOf []*slot
+	for _, g := range s.p.groups {
+		if g.claim != ci {
+			continue
+		}
+		if len(g.slots) != 1 {
+			return nil
+		}
+		sl := g.slots[0]
+		pos := slices.Index(sl.cons, k)
+		if pos >= 0 {
+			slotsOf = append(slotsOf, sl)
+		}
+	}
+	if len(slotsOf) == 0 {
+		return nil
+	}
+	hopeless := false
+	if spec.match {
+		// Try every value of the first request's candidates.
+		first := slotsOf[0]
+		pos0 := slices.Index(first.cons, k)
+		hopeless = true
+		for _, c := range s.slots[first.id].cands {
+			v := c.keys[pos0]
+			if v < 0 {
+				continue
+			}
+			ok := true
+			for _, sl := range slotsOf {
+				pos := slices.Index(sl.cons, k)
+				n := 0
+				for _, c2 := range s.slots[sl.id].cands {
+					if c2.keys[pos] == v {
+						n++
+					}
+				}
+				if n < s.slots[sl.id].need {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				hopeless = false
+				break
+			}
+		}
+	} else {
+		var values []int32
+		needed := 0
+		for _, sl := range slotsOf {
+			pos := slices.Index(sl.cons, k)
+			var own []int32
+			for _, c := range s.slots[sl.id].cands {
+				if v := c.keys[pos]; v >= 0 && !slices.Contains(own, v) {
+					own = append(own, v)
+					if !slices.Contains(values, v) {
+						values = append(values, v)
+					}
+				}
+			}
+			if len(own) < s.slots[sl.id].need {
+				hopeless = true
+			}
+			needed += s.slots[sl.id].need
+		}
+		hopeless = hopeless || len(values) < needed
+	}
+	if !hopeless {
+		return nil
+	}
+	return constraintExplanation(s.p.claims[ci], k)
+}
+
+func constraintExplanation(claim *resourceapi.ResourceClaim, k int) *RequestExplanation {
+	spec := claim.Spec.Devices.Constraints[k]
+	return &RequestExplanation{
+		Claim: claimKey(claim), Reason: ReasonConstraint, Constraint: k,
+		ConstraintAttribute: string(constraintAttribute(spec)), ConstraintMatch: spec.MatchAttribute != nil,
+		ConstraintRequests: spec.Requests,
+	}
+}
+
+// preferPacked orders candidates so that devices whose counter sets or
+// shares are already partly used come first: allocating those keeps whole
+// devices free for requests that need them.
+func preferPacked(cands []cand, st *State) {
+	if len(cands) < 2 {
+		return
+	}
+	rank := func(c *cand) int {
+		d := c.d
+		if d.multi && st.shared[d.index] {
+			return 0
+		}
+		for _, u := range d.counters {
+			if st.counterFree[u.counter] < st.inv.counterTotals[u.counter] {
+				return 0
+			}
+		}
+		return 1
+	}
+	mixed := false
+	for i := range cands {
+		if rank(&cands[i]) == 0 {
+			mixed = true
+			break
+		}
+	}
+	if mixed {
+		slices.SortStableFunc(cands, func(a, b cand) int { return rank(&a) - rank(&b) })
+	}
+}
+
+func countersFree(d *device, st *State) bool {
+	if d.multi && st.shared[d.index] {
+		return true
+	}
+	for _, u := range d.counters {
+		if st.counterFree[u.counter] < u.amount {
+			return false
+		}
+	}
+	return true
+}
+
+func constraintAttribute(c resourceapi.DeviceConstraint) resourceapi.FullyQualifiedName {
+	if c.MatchAttribute != nil {
+		return *c.MatchAttribute
+	}
+	return deref(c.DistinctAttribute)
+}
+
+func (s *search) reset() {
+	s.picks = s.picks[:0]
+	clear(s.claimPicks)
+	s.steps = 0
+	s.err = nil
+	for _, cs := range s.cons {
+		for i := range cs {
+			cs[i].count = 0
+			cs[i].used = cs[i].used[:0]
+		}
+	}
+}
+
+func (s *search) run() bool { return s.group(0) }
+
+func (s *search) group(gi int) bool {
+	if gi == len(s.p.groups) {
+		return true
+	}
+	g := s.p.groups[gi]
+	for si, sl := range g.slots {
+		if s.slots[sl.id].problem != nil {
+			continue
+		}
+		if s.fill(gi, sl, &s.slots[sl.id], 0, 0) {
+			s.chosen[gi] = si
+			return true
+		}
+		if s.err != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// fill picks device n of a slot among the candidates from start on; the
+// devices of one request are chosen in candidate order so that every set
+// is tried once, not every permutation.
+func (s *search) fill(gi int, sl *slot, ss *slotState, n, start int) bool {
+	if n == ss.need {
+		return s.group(gi + 1)
+	}
+	s.steps++
+	if s.steps&1023 == 0 {
+		if err := s.ctx.Err(); err != nil {
+			s.err = err
+			return false
+		}
+	}
+	if s.budget > 0 && s.steps > s.budget {
+		s.err = errBudget
+		return false
+	}
+	if s.claimPicks[sl.claim]+ss.need-n > resourceapi.AllocationResultsMaxSize {
+		return false
+	}
+	if sl.all {
+		c := &ss.cands[n]
+		if !s.take(sl, c) {
+			return false
+		}
+		if s.fill(gi, sl, ss, n+1, 0) {
+			return true
+		}
+		s.release(sl)
+		return false
+	}
+	for i := start; i <= len(ss.cands)-(ss.need-n); i++ {
+		c := &ss.cands[i]
+		if !s.take(sl, c) {
+			continue
+		}
+		if s.fill(gi, sl, ss, n+1, i+1) {
+			return true
+		}
+		s.release(sl)
+		if s.err != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// take allocates a candidate if nothing chosen so far conflicts with it.
+// What the current attempt holds is derived from the picks: they are few,
+// and scanning them is cheaper than maintaining maps.
+func (s *search) take(sl *slot, c *cand) bool {
+	d := c.d
+	st := s.st
+	shares := 0
+	for i := range s.picks {
+		p := &s.picks[i]
+		if p.cand.d != d {
+			continue
+		}
+		if !d.multi && (!sl.admin || p.slot.claim == sl.claim) {
+			return false
+		}
+		shares++
+	}
+	if !sl.admin && st.busy[d.index] {
+		return false
+	}
+	consumeCounters := len(d.counters) > 0 && !(d.multi && (st.shared[d.index] || shares > 0))
+	if consumeCounters {
+		for _, u := range d.counters {
+			if st.counterFree[u.counter]-s.counterUsed(u.counter) < u.amount {
+				return false
+			}
+		}
+	}
+	if d.multi && c.consume != nil {
+		used := st.capUsed[d.index]
+		for i, v := range c.consume {
+			total := v
+			if used != nil {
+				total += used[i]
+			}
+			if shares > 0 {
+				for j := range s.picks {
+					if p := &s.picks[j]; p.cand.d == d && p.cand.consume != nil {
+						total += p.cand.consume[i]
+					}
+				}
+			}
+			if total > d.caps[i].total {
+				return false
+			}
+		}
+	}
+	cons := s.cons[sl.claim]
+	for k, ci := range sl.cons {
+		if !cons[ci].add(c.keys[k]) {
+			for j := 0; j < k; j++ {
+				cons[sl.cons[j]].remove(c.keys[j])
+			}
+			return false
+		}
+	}
+	s.picks = append(s.picks, pick{slot: sl, cand: c, counters: consumeCounters})
+	s.claimPicks[sl.claim]++
+	return true
+}
+
+// counterUsed sums what the current attempt consumes of one counter.
+func (s *search) counterUsed(counter int) int64 {
+	var sum int64
+	for i := range s.picks {
+		p := &s.picks[i]
+		if !p.counters {
+			continue
+		}
+		for _, u := range p.cand.d.counters {
+			if u.counter == counter {
+				sum += u.amount
+			}
+		}
+	}
+	return sum
+}
+
+// release undoes the most recent take, which was for the slot.
+func (s *search) release(sl *slot) {
+	last := s.picks[len(s.picks)-1]
+	s.picks = s.picks[:len(s.picks)-1]
+	s.claimPicks[sl.claim]--
+	cons := s.cons[sl.claim]
+	for k, ci := range sl.cons {
+		cons[ci].remove(last.cand.keys[k])
+	}
+}
+
+// explainSearchFailure is called when every request can be satisfied on
+// its own but not all together. If the claims fit without their
+// constraints, a constraint is to blame.
+func (s *search) explainSearchFailure() *Explanation {
+	const budget = 100000
+	expl := &Explanation{}
+	numConstraints := 0
+	for _, cs := range s.cons {
+		numConstraints += len(cs)
+	}
+	setAll := func(disabled bool) {
+		for _, cs := range s.cons {
+			for i := range cs {
+				cs[i].disabled = disabled
+			}
+		}
+	}
+	try := func() (ok, sure bool) {
+		s.reset()
+		s.budget = budget
+		ok = s.run()
+		sure = s.err == nil
+		s.budget = 0
+		s.err = nil
+		return ok, sure
+	}
+	if numConstraints > 0 {
+		setAll(true)
+		ok, sure := try()
+		if ok && sure {
+			for ci, cs := range s.cons {
+				for k := range cs {
+					if numConstraints == 1 {
+						setAll(false)
+						expl.Requests = append(expl.Requests, *constraintExplanation(s.p.claims[ci], k))
+						return expl
+					}
+					cs[k].disabled = false
+					ok, sure := try()
+					cs[k].disabled = true
+					if !ok && sure {
+						setAll(false)
+						expl.Requests = append(expl.Requests, *constraintExplanation(s.p.claims[ci], k))
+						return expl
+					}
+				}
+			}
+			setAll(false)
+			expl.Requests = append(expl.Requests, RequestExplanation{Reason: ReasonConstraint, Constraint: -1})
+			return expl
+		}
+		setAll(false)
+	}
+	for gi, g := range s.p.groups {
+		sl := g.slots[0]
+		ss := &s.slots[sl.id]
+		_ = gi
+		expl.Requests = append(expl.Requests, RequestExplanation{
+			Claim: claimKey(s.p.claims[g.claim]), Request: sl.name, Class: sl.class.Name, Reason: ReasonConflict,
+			Needed: ss.need, Constraint: -1, Counts: DeviceCounts{Available: len(ss.cands)},
+		})
+	}
+	return expl
+}
