@@ -91,9 +91,9 @@ func TestAllocateRules(t *testing.T) {
 			reason: "",
 		},
 		{
-			name:   "request selector",
-			in:     instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", ab)}, claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1, selector("model=b")))}},
-			want:   [][]string{{"r:p/d0"}},
+			name: "request selector",
+			in:   instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", ab)}, claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1, selector("model=b")))}},
+			want: [][]string{{"r:p/d0"}},
 		},
 		{
 			name:   "selector runtime error means no match",
@@ -127,9 +127,9 @@ func TestAllocateRules(t *testing.T) {
 			reason: ReasonClassMismatch,
 		},
 		{
-			name:   "allocated devices are skipped",
-			in:     instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", devs("d0", "d1"))}, prior: used("p/d0"), claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
-			want:   [][]string{{"r:p/d1"}},
+			name: "allocated devices are skipped",
+			in:   instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", devs("d0", "d1"))}, prior: used("p/d0"), claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
+			want: [][]string{{"r:p/d1"}},
 		},
 		{
 			name: "admin access may use allocated devices",

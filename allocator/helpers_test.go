@@ -170,7 +170,9 @@ func mkReq(name, class string, count int64, opts ...reqOpt) resourceapi.DeviceRe
 }
 
 func allMode() reqOpt {
-	return func(e *resourceapi.ExactDeviceRequest) { e.AllocationMode, e.Count = resourceapi.DeviceAllocationModeAll, 0 }
+	return func(e *resourceapi.ExactDeviceRequest) {
+		e.AllocationMode, e.Count = resourceapi.DeviceAllocationModeAll, 0
+	}
 }
 
 func selector(expr string) reqOpt {

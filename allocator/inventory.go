@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,6 +118,12 @@ type Inventory struct {
 
 	exprsMu sync.RWMutex
 	exprs   map[string]*exprCache
+
+	// Attribute values used by constraints, interned per attribute name.
+	attrsMu  sync.RWMutex
+	attrs    map[resourceapi.FullyQualifiedName]*attrCache
+	internMu sync.Mutex
+	interned map[string]int32
 }
 
 // maxCachedExpressions bounds the selector cache; request selectors come
@@ -133,6 +140,8 @@ func (a *Allocator) Prepare(snap Snapshot) *Inventory {
 		nodePools: make(map[string][]*pool),
 		views:     make(map[string]*nodeView),
 		exprs:     make(map[string]*exprCache),
+		attrs:     make(map[resourceapi.FullyQualifiedName]*attrCache),
+		interned:  make(map[string]int32),
 	}
 	if inv.classes == nil {
 		inv.classes = map[string]*resourceapi.DeviceClass{}
@@ -434,4 +443,69 @@ func (e *exprCache) match(ctx context.Context, d *device) (bool, error) {
 		e.results[d.index].Store(exprNoMatch)
 	}
 	return ok, nil
+}
+
+// attrCache holds one attribute's interned value per device: -1 when the
+// device lacks it, attrUnknown before it was looked up.
+type attrCache struct {
+	keys []atomic.Int32
+}
+
+const attrUnknown = -2
+
+func (inv *Inventory) attribute(name resourceapi.FullyQualifiedName) *attrCache {
+	inv.attrsMu.RLock()
+	c, ok := inv.attrs[name]
+	inv.attrsMu.RUnlock()
+	if ok {
+		return c
+	}
+	inv.attrsMu.Lock()
+	defer inv.attrsMu.Unlock()
+	if c, ok := inv.attrs[name]; ok {
+		return c
+	}
+	c = &attrCache{keys: make([]atomic.Int32, len(inv.devices))}
+	for i := range c.keys {
+		c.keys[i].Store(attrUnknown)
+	}
+	if len(inv.attrs) < maxCachedExpressions {
+		inv.attrs[name] = c
+	}
+	return c
+}
+
+// attributeKey returns the interned typed value of a device attribute;
+// values of different types never compare equal. -1 means the device lacks
+// the attribute.
+func (inv *Inventory) attributeKey(c *attrCache, d *device, name resourceapi.FullyQualifiedName) int32 {
+	if k := c.keys[d.index].Load(); k != attrUnknown {
+		return k
+	}
+	k := int32(-1)
+	if attr, ok := lookupAttribute(d, name); ok {
+		var key string
+		switch {
+		case attr.StringValue != nil:
+			key = "s" + *attr.StringValue
+		case attr.IntValue != nil:
+			key = "i" + strconv.FormatInt(*attr.IntValue, 10)
+		case attr.BoolValue != nil:
+			key = "b" + strconv.FormatBool(*attr.BoolValue)
+		case attr.VersionValue != nil:
+			key = "v" + *attr.VersionValue
+		}
+		if key != "" {
+			inv.internMu.Lock()
+			id, ok := inv.interned[key]
+			if !ok {
+				id = int32(len(inv.interned))
+				inv.interned[key] = id
+			}
+			inv.internMu.Unlock()
+			k = id
+		}
+	}
+	c.keys[d.index].Store(k)
+	return k
 }

@@ -3,7 +3,6 @@ package allocator
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
@@ -13,21 +12,20 @@ import (
 // resolved, selectors compiled, requests flattened into slots. SelectNode
 // builds it once and reuses it for every node.
 type plan struct {
-	claims []*resourceapi.ResourceClaim
-	groups []*group
-	slots  []*slot
+	claims     []*resourceapi.ResourceClaim
+	claimNames []string // namespace/name
+	groups     []*group
+	slots      []*slot
 	// cons describes each claim's constraints.
 	cons [][]constraintSpec
 	// problems make the claims unallocatable on every node.
 	problems []RequestExplanation
-	// interned maps typed attribute values to small integers so that
-	// constraints compare integers.
-	interned map[string]int32
 }
 
 type constraintSpec struct {
 	match     bool
 	attribute resourceapi.FullyQualifiedName
+	values    *attrCache
 	requests  []string
 }
 
@@ -63,16 +61,19 @@ type group struct {
 }
 
 func newPlan(inv *Inventory, claims []*resourceapi.ResourceClaim) *plan {
-	p := &plan{claims: claims, cons: make([][]constraintSpec, len(claims)), interned: make(map[string]int32)}
+	p := &plan{claims: claims, cons: make([][]constraintSpec, len(claims))}
+	for _, claim := range claims {
+		p.claimNames = append(p.claimNames, claimKey(claim))
+	}
 	fail := func(r RequestExplanation) { p.problems = append(p.problems, r) }
 	for ci, claim := range claims {
 		claimName := claimKey(claim)
 		for k, c := range claim.Spec.Devices.Constraints {
 			switch {
 			case c.MatchAttribute != nil:
-				p.cons[ci] = append(p.cons[ci], constraintSpec{match: true, attribute: *c.MatchAttribute, requests: c.Requests})
+				p.cons[ci] = append(p.cons[ci], constraintSpec{match: true, attribute: *c.MatchAttribute, values: inv.attribute(*c.MatchAttribute), requests: c.Requests})
 			case c.DistinctAttribute != nil:
-				p.cons[ci] = append(p.cons[ci], constraintSpec{attribute: *c.DistinctAttribute, requests: c.Requests})
+				p.cons[ci] = append(p.cons[ci], constraintSpec{attribute: *c.DistinctAttribute, values: inv.attribute(*c.DistinctAttribute), requests: c.Requests})
 			default:
 				fail(RequestExplanation{Claim: claimName, Reason: ReasonInvalidRequest, Constraint: k,
 					Detail: fmt.Sprintf("constraint #%d has neither matchAttribute nor distinctAttribute", k)})
@@ -210,34 +211,6 @@ func applicableConstraints(cons []constraintSpec, sl *slot) []int {
 		}
 	}
 	return out
-}
-
-// attributeKey interns the typed value of an attribute; values of
-// different types never compare equal. -1 means the device lacks it.
-func (p *plan) attributeKey(d *device, name resourceapi.FullyQualifiedName) int32 {
-	attr, ok := lookupAttribute(d, name)
-	if !ok {
-		return -1
-	}
-	var key string
-	switch {
-	case attr.StringValue != nil:
-		key = "s" + *attr.StringValue
-	case attr.IntValue != nil:
-		key = "i" + strconv.FormatInt(*attr.IntValue, 10)
-	case attr.BoolValue != nil:
-		key = "b" + strconv.FormatBool(*attr.BoolValue)
-	case attr.VersionValue != nil:
-		key = "v" + *attr.VersionValue
-	default:
-		return -1
-	}
-	id, ok := p.interned[key]
-	if !ok {
-		id = int32(len(p.interned))
-		p.interned[key] = id
-	}
-	return id
 }
 
 // lookupAttribute finds an attribute by fully qualified name; attributes of

@@ -70,6 +70,9 @@ func (a *Allocator) SelectNode(ctx context.Context, st *State, claims []*resourc
 			return Selection{}, err
 		}
 		if !ok {
+			if sel.Rejected == nil {
+				sel.Rejected = make([]Result, 0, len(nodes)-i)
+			}
 			sel.Rejected = append(sel.Rejected, Result{Node: node.Name, Explanation: expl})
 			continue
 		}

@@ -41,8 +41,9 @@ type slotState struct {
 	cands []cand
 	need  int
 	// problem explains why the slot can't be satisfied on the node, even
-	// on its own.
-	problem *RequestExplanation
+	// on its own; it is kept inline to spare an allocation per node.
+	problem    RequestExplanation
+	hasProblem bool
 }
 
 type pick struct {
@@ -170,6 +171,9 @@ func (s *search) onNode(node *corev1.Node) (bool, *Explanation, error) {
 	var expl *Explanation
 	if len(s.p.problems) > 0 {
 		expl = &Explanation{Requests: slices.Clone(s.p.problems)}
+		if err := s.ctx.Err(); err != nil {
+			return false, nil, err
+		}
 	} else {
 		expl = s.prepare()
 		if err := s.ctx.Err(); err != nil {
@@ -204,14 +208,11 @@ func (s *search) prepare() *Explanation {
 		usable := false
 		for _, sl := range g.slots {
 			s.candidates(sl)
-			usable = usable || s.slots[sl.id].problem == nil
+			usable = usable || !s.slots[sl.id].hasProblem
 		}
 		if !usable {
-			if expl == nil {
-				expl = &Explanation{}
-			}
 			for _, sl := range g.slots {
-				expl.Requests = append(expl.Requests, *s.slots[sl.id].problem)
+				expl = addReason(expl, &s.slots[sl.id].problem)
 			}
 		}
 	}
@@ -220,11 +221,9 @@ func (s *search) prepare() *Explanation {
 	}
 	for ci := range s.p.claims {
 		for k := range s.p.cons[ci] {
-			if r := s.constraintHopeless(ci, k); r != nil {
-				if expl == nil {
-					expl = &Explanation{}
-				}
-				expl.Requests = append(expl.Requests, *r)
+			if s.constraintHopeless(ci, k) {
+				r := s.p.constraintExplanation(ci, k)
+				expl = addReason(expl, &r)
 			}
 		}
 	}
@@ -236,9 +235,9 @@ func (s *search) prepare() *Explanation {
 func (s *search) candidates(sl *slot) {
 	ss := &s.slots[sl.id]
 	ss.cands = ss.cands[:0]
-	ss.problem = nil
+	ss.hasProblem = false
 	if sl.problem != nil {
-		ss.problem = sl.problem
+		ss.problem, ss.hasProblem = *sl.problem, true
 		return
 	}
 	st := s.st
@@ -295,7 +294,8 @@ func (s *search) candidates(sl *slot) {
 		if hasConstraints {
 			start := len(s.keyArena)
 			for _, k := range sl.cons {
-				s.keyArena = append(s.keyArena, s.p.attributeKey(d, consSpecs[k].attribute))
+				spec := &consSpecs[k]
+				s.keyArena = append(s.keyArena, s.st.inv.attributeKey(spec.values, d, spec.attribute))
 			}
 			c.keys = s.keyArena[start:len(s.keyArena):len(s.keyArena)]
 		}
@@ -368,10 +368,12 @@ func (s *search) candidates(sl *slot) {
 	if evalErrCount > 0 && (reason == ReasonClassMismatch || reason == ReasonSelectorMismatch) {
 		reason = ReasonSelectorError
 	}
-	r := &RequestExplanation{
-		Claim: claimKey(s.p.claims[sl.claim]), Request: sl.name, Class: sl.class.Name, Reason: reason,
+	ss.problem = RequestExplanation{
+		Claim: s.p.claimNames[sl.claim], Request: sl.name, Class: sl.class.Name, Reason: reason,
 		Needed: sl.count, AllDevices: sl.all, Counts: counts, Taint: firstTaint, Constraint: -1,
 	}
+	ss.hasProblem = true
+	r := &ss.problem
 	if sl.all {
 		r.Needed = 0
 	}
@@ -385,7 +387,6 @@ func (s *search) candidates(sl *slot) {
 	if reason == ReasonPoolUnusable {
 		r.Pool = s.view.unusable[0].problem()
 	}
-	ss.problem = r
 	ss.cands = ss.cands[:0]
 }
 
@@ -444,15 +445,16 @@ func (s *search) capacityFit(req *resourceapi.CapacityRequirements, d *device) (
 // matchAttribute constraint needs one value that enough candidates of
 // every request share, a distinctAttribute constraint enough different
 // values. Requests with alternatives are left to the search.
-func (s *search) constraintHopeless(ci, k int) *RequestExplanation {
+func (s *search) constraintHopeless(ci, k int) bool {
 	spec := s.p.cons[ci][k]
-	var slotsOf []*slot
+	var slotsBuf [8]*slot
+	slotsOf := slotsBuf[:0]
 	for _, g := range s.p.groups {
 		if g.claim != ci {
 			continue
 		}
 		if len(g.slots) != 1 {
-			return nil
+			return false
 		}
 		sl := g.slots[0]
 		pos := slices.Index(sl.cons, k)
@@ -461,7 +463,7 @@ func (s *search) constraintHopeless(ci, k int) *RequestExplanation {
 		}
 	}
 	if len(slotsOf) == 0 {
-		return nil
+		return false
 	}
 	hopeless := false
 	if spec.match {
@@ -494,11 +496,12 @@ func (s *search) constraintHopeless(ci, k int) *RequestExplanation {
 			}
 		}
 	} else {
-		var values []int32
+		var valuesBuf, ownBuf [16]int32
+		values := valuesBuf[:0]
 		needed := 0
 		for _, sl := range slotsOf {
 			pos := slices.Index(sl.cons, k)
-			var own []int32
+			own := ownBuf[:0]
 			for _, c := range s.slots[sl.id].cands {
 				if v := c.keys[pos]; v >= 0 && !slices.Contains(own, v) {
 					own = append(own, v)
@@ -514,19 +517,31 @@ func (s *search) constraintHopeless(ci, k int) *RequestExplanation {
 		}
 		hopeless = hopeless || len(values) < needed
 	}
-	if !hopeless {
-		return nil
-	}
-	return constraintExplanation(s.p.claims[ci], k)
+	return hopeless
 }
 
-func constraintExplanation(claim *resourceapi.ResourceClaim, k int) *RequestExplanation {
-	spec := claim.Spec.Devices.Constraints[k]
-	return &RequestExplanation{
-		Claim: claimKey(claim), Reason: ReasonConstraint, Constraint: k,
-		ConstraintAttribute: string(constraintAttribute(spec)), ConstraintMatch: spec.MatchAttribute != nil,
-		ConstraintRequests: spec.Requests,
+func (p *plan) constraintExplanation(ci, k int) RequestExplanation {
+	spec := p.cons[ci][k]
+	return RequestExplanation{
+		Claim: p.claimNames[ci], Reason: ReasonConstraint, Constraint: k,
+		ConstraintAttribute: string(spec.attribute), ConstraintMatch: spec.match, ConstraintRequests: spec.requests,
 	}
+}
+
+// addReason appends to an explanation, allocating the explanation and room
+// for one reason at once: most failures have exactly one.
+func addReason(e *Explanation, r *RequestExplanation) *Explanation {
+	if e == nil {
+		block := &struct {
+			e Explanation
+			r [1]RequestExplanation
+		}{}
+		block.r[0] = *r
+		block.e.Requests = block.r[:1:1]
+		return &block.e
+	}
+	e.Requests = append(e.Requests, *r)
+	return e
 }
 
 // preferPacked orders candidates so that devices whose counter sets or
@@ -600,7 +615,7 @@ func (s *search) group(gi int) bool {
 	}
 	g := s.p.groups[gi]
 	for si, sl := range g.slots {
-		if s.slots[sl.id].problem != nil {
+		if s.slots[sl.id].hasProblem {
 			continue
 		}
 		if s.fill(gi, sl, &s.slots[sl.id], 0, 0) {
@@ -756,7 +771,7 @@ func (s *search) release(sl *slot) {
 // constraints, a constraint is to blame.
 func (s *search) explainSearchFailure() *Explanation {
 	const budget = 100000
-	expl := &Explanation{}
+	var expl *Explanation
 	numConstraints := 0
 	for _, cs := range s.cons {
 		numConstraints += len(cs)
@@ -785,33 +800,41 @@ func (s *search) explainSearchFailure() *Explanation {
 				for k := range cs {
 					if numConstraints == 1 {
 						setAll(false)
-						expl.Requests = append(expl.Requests, *constraintExplanation(s.p.claims[ci], k))
-						return expl
+						r := s.p.constraintExplanation(ci, k)
+						return addReason(nil, &r)
 					}
 					cs[k].disabled = false
 					ok, sure := try()
 					cs[k].disabled = true
 					if !ok && sure {
 						setAll(false)
-						expl.Requests = append(expl.Requests, *constraintExplanation(s.p.claims[ci], k))
-						return expl
+						r := s.p.constraintExplanation(ci, k)
+						return addReason(nil, &r)
 					}
 				}
 			}
 			setAll(false)
-			expl.Requests = append(expl.Requests, RequestExplanation{Reason: ReasonConstraint, Constraint: -1})
-			return expl
+			return addReason(nil, &RequestExplanation{Reason: ReasonConstraint, Constraint: -1})
 		}
 		setAll(false)
 	}
-	for gi, g := range s.p.groups {
-		sl := g.slots[0]
+	for _, g := range s.p.groups {
+		sl := g.slots[s.chosenOrFirstUsable(g)]
 		ss := &s.slots[sl.id]
-		_ = gi
-		expl.Requests = append(expl.Requests, RequestExplanation{
-			Claim: claimKey(s.p.claims[g.claim]), Request: sl.name, Class: sl.class.Name, Reason: ReasonConflict,
+		expl = addReason(expl, &RequestExplanation{
+			Claim: s.p.claimNames[g.claim], Request: sl.name, Class: sl.class.Name, Reason: ReasonConflict,
 			Needed: ss.need, Constraint: -1, Counts: DeviceCounts{Available: len(ss.cands)},
 		})
 	}
 	return expl
+}
+
+// chosenOrFirstUsable is the alternative of a group to report on.
+func (s *search) chosenOrFirstUsable(g *group) int {
+	for i, sl := range g.slots {
+		if !s.slots[sl.id].hasProblem {
+			return i
+		}
+	}
+	return 0
 }
