@@ -5,8 +5,8 @@ import "strings"
 const (
 	// maxGenerateNameBase is the longest "<pod>-<podclaim>" that we use.
 	// With the hyphen and the five random characters that the server
-	// appends, a generated name stays within 63 characters: a valid DNS
-	// label, so it can also be used as a label value.
+	// appends, a generated name stays within 63 characters, so it can
+	// also be used as a label value.
 	maxGenerateNameBase = 57
 )
 
