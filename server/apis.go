@@ -72,12 +72,12 @@ func servedIn(scheme *runtime.Scheme, gv schema.GroupVersion, storage map[string
 // installResourceAPI serves resource.draplane.dev v1 and v1beta1. Both
 // versions share one storage (and one watch cache) per resource: objects
 // are stored as v1 and converted on the way in and out.
-func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) error {
+func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
 	storage, err := resourceStorage(scheme, optsGetter)
 	if err != nil {
 		return fmt.Errorf("storage for %s: %w", resourceapi.GroupName, err)
 	}
-	info := genericapiserver.NewDefaultAPIGroupInfo(resourceapi.GroupName, scheme, metav1.ParameterCodec, serializer.NewCodecFactory(scheme))
+	info := genericapiserver.NewDefaultAPIGroupInfo(resourceapi.GroupName, scheme, metav1.ParameterCodec, codecs)
 	info.VersionedResourcesStorageMap[resourcev1.SchemeGroupVersion.Version] = storage
 	info.VersionedResourcesStorageMap[resourcev1beta1.SchemeGroupVersion.Version] = servedIn(scheme, resourcev1beta1.SchemeGroupVersion, storage)
 	if err := s.InstallAPIGroup(&info); err != nil {

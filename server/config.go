@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/admission"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	utilcompatibility "k8s.io/apiserver/pkg/util/compatibility"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	basecompatibility "k8s.io/component-base/compatibility"
 	baseversion "k8s.io/component-base/version"
 	"k8s.io/klog/v2"
@@ -39,8 +42,9 @@ type ExtraConfig struct {
 	ServerURL string
 	// etcd is the embedded etcd, nil with --etcd-servers.
 	etcd *embeddedEtcd
-	// startInformers starts the informers admission plugins read from.
-	startInformers genericapiserver.PostStartHookFunc
+	// coreLite is set when core-lite is served.
+	coreLite *coreLite
+	codecs   serializer.CodecFactory
 }
 
 type completedConfig struct {
@@ -57,7 +61,6 @@ type CompletedConfig struct {
 // starts the embedded etcd; the caller owns it through the Server (or
 // Config.Close when building the server fails).
 func (o *Options) Config(ctx context.Context) (*Config, error) {
-	logger := klog.FromContext(ctx)
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -87,14 +90,11 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 		}
 	}()
 
-	scheme, codecs, err := newScheme(o.CoreLite && coreLiteBuilt)
+	scheme, codecs, err := newScheme(o.CoreLite)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Extra = ExtraConfig{Scheme: scheme, DataDir: o.DataDir, CoreLite: o.CoreLite && coreLiteBuilt}
-	if o.CoreLite && !coreLiteBuilt {
-		logger.Info("Core-lite is not part of this build: namespaces, pods, nodes, events and leases are not served")
-	}
+	cfg.Extra = ExtraConfig{Scheme: scheme, codecs: codecs, DataDir: o.DataDir, CoreLite: o.CoreLite}
 
 	ca, err := loadOrCreatePKI(pkiDir(o.DataDir))
 	if err != nil {
@@ -112,9 +112,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 
 	generic := genericapiserver.NewRecommendedConfig(codecs)
 	cfg.Generic = generic
-	// The Kubernetes API level this server implements; our own release
-	// version is what /version reports as gitVersion.
-	generic.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", "")
+	generic.EffectiveVersion = kubeEffectiveVersion()
 	// Priority-and-fairness needs the flowcontrol API of a kube-apiserver.
 	generic.FlowControl = nil
 
@@ -174,12 +172,12 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	}
 
 	if cfg.Extra.CoreLite {
-		plugin, startInformers, err := coreLiteAdmission(generic.LoopbackClientConfig)
+		coreLite, plugin, err := newCoreLite(generic.LoopbackClientConfig)
 		if err != nil {
-			return nil, fmt.Errorf("admission: %w", err)
+			return nil, err
 		}
 		generic.AdmissionControl = plugin
-		cfg.Extra.startInformers = startInformers
+		cfg.Extra.coreLite = coreLite
 	} else {
 		generic.AdmissionControl = admission.NewChainHandler()
 	}
@@ -213,6 +211,25 @@ func (c *Config) Close() {
 	if c != nil {
 		c.Extra.etcd.Close()
 	}
+}
+
+// kubeEffectiveVersion is the Kubernetes API level this server implements
+// (our own release version is what /version reports as gitVersion).
+//
+// k8s.io/apiserver registers a process-wide "kube" component version
+// derived from the component-base version variables, which our build sets
+// to our own 0.x release. The CEL environments of device selectors take
+// their compatibility version from it and would lack the DRA variables
+// (introduced in 1.31), so it is moved to the API level we implement.
+func kubeEffectiveVersion() basecompatibility.EffectiveVersion {
+	effective := basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", "")
+	global, _ := utilcompatibility.DefaultComponentGlobalsRegistry.ComponentGlobalsOrRegister(
+		basecompatibility.DefaultKubeComponent, effective, utilfeature.DefaultMutableFeatureGate)
+	if global != effective && global.MinCompatibilityVersion().LessThan(effective.MinCompatibilityVersion()) {
+		global.SetEmulationVersion(effective.EmulationVersion())
+		global.SetMinCompatibilityVersion(effective.MinCompatibilityVersion())
+	}
+	return effective
 }
 
 // servingNames are the names the serving certificate is valid for.
@@ -250,17 +267,12 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	s := &Server{GenericAPIServer: generic, extra: c.Extra}
 	optsGetter := c.Generic.RESTOptionsGetter
-	if err := installResourceAPI(generic, c.Extra.Scheme, optsGetter); err != nil {
+	if err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.codecs, optsGetter); err != nil {
 		return nil, err
 	}
-	if c.Extra.CoreLite {
-		if err := installCoreLite(generic, c.Extra.Scheme, optsGetter); err != nil {
+	if c.Extra.coreLite != nil {
+		if err := c.Extra.coreLite.install(generic, c.Extra.Scheme, c.Extra.codecs, optsGetter); err != nil {
 			return nil, err
-		}
-		if c.Extra.startInformers != nil {
-			if err := generic.AddPostStartHook("start-admission-informers", c.Extra.startInformers); err != nil {
-				return nil, err
-			}
 		}
 	}
 	if err := generic.AddPostStartHook("print-kubeconfig", s.printKubeconfig); err != nil {

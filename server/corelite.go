@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/draplane/draplane/controllers/namespace"
+	"github.com/draplane/draplane/registry/core"
+)
+
+// bootstrapNamespaces exist from the first start on and cannot be deleted.
+var bootstrapNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem}
+
+func addCoreLiteToScheme(scheme *runtime.Scheme) error { return core.AddToScheme(scheme) }
+
+// coreLite is what serving core-lite needs besides storage: clients and
+// informers over the loopback connection, shared by the admission plugin
+// and the namespace controller.
+type coreLite struct {
+	client        kubernetes.Interface
+	dynamicClient dynamic.Interface
+	informers     informers.SharedInformerFactory
+}
+
+// newCoreLite builds the loopback clients and the NamespaceLifecycle
+// admission plugin: no object may be created in a namespace that does not
+// exist or is being deleted.
+func newCoreLite(loopback *rest.Config) (*coreLite, admission.Interface, error) {
+	client, err := kubernetes.NewForConfig(loopback)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loopback client: %w", err)
+	}
+	dynamicClient, err := dynamic.NewForConfig(loopback)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loopback dynamic client: %w", err)
+	}
+	c := &coreLite{
+		client:        client,
+		dynamicClient: dynamicClient,
+		informers:     informers.NewSharedInformerFactory(client, 10*time.Minute),
+	}
+	plugin, err := lifecycle.NewLifecycle(sets.New(bootstrapNamespaces...))
+	if err != nil {
+		return nil, nil, fmt.Errorf("namespace lifecycle admission: %w", err)
+	}
+	plugin.SetExternalKubeClientSet(client)
+	plugin.SetExternalKubeInformerFactory(c.informers)
+	if err := plugin.ValidateInitialization(); err != nil {
+		return nil, nil, fmt.Errorf("namespace lifecycle admission: %w", err)
+	}
+	return c, admission.NewChainHandler(plugin), nil
+}
+
+// install serves core/v1 and coordination.k8s.io/v1 and adds the hooks
+// that start the informers, create the bootstrap namespaces and run the
+// namespace controller.
+func (c *coreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
+	legacy, err := core.NewLegacyStorage(optsGetter)
+	if err != nil {
+		return fmt.Errorf("core/v1 storage: %w", err)
+	}
+	legacyInfo := genericapiserver.NewDefaultAPIGroupInfo("", scheme, metav1.ParameterCodec, codecs)
+	legacyInfo.VersionedResourcesStorageMap["v1"] = legacy
+	if err := s.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &legacyInfo); err != nil {
+		return fmt.Errorf("install core/v1: %w", err)
+	}
+
+	coordination, err := core.NewCoordinationStorage(optsGetter)
+	if err != nil {
+		return fmt.Errorf("coordination.k8s.io/v1 storage: %w", err)
+	}
+	coordinationInfo := genericapiserver.NewDefaultAPIGroupInfo("coordination.k8s.io", scheme, metav1.ParameterCodec, codecs)
+	coordinationInfo.VersionedResourcesStorageMap["v1"] = coordination
+	if err := s.InstallAPIGroup(&coordinationInfo); err != nil {
+		return fmt.Errorf("install coordination.k8s.io/v1: %w", err)
+	}
+
+	// The controller asks for its informer before the factory starts.
+	namespaceInformer := c.informers.Core().V1().Namespaces()
+	controller := namespace.NewController(klog.Background(), c.client, c.dynamicClient, c.client.Discovery(), namespaceInformer)
+
+	if err := s.AddPostStartHook("start-core-lite-informers", func(hook genericapiserver.PostStartHookContext) error {
+		c.informers.Start(hook.Done())
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := s.AddPostStartHook("bootstrap-namespaces", c.createBootstrapNamespaces); err != nil {
+		return err
+	}
+	return s.AddPostStartHook("start-namespace-controller", func(hook genericapiserver.PostStartHookContext) error {
+		ctx := klog.NewContext(hook, klog.Background().WithName("namespace-controller"))
+		go controller.Run(ctx, 2)
+		return nil
+	})
+}
+
+// createBootstrapNamespaces creates default and kube-system. /readyz waits
+// for it, so clients never see a server without them.
+func (c *coreLite) createBootstrapNamespaces(hook genericapiserver.PostStartHookContext) error {
+	logger := klog.Background().WithName("bootstrap-namespaces")
+	return wait.PollUntilContextTimeout(hook, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, name := range bootstrapNamespaces {
+			_, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				logger.V(2).Info("Namespace not created yet, retrying", "namespace", name, "err", err)
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
