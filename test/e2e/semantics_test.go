@@ -323,7 +323,9 @@ spec:
       allocationMode: ExactCount
       count: 2
 `, "create", "-f", "-")
-	t.Cleanup(func() { _, _ = s.Kubectl(t, "", "delete", "resourceclaims.v1beta1.resource.draplane.dev", "beta-claim", "-n", "default") })
+	t.Cleanup(func() {
+		_, _ = s.Kubectl(t, "", "delete", "resourceclaims.v1beta1.resource.draplane.dev", "beta-claim", "-n", "default")
+	})
 
 	client := s.Client(t)
 	asV1, err := client.ResourceV1().ResourceClaims("default").Get(ctx, "beta-claim", metav1.GetOptions{})
