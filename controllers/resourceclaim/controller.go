@@ -674,6 +674,7 @@ func (c *Controller) syncClaim(ctx context.Context, namespace, name string) erro
 
 	switch {
 	case len(remaining) < len(claim.Status.ReservedFor):
+		removed := len(claim.Status.ReservedFor) - len(remaining)
 		claim = claim.DeepCopy()
 		claim.Status.ReservedFor = remaining
 		if len(remaining) == 0 {
@@ -691,7 +692,7 @@ func (c *Controller) syncClaim(ctx context.Context, namespace, name string) erro
 		if err != nil {
 			return fmt.Errorf("remove consumers from claim %s: %w", klog.KObj(claim), err)
 		}
-		logger.V(2).Info("Removed consumers from claim", "removed", len(claim.Status.ReservedFor)-len(remaining), "remaining", len(remaining), "deallocated", len(remaining) == 0)
+		logger.V(2).Info("Removed consumers from claim", "removed", removed, "remaining", len(remaining), "deallocated", len(remaining) == 0)
 		claim = updated
 		if len(remaining) == 0 {
 			if claim, err = c.removeFinalizer(ctx, claim); err != nil {
