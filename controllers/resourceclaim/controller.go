@@ -98,7 +98,8 @@ type Controller struct {
 	templateLister  resourcelisters.ResourceClaimTemplateLister
 	templatesSynced cache.InformerSynced
 
-	// recorder is set by Run (tests set their own); nil drops events.
+	// recorder is set by Run (tests that call sync directly set their
+	// own); nil drops events.
 	recorder record.EventRecorder
 
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -108,8 +109,9 @@ type Controller struct {
 	deletedPods *uidSet
 }
 
-// NewController wires event handlers and indexers into the informers. It
-// starts nothing; call Run (after starting the informer factories).
+// NewController wires event handlers and indexers into the informers, so
+// it must be called before the informers start. It starts nothing: start
+// the informer factories, then call Run.
 func NewController(
 	logger klog.Logger,
 	kubeClient kubernetes.Interface,
@@ -179,9 +181,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	broadcaster.StartStructuredLogging(3)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	if c.recorder == nil {
-		c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
-	}
+	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
 
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.podsSynced, c.claimsSynced, c.templatesSynced) {
 		return
@@ -605,10 +605,12 @@ func (c *Controller) reserveForBoundPod(ctx context.Context, pod *corev1.Pod, ge
 	return errors.Join(errs...)
 }
 
-// needsReservation: allocated, not reserved for this pod yet, and room
-// for one more consumer.
+// needsReservation: allocated, not being deleted (the server accepts no
+// new consumers then), not reserved for this pod yet, and room for one
+// more consumer.
 func needsReservation(pod *corev1.Pod, claim *resourcev1.ResourceClaim) bool {
 	return claim.Status.Allocation != nil &&
+		claim.DeletionTimestamp == nil &&
 		!podclaims.IsReservedForPod(pod, claim) &&
 		len(claim.Status.ReservedFor) < resourceapi.ResourceClaimReservedForMaxSize
 }

@@ -517,6 +517,25 @@ func TestSync(t *testing.T) {
 			claims:         []*resourcev1.ResourceClaim{fullClaim},
 			expectedClaims: []*resourcev1.ResourceClaim{fullClaim},
 		},
+		"nodeName preset: claim being deleted takes no new consumers": {
+			keys:           []string{podKey(boundPod)},
+			pods:           []*corev1.Pod{boundPod},
+			claims:         []*resourcev1.ResourceClaim{makeClaim("shared", allocated(), withClaimDeletion())},
+			expectedClaims: []*resourcev1.ResourceClaim{makeClaim("shared", allocated(), withClaimDeletion())},
+		},
+		"nodeName preset: reservation fails": {
+			keys:   []string{podKey(boundPod)},
+			pods:   []*corev1.Pod{boundPod},
+			claims: []*resourcev1.ResourceClaim{makeClaim("shared", allocated())},
+			reactors: func(_ *kubefake.Clientset, resource *resourcefake.Clientset) {
+				resource.PrependReactor("patch", "resourceclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewInvalid(resourcev1.SchemeGroupVersion.WithKind("ResourceClaim").GroupKind(), "shared", nil)
+				})
+			},
+			expectedErrors: []string{"reserve claim default/shared for pod default/pod-bound"},
+			expectedClaims: []*resourcev1.ResourceClaim{makeClaim("shared", allocated())},
+			expectedEvents: []string{"Warning " + ReasonFailedClaimReservation},
+		},
 		"clear reservedFor when done": {
 			keys:           []string{claimKey("shared")},
 			pods:           []*corev1.Pod{pod1Done},
