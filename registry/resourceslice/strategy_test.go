@@ -96,8 +96,8 @@ func TestPrepareForUpdate(t *testing.T) {
 			old: testSlice(), new: testSlice(), wantGeneration: 1,
 		},
 		"label change keeps the generation": {
-			old: testSlice(),
-			new: testSlice(func(s *resourceapi.ResourceSlice) { s.Labels = map[string]string{"a": "b"} }),
+			old:            testSlice(),
+			new:            testSlice(func(s *resourceapi.ResourceSlice) { s.Labels = map[string]string{"a": "b"} }),
 			wantGeneration: 1,
 		},
 		"spec change bumps the generation": {
