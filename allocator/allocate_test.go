@@ -213,26 +213,26 @@ func TestAllocateRules(t *testing.T) {
 		},
 		{
 			name: "partitions share counters",
-			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", []resourceapi.Device{
+			in: instance{classes: classes(gpu), slices: split(mkSlice("p", "n1", []resourceapi.Device{
 				mkDev("whole", consumes("gpu0", "mem", 8)), mkDev("half0", consumes("gpu0", "mem", 4)), mkDev("half1", consumes("gpu0", "mem", 4))},
-				counterSet("gpu0", map[string]int64{"mem": 8}))},
+				counterSet("gpu0", map[string]int64{"mem": 8}))),
 				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 2))}},
 			want: [][]string{{"r:p/half0", "r:p/half1"}},
 		},
 		{
 			name: "all partitions while one is allocated",
-			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", []resourceapi.Device{
+			in: instance{classes: classes(gpu), slices: split(mkSlice("p", "n1", []resourceapi.Device{
 				mkDev("whole", consumes("gpu0", "mem", 8)), mkDev("half0", consumes("gpu0", "mem", 4))},
-				counterSet("gpu0", map[string]int64{"mem": 8}))},
+				counterSet("gpu0", map[string]int64{"mem": 8}))),
 				prior:  used("p/half0"),
 				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 0, allMode()))}},
 			reason: ReasonAllocated,
 		},
 		{
 			name: "counters exhausted",
-			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", []resourceapi.Device{
+			in: instance{classes: classes(gpu), slices: split(mkSlice("p", "n1", []resourceapi.Device{
 				mkDev("whole", consumes("gpu0", "mem", 8)), mkDev("half0", consumes("gpu0", "mem", 4))},
-				counterSet("gpu0", map[string]int64{"mem": 8}))},
+				counterSet("gpu0", map[string]int64{"mem": 8}))),
 				prior:  used("p/half0"),
 				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
 			reason: ReasonCounters,

@@ -12,9 +12,7 @@ import (
 )
 
 // Benchmarks with fixed, named workloads. Each measures choosing a node for
-// one pod (SelectNode over every node) with the inventory prepared and the
-// in-use state built beforehand, as the allocation controller does between
-// cluster changes.
+// one pod: SelectNode over every node.
 
 const benchDriver = "gpu.example.com"
 
@@ -118,7 +116,7 @@ func partitionableWorkload(numNodes int) workload {
 		}
 		s := mkSlice(name, name, devs, opts...)
 		s.Spec.Driver = benchDriver
-		slices = append(slices, s)
+		slices = append(slices, split(s)...)
 		if n%2 == 0 {
 			u.AddAllocation(&resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
 				Request: "old", Driver: benchDriver, Pool: name, Device: "gpu0-quarter0"}}}})
@@ -130,14 +128,13 @@ func partitionableWorkload(numNodes int) workload {
 	}
 }
 
-func benchmarkSelectNode(b *testing.B, w workload) {
+func benchmarkSelectNode(b *testing.B, w workload, cold bool) {
 	a := New(Options{NewShareID: func() types.UID { return "share" }})
 	inv := a.Prepare(Snapshot{Classes: w.classes, Slices: w.slices})
-	st := inv.State(w.inUse)
 	ctx := context.Background()
 	// Warm the per-node and per-expression caches, as a running
 	// controller's would be.
-	sel, err := a.SelectNode(ctx, st, w.claims, w.nodes)
+	sel, err := a.SelectNode(ctx, inv.State(w.inUse), w.claims, w.nodes)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -147,20 +144,43 @@ func benchmarkSelectNode(b *testing.B, w workload) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := a.SelectNode(ctx, st, w.claims, w.nodes); err != nil {
+		if cold {
+			inv = a.Prepare(Snapshot{Classes: w.classes, Slices: w.slices})
+		}
+		if _, err := a.SelectNode(ctx, inv.State(w.inUse), w.claims, w.nodes); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
+var workloads = []struct {
+	name string
+	make func() workload
+}{
+	{"500x8/empty", func() workload { return simpleWorkload(500, 8, "") }},
+	{"500x8/halfFull", func() workload { return simpleWorkload(500, 8, "half") }},
+	{"500x8/fullButOne", func() workload { return simpleWorkload(500, 8, "fullButOne") }},
+	{"5000x8/halfFull", func() workload { return simpleWorkload(5000, 8, "half") }},
+	{"500x8/celSelector", celWorkload},
+	{"500x8/matchAttribute4", matchAttributeWorkload},
+	{"500x14/partitionable", func() workload { return partitionableWorkload(500) }},
+}
+
+// BenchmarkSelectNode reuses the prepared inventory, as the controller does
+// while no ResourceSlice or class changes, and folds in the devices in use
+// for every pod.
 func BenchmarkSelectNode(b *testing.B) {
-	b.Run("500x8/empty", func(b *testing.B) { benchmarkSelectNode(b, simpleWorkload(500, 8, "")) })
-	b.Run("500x8/halfFull", func(b *testing.B) { benchmarkSelectNode(b, simpleWorkload(500, 8, "half")) })
-	b.Run("500x8/fullButOne", func(b *testing.B) { benchmarkSelectNode(b, simpleWorkload(500, 8, "fullButOne")) })
-	b.Run("5000x8/halfFull", func(b *testing.B) { benchmarkSelectNode(b, simpleWorkload(5000, 8, "half")) })
-	b.Run("500x8/celSelector", func(b *testing.B) { benchmarkSelectNode(b, celWorkload()) })
-	b.Run("500x8/matchAttribute4", func(b *testing.B) { benchmarkSelectNode(b, matchAttributeWorkload()) })
-	b.Run("500x14/partitionable", func(b *testing.B) { benchmarkSelectNode(b, partitionableWorkload(500)) })
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) { benchmarkSelectNode(b, w.make(), false) })
+	}
+}
+
+// BenchmarkSelectNodeCold also prepares the inventory for every pod, so it
+// includes grouping the pools and evaluating every selector on every device.
+func BenchmarkSelectNodeCold(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) { benchmarkSelectNode(b, w.make(), true) })
+	}
 }
 
 // BenchmarkAllocateOneNode is the cost of one node check, the unit the
@@ -178,22 +198,6 @@ func BenchmarkAllocateOneNode(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := a.Allocate(ctx, st, w.claims, node); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkCold includes what the warm benchmarks leave out: preparing the
-// inventory, folding in what is in use and the first evaluation of every
-// selector on every device.
-func BenchmarkCold(b *testing.B) {
-	w := simpleWorkload(500, 8, "half")
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		a := New(Options{})
-		inv := a.Prepare(Snapshot{Classes: w.classes, Slices: w.slices})
-		if _, err := a.SelectNode(ctx, inv.State(w.inUse), w.claims, w.nodes); err != nil {
 			b.Fatal(err)
 		}
 	}

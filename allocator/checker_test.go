@@ -103,6 +103,9 @@ func newRefWorld(in *instance) *refWorld {
 		names := map[string]bool{}
 		var devs []*refDevice
 		for _, s := range cur {
+			if len(s.Spec.SharedCounters) > 0 {
+				continue // counter-set slices publish no usable devices
+			}
 			for i := range s.Spec.Devices {
 				d := &s.Spec.Devices[i]
 				if names[d.Name] {

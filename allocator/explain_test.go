@@ -92,8 +92,8 @@ func TestExplanations(t *testing.T) {
 		},
 		{
 			name: "shared counters used up",
-			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", []resourceapi.Device{
-				mkDev("whole", consumes("gpu0", "mem", 8)), mkDev("half0", consumes("gpu0", "mem", 4))}, counterSet("gpu0", map[string]int64{"mem": 8}))},
+			in: instance{classes: classes(gpu), slices: split(mkSlice("p", "n1", []resourceapi.Device{
+				mkDev("whole", consumes("gpu0", "mem", 8)), mkDev("half0", consumes("gpu0", "mem", 4))}, counterSet("gpu0", map[string]int64{"mem": 8}))),
 				prior: used("p/half0"), claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
 			reason:  ReasonCounters,
 			summary: "the shared counters of 1 of them are used up by other partitions",

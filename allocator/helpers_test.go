@@ -260,3 +260,15 @@ func picked(res Result) [][]string {
 	}
 	return out
 }
+
+// split moves the counter sets of a slice into a second slice of the same
+// pool, the shape validation requires.
+func split(s *resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+	counters := s.DeepCopy()
+	counters.Name += "-counters"
+	counters.Spec.Devices = nil
+	s.Spec.SharedCounters = nil
+	s.Spec.Pool.ResourceSliceCount = 2
+	counters.Spec.Pool.ResourceSliceCount = 2
+	return []*resourceapi.ResourceSlice{s, counters}
+}

@@ -219,6 +219,12 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 	floatingPool := false
 	nodeNames := make(map[string]bool)
 	for _, s := range current {
+		if len(s.Spec.SharedCounters) > 0 {
+			// A slice publishes either counter sets or devices; validation
+			// rejects both, and like upstream the devices of such a slice are
+			// not used.
+			continue
+		}
 		perDevice := s.Spec.PerDeviceNodeSelection != nil && *s.Spec.PerDeviceNodeSelection
 		for i := range s.Spec.Devices {
 			api := &s.Spec.Devices[i]

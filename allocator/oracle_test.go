@@ -183,6 +183,15 @@ func randomInstance(seed uint64) *instance {
 			spec.Devices = append(spec.Devices, dev)
 			allDevices = append(allDevices, DeviceID{driver, poolName, dev.Name})
 		}
+		if counters {
+			// Counter sets live in their own slice of the pool.
+			cs := spec.DeepCopy()
+			cs.Devices = nil
+			spec.SharedCounters = nil
+			spec.Pool.ResourceSliceCount++
+			cs.Pool.ResourceSliceCount = spec.Pool.ResourceSliceCount
+			in.slices = append(in.slices, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: poolName + "-counters"}, Spec: *cs})
+		}
 		in.slices = append(in.slices, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: poolName + "-s"}, Spec: spec})
 		if chance(0.1) {
 			old := spec.DeepCopy()

@@ -267,7 +267,7 @@ func TestPackingWithinNode(t *testing.T) {
 		mkDev("gpu1-a", consumes("gpu1", "mem", 4)), mkDev("gpu1-b", consumes("gpu1", "mem", 4)),
 	}
 	in := instance{classes: classes(gpu), node: mkNode("n1"),
-		slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", devices, counterSet("gpu0", map[string]int64{"mem": 8}), counterSet("gpu1", map[string]int64{"mem": 8}))},
+		slices: split(mkSlice("p", "n1", devices, counterSet("gpu0", map[string]int64{"mem": 8}), counterSet("gpu1", map[string]int64{"mem": 8}))),
 		prior:  used("p/gpu1-a"),
 		claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}}
 	res, err := runChecked(context.Background(), newTestAllocator(), &in)

@@ -240,6 +240,9 @@ func (s *search) candidates(sl *slot) {
 		ss.problem, ss.hasProblem = *sl.problem, true
 		return
 	}
+	if !sl.all && s.quickCandidates(sl, ss) {
+		return
+	}
 	st := s.st
 	devices := s.view.devices
 	var (
@@ -388,6 +391,54 @@ func (s *search) candidates(sl *slot) {
 		r.Pool = s.view.unusable[0].problem()
 	}
 	ss.cands = ss.cands[:0]
+}
+
+// quickCandidates collects the candidates of a slot checking the cheap,
+// per-pod conditions (allocated, taints, counters) before the selectors, so
+// that selectors are not evaluated for devices that can't be used anyway.
+// It reports false, leaving the counting pass of candidates to explain,
+// when there are not enough candidates.
+func (s *search) quickCandidates(sl *slot, ss *slotState) bool {
+	st := s.st
+	keyStart, capStart := len(s.keyArena), len(s.capArena)
+	consSpecs := s.p.cons[sl.claim]
+	for _, d := range s.view.devices {
+		if st.busy[d.index] && !sl.admin || !countersFree(d, st) || untolerated(d.taints, sl.tolerations) != nil {
+			continue
+		}
+		matched := true
+		for _, e := range sl.selectors {
+			if ok, _ := e.match(s.ctx, d); !ok {
+				matched = false
+				break
+			}
+		}
+		if !matched {
+			continue
+		}
+		consume, fits := s.capacityFit(sl.capacity, d)
+		if !fits {
+			continue
+		}
+		c := cand{d: d, consume: consume}
+		if len(sl.cons) > 0 {
+			start := len(s.keyArena)
+			for _, k := range sl.cons {
+				spec := &consSpecs[k]
+				s.keyArena = append(s.keyArena, s.st.inv.attributeKey(spec.values, d, spec.attribute))
+			}
+			c.keys = s.keyArena[start:len(s.keyArena):len(s.keyArena)]
+		}
+		ss.cands = append(ss.cands, c)
+	}
+	if len(ss.cands) < sl.count {
+		ss.cands = ss.cands[:0]
+		s.keyArena, s.capArena = s.keyArena[:keyStart], s.capArena[:capStart]
+		return false
+	}
+	ss.need = sl.count
+	preferPacked(ss.cands, st)
+	return true
 }
 
 // capacityFit computes what a request consumes of each device capacity,
