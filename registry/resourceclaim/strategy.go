@@ -185,4 +185,3 @@ func ClaimState(claim *resourceapi.ResourceClaim) string {
 	}
 	return state
 }
-
