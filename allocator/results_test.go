@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -318,4 +319,35 @@ func TestCELSelectors(t *testing.T) {
 		}
 		t.Logf("%s: %s", tc.expr, res.Explanation.Summary())
 	}
+}
+
+// TestConcurrentUse runs node selection from several goroutines on one
+// inventory and state; all must agree (run with -race to check locking).
+func TestConcurrentUse(t *testing.T) {
+	w := partitionableWorkload(50)
+	a := New(Options{Selectors: fakeCompiler{}, NewShareID: func() types.UID { return "x" }})
+	inv := a.Prepare(Snapshot{Classes: classes(mkClass("gpu", "size=quarter")), Slices: w.slices})
+	st := inv.State(w.inUse)
+	claims := []*resourceapi.ResourceClaim{withConstraint(mkClaim("c", mkReq("r", "gpu", 2)), true, benchDriver+"/size")}
+	chosen := make(chan string, 8)
+	for i := 0; i < cap(chosen); i++ {
+		go func() {
+			sel, err := a.SelectNode(context.Background(), st, claims, w.nodes)
+			switch {
+			case err != nil:
+				chosen <- err.Error()
+			case sel.Chosen == nil:
+				chosen <- sel.Summary()
+			default:
+				chosen <- sel.Chosen.Node + fmt.Sprint(picked(*sel.Chosen))
+			}
+		}()
+	}
+	first := <-chosen
+	for i := 1; i < cap(chosen); i++ {
+		if got := <-chosen; got != first {
+			t.Errorf("goroutines disagree: %s vs %s", got, first)
+		}
+	}
+	t.Log(first)
 }
