@@ -70,6 +70,7 @@ func TestResourceClaimController(t *testing.T) {
 
 	t.Run("pod with two template claims", func(t *testing.T) { testTwoTemplateClaims(ctx, t, e) })
 	t.Run("shared claim used by three pods", func(t *testing.T) { testSharedClaim(ctx, t, e) })
+	t.Run("claim of deleted pod", func(t *testing.T) { testDeletedPod(ctx, t, e) })
 }
 
 // startServer runs dra-apiserver in this process on a free port with its
@@ -374,6 +375,42 @@ func testSharedClaim(ctx context.Context, t *testing.T, e *env) {
 			return false, err
 		}
 		return len(current.Status.ReservedFor) == 0 && current.Status.Allocation == nil && !slices.Contains(current.Finalizers, resourceapi.Finalizer), nil
+	})
+}
+
+// testDeletedPod: the server runs no garbage collector, so the controller
+// deletes the claim of a pod that is gone.
+func testDeletedPod(ctx context.Context, t *testing.T, e *env) {
+	createTemplate(ctx, t, e, "short-lived-template")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "short-lived", Namespace: namespace},
+		Spec: corev1.PodSpec{
+			Containers:     []corev1.Container{{Name: "ctr", Image: "busybox"}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr("short-lived-template")}},
+		},
+	}
+	pod, err := e.kube.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	var claimName string
+	waitFor(ctx, t, "claim in the pod status", func() (bool, error) {
+		current, err := e.kube.CoreV1().Pods(namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || len(current.Status.ResourceClaimStatuses) == 0 {
+			return false, err
+		}
+		claimName = *current.Status.ResourceClaimStatuses[0].ResourceClaimName
+		return true, nil
+	})
+	if err := e.kube.CoreV1().Pods(namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete pod: %v", err)
+	}
+	waitFor(ctx, t, "claim "+claimName+" deleted", func() (bool, error) {
+		_, err := e.resource.ResourceV1().ResourceClaims(namespace).Get(ctx, claimName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
 	})
 }
 
