@@ -591,6 +591,24 @@ func TestSync(t *testing.T) {
 			claims:         []*resourcev1.ResourceClaim{makeClaim("shared", allocated(), reservedFor(pod1Replaced))},
 			expectedClaims: []*resourcev1.ResourceClaim{makeClaim("shared", allocated(), reservedFor(pod1Replaced))},
 		},
+		"clear reservedFor of finished pod the informer does not know yet": {
+			keys:           []string{claimKey("shared")},
+			serverOnlyPods: []*corev1.Pod{pod1Done},
+			claims:         []*resourcev1.ResourceClaim{makeClaim("shared", allocated(), reservedFor(pod1, pod2))},
+			pods:           []*corev1.Pod{pod2},
+			expectedClaims: []*resourcev1.ResourceClaim{makeClaim("shared", allocated(), reservedFor(pod2))},
+		},
+		"pod lookup fails: keep everything, retry": {
+			keys:   []string{claimKey("shared")},
+			claims: []*resourcev1.ResourceClaim{makeClaim("shared", allocated(), reservedFor(pod1))},
+			reactors: func(kube *kubefake.Clientset, _ *resourcefake.Clientset) {
+				kube.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+				})
+			},
+			expectedErrors: []string{"etcd is down"},
+			expectedClaims: []*resourcev1.ResourceClaim{makeClaim("shared", allocated(), reservedFor(pod1))},
+		},
 		"keep non-pod consumers": {
 			keys:           []string{claimKey("shared")},
 			pods:           []*corev1.Pod{pod1Done},
