@@ -242,8 +242,15 @@ func TestAllocateRules(t *testing.T) {
 			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", []resourceapi.Device{
 				mkDev("nic", shared("bw", 10, nil))})},
 				prior:  used("p/nic=bw:4"),
-				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r0", "gpu", 1, capacityReq("bw", 3)), mkReq("r1", "gpu", 1, capacityReq("drv/bw", 3)))}},
+				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r0", "gpu", 1, capacityReq("bw", 3)), mkReq("r1", "gpu", 1, capacityReq("bw", 3)))}},
 			want: [][]string{{"r0:p/nic", "r1:p/nic"}},
+		},
+		{
+			name: "capacity names must match exactly",
+			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", []resourceapi.Device{
+				mkDev("nic", shared("bw", 10, nil))})},
+				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r0", "gpu", 1, capacityReq("drv/bw", 3)))}},
+			reason: ReasonCapacity,
 		},
 		{
 			name: "shared device capacity exhausted",

@@ -282,7 +282,7 @@ func consumption(sl refSlot, rd *refDevice) (map[string]int64, bool) {
 		for name, q := range sl.capacity.Requests {
 			key := ""
 			for devName := range rd.dev.Capacity {
-				if string(devName) == string(name) || string(devName) == rd.id.Driver+"/"+string(name) || rd.id.Driver+"/"+string(devName) == string(name) {
+				if devName == name {
 					key = string(devName)
 				}
 			}
@@ -337,7 +337,7 @@ func consumption(sl refSlot, rd *refDevice) (map[string]int64, bool) {
 }
 
 // allSet is what an "All" request must get: every reachable device of a
-// usable pool that matches and has room for the request.
+// usable pool that matches and could hold the request.
 func (w *refWorld) allSet(sl refSlot) []DeviceID {
 	var out []DeviceID
 	for _, id := range w.order {
@@ -345,19 +345,10 @@ func (w *refWorld) allSet(sl refSlot) []DeviceID {
 		if !rd.usable || !rd.reachable || !w.selects(sl, rd) {
 			continue
 		}
-		use, ok := consumption(sl, rd)
-		if !ok {
+		// Membership depends on the device's capacity, not on what others
+		// use of it: a device they filled up makes the request fail.
+		if _, ok := consumption(sl, rd); !ok {
 			continue
-		}
-		if isMulti(rd) {
-			fits := true
-			for name, v := range use {
-				c := rd.dev.Capacity[resourceapi.QualifiedName(name)]
-				fits = fits && v+w.shared[id][name] <= c.Value.MilliValue()
-			}
-			if !fits {
-				continue
-			}
 		}
 		out = append(out, id)
 	}

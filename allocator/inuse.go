@@ -1,8 +1,6 @@
 package allocator
 
 import (
-	"strings"
-
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
@@ -165,29 +163,11 @@ func (inv *Inventory) State(u *InUse) *State {
 	return s
 }
 
-// capacityIndex finds a capacity of the device by name. A name without a
-// domain and the same name qualified with the device's driver refer to the
-// same capacity.
+// capacityIndex finds a capacity of the device by name. Names must match
+// exactly, as in Kubernetes 1.37: "bw" and "<driver>/bw" are different.
 func capacityIndex(d *device, name resourceapi.QualifiedName) int {
 	for i := range d.caps {
 		if d.caps[i].name == name {
-			return i
-		}
-	}
-	prefix := d.id.Driver + "/"
-	if id, ok := strings.CutPrefix(string(name), prefix); ok {
-		for i := range d.caps {
-			if string(d.caps[i].name) == id {
-				return i
-			}
-		}
-		return -1
-	}
-	if strings.Contains(string(name), "/") {
-		return -1
-	}
-	for i := range d.caps {
-		if string(d.caps[i].name) == prefix+string(name) {
 			return i
 		}
 	}

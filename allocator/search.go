@@ -253,6 +253,7 @@ func (s *search) candidates(sl *slot) {
 		evalErrDevice  *device
 		evalErrCount   int
 		firstTaint     *resourceapi.DeviceTaint
+		capacityUsedUp int
 		consSpecs      = s.p.cons[sl.claim]
 		hasConstraints = len(sl.cons) > 0
 	)
@@ -287,9 +288,19 @@ func (s *search) candidates(sl *slot) {
 		}
 		counts.MatchedSelectors++
 
-		consume, fits := s.capacityFit(sl.capacity, d)
+		// "All" takes every device that could hold the request if it were
+		// unused; one whose capacity is used up by others then fails the
+		// request rather than being left out.
+		consume, fits := s.capacityFit(sl.capacity, d, !sl.all)
 		if !fits {
 			continue
+		}
+		if sl.all && d.multi && consume != nil {
+			if _, fitsNow := s.capacityFit(sl.capacity, d, true); !fitsNow {
+				capacityUsedUp++
+				ss.cands = append(ss.cands, cand{d: d, consume: consume})
+				continue
+			}
 		}
 		counts.WithCapacity++
 
@@ -357,7 +368,7 @@ func (s *search) candidates(sl *slot) {
 		reason = ReasonClassMismatch
 	case counts.MatchedSelectors < need:
 		reason = ReasonSelectorMismatch
-	case counts.WithCapacity < need:
+	case counts.WithCapacity < need || capacityUsedUp > 0:
 		reason = ReasonCapacity
 	case counts.Tolerated < max(need, ss.need):
 		reason = ReasonTaint
@@ -416,7 +427,7 @@ func (s *search) quickCandidates(sl *slot, ss *slotState) bool {
 		if !matched {
 			continue
 		}
-		consume, fits := s.capacityFit(sl.capacity, d)
+		consume, fits := s.capacityFit(sl.capacity, d, true)
 		if !fits {
 			continue
 		}
@@ -442,10 +453,11 @@ func (s *search) quickCandidates(sl *slot, ss *slotState) bool {
 }
 
 // capacityFit computes what a request consumes of each device capacity,
-// after rounding by the request policy, and whether that fits into what the
-// existing allocations leave. The consumption is only returned for devices
-// that allow multiple allocations: an exclusive device needs no accounting.
-func (s *search) capacityFit(req *resourceapi.CapacityRequirements, d *device) ([]int64, bool) {
+// after rounding by the request policy, and whether that fits into the
+// device (withUsed: into what the existing allocations leave). The
+// consumption is only returned for devices that allow multiple
+// allocations: an exclusive device needs no accounting.
+func (s *search) capacityFit(req *resourceapi.CapacityRequirements, d *device, withUsed bool) ([]int64, bool) {
 	if len(d.caps) == 0 {
 		return nil, req == nil || len(req.Requests) == 0
 	}
@@ -467,7 +479,7 @@ func (s *search) capacityFit(req *resourceapi.CapacityRequirements, d *device) (
 		}
 	}
 	var used []int64
-	if d.multi {
+	if d.multi && withUsed {
 		used = s.st.capUsed[d.index]
 	}
 	start := len(s.capArena)
