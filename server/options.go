@@ -71,6 +71,9 @@ func NewOptions() *Options {
 
 	o.SecureServing.BindPort = DefaultSecurePort
 	o.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
+	// Our CA signs the serving certificate into the data dir; the generic
+	// self-signed fallback directory is not used.
+	o.SecureServing.ServerCert.CertDirectory = ""
 	o.SecureServing.ServerCert.PairName = "serving"
 
 	// Standalone there is no cluster to ask: no kubeconfig is fine, and the
@@ -97,7 +100,14 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 
 	o.Etcd.AddFlags(fss.FlagSet("etcd"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("embedded etcd (when --etcd-servers is empty)"))
-	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
+	serving := fss.FlagSet("secure serving")
+	o.SecureServing.AddFlags(serving)
+	if f := serving.Lookup("secure-port"); f != nil {
+		f.Usage = "The port on which to serve HTTPS with authentication and authorization. 0 picks a free port (written into admin.kubeconfig)."
+	}
+	if f := serving.Lookup("cert-dir"); f != nil {
+		f.Usage = "Not used: the serving certificate is signed by the data dir's CA into <data-dir>/pki unless --tls-cert-file is given."
+	}
 	o.Authentication.AddFlags(fss.FlagSet("authentication"))
 	o.Authorization.AddFlags(fss.FlagSet("authorization"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
@@ -118,9 +128,6 @@ func (o *Options) Complete() error {
 		return fmt.Errorf("data dir %q: %w", o.DataDir, err)
 	}
 	o.DataDir = dir
-	if o.SecureServing.ServerCert.CertDirectory == "" {
-		o.SecureServing.ServerCert.CertDirectory = pkiDir(o.DataDir)
-	}
 	if o.Authentication.ClientCert.ClientCA == "" {
 		o.Authentication.ClientCert.ClientCA = filepath.Join(pkiDir(o.DataDir), "ca.crt")
 	}

@@ -233,3 +233,23 @@ func TestCommandLine(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestSizeLimit: bodies over 3 MiB are refused with 413 before they
+// reach validation.
+func TestRequestSizeLimit(t *testing.T) {
+	s := sharedServer(t)
+	admin, err := rest.HTTPClientFor(s.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"apiVersion":"resource.draplane.dev/v1","kind":"DeviceClass","metadata":{"name":"huge","annotations":{"filler":"` +
+		strings.Repeat("x", 4<<20) + `"}},"spec":{}}`
+	resp, err := admin.Post(s.URL+"/apis/resource.draplane.dev/v1/deviceclasses", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("4 MiB body: status %d, want 413", resp.StatusCode)
+	}
+}
