@@ -125,7 +125,9 @@ spec:
   - name: main
     image: registry.k8s.io/pause:3.10
 `, "create", "-f", "-")
-	t.Cleanup(func() { _, _ = s.Kubectl(t, "", "delete", "pod", "core-pod", "-n", "default", "--grace-period=0", "--force") })
+	t.Cleanup(func() {
+		_, _ = s.Kubectl(t, "", "delete", "pod", "core-pod", "-n", "default", "--grace-period=0", "--force")
+	})
 
 	for _, tc := range []struct {
 		args []string
