@@ -22,6 +22,9 @@ report_args=(--report-filename "${ROOT}/hack/api-rule-violations.list")
 if [[ "${UPDATE_API_KNOWN_VIOLATIONS:-}" == "true" ]]; then
   report_args+=(--update-report)
 fi
+# openapi-gen does not remove model-name files of packages that dropped
+# their model-package tag; start clean so stale ones can't survive.
+find "${ROOT}/apis" -name zz_generated.model_name.go -delete
 kube::codegen::gen_openapi \
   --output-dir "${ROOT}/generated/openapi" \
   --output-pkg "${MODULE}/generated/openapi" \

@@ -10,9 +10,7 @@ Copyright The draplane Authors.
 package openapi
 
 import (
-	v1 "github.com/draplane/draplane/apis/resource/v1"
-	v1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
-	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	resource "k8s.io/apimachinery/pkg/api/resource"
@@ -26,407 +24,407 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
-		v1.AllocatedDeviceStatus{}.OpenAPIModelName():                  schema_draplane_apis_resource_v1_AllocatedDeviceStatus(ref),
-		v1.AllocationResult{}.OpenAPIModelName():                       schema_draplane_apis_resource_v1_AllocationResult(ref),
-		v1.CELDeviceSelector{}.OpenAPIModelName():                      schema_draplane_apis_resource_v1_CELDeviceSelector(ref),
-		v1.CapacityRequestPolicy{}.OpenAPIModelName():                  schema_draplane_apis_resource_v1_CapacityRequestPolicy(ref),
-		v1.CapacityRequestPolicyRange{}.OpenAPIModelName():             schema_draplane_apis_resource_v1_CapacityRequestPolicyRange(ref),
-		v1.CapacityRequirements{}.OpenAPIModelName():                   schema_draplane_apis_resource_v1_CapacityRequirements(ref),
-		v1.Counter{}.OpenAPIModelName():                                schema_draplane_apis_resource_v1_Counter(ref),
-		v1.CounterSet{}.OpenAPIModelName():                             schema_draplane_apis_resource_v1_CounterSet(ref),
-		v1.Device{}.OpenAPIModelName():                                 schema_draplane_apis_resource_v1_Device(ref),
-		v1.DeviceAllocationConfiguration{}.OpenAPIModelName():          schema_draplane_apis_resource_v1_DeviceAllocationConfiguration(ref),
-		v1.DeviceAllocationResult{}.OpenAPIModelName():                 schema_draplane_apis_resource_v1_DeviceAllocationResult(ref),
-		v1.DeviceAttribute{}.OpenAPIModelName():                        schema_draplane_apis_resource_v1_DeviceAttribute(ref),
-		v1.DeviceCapacity{}.OpenAPIModelName():                         schema_draplane_apis_resource_v1_DeviceCapacity(ref),
-		v1.DeviceClaim{}.OpenAPIModelName():                            schema_draplane_apis_resource_v1_DeviceClaim(ref),
-		v1.DeviceClaimConfiguration{}.OpenAPIModelName():               schema_draplane_apis_resource_v1_DeviceClaimConfiguration(ref),
-		v1.DeviceClass{}.OpenAPIModelName():                            schema_draplane_apis_resource_v1_DeviceClass(ref),
-		v1.DeviceClassConfiguration{}.OpenAPIModelName():               schema_draplane_apis_resource_v1_DeviceClassConfiguration(ref),
-		v1.DeviceClassList{}.OpenAPIModelName():                        schema_draplane_apis_resource_v1_DeviceClassList(ref),
-		v1.DeviceClassSpec{}.OpenAPIModelName():                        schema_draplane_apis_resource_v1_DeviceClassSpec(ref),
-		v1.DeviceConfiguration{}.OpenAPIModelName():                    schema_draplane_apis_resource_v1_DeviceConfiguration(ref),
-		v1.DeviceConstraint{}.OpenAPIModelName():                       schema_draplane_apis_resource_v1_DeviceConstraint(ref),
-		v1.DeviceCounterConsumption{}.OpenAPIModelName():               schema_draplane_apis_resource_v1_DeviceCounterConsumption(ref),
-		v1.DeviceRequest{}.OpenAPIModelName():                          schema_draplane_apis_resource_v1_DeviceRequest(ref),
-		v1.DeviceRequestAllocationResult{}.OpenAPIModelName():          schema_draplane_apis_resource_v1_DeviceRequestAllocationResult(ref),
-		v1.DeviceSelector{}.OpenAPIModelName():                         schema_draplane_apis_resource_v1_DeviceSelector(ref),
-		v1.DeviceSubRequest{}.OpenAPIModelName():                       schema_draplane_apis_resource_v1_DeviceSubRequest(ref),
-		v1.DeviceTaint{}.OpenAPIModelName():                            schema_draplane_apis_resource_v1_DeviceTaint(ref),
-		v1.DeviceTaintRule{}.OpenAPIModelName():                        schema_draplane_apis_resource_v1_DeviceTaintRule(ref),
-		v1.DeviceTaintRuleList{}.OpenAPIModelName():                    schema_draplane_apis_resource_v1_DeviceTaintRuleList(ref),
-		v1.DeviceTaintRuleSpec{}.OpenAPIModelName():                    schema_draplane_apis_resource_v1_DeviceTaintRuleSpec(ref),
-		v1.DeviceTaintRuleStatus{}.OpenAPIModelName():                  schema_draplane_apis_resource_v1_DeviceTaintRuleStatus(ref),
-		v1.DeviceTaintSelector{}.OpenAPIModelName():                    schema_draplane_apis_resource_v1_DeviceTaintSelector(ref),
-		v1.DeviceToleration{}.OpenAPIModelName():                       schema_draplane_apis_resource_v1_DeviceToleration(ref),
-		v1.ExactDeviceRequest{}.OpenAPIModelName():                     schema_draplane_apis_resource_v1_ExactDeviceRequest(ref),
-		v1.NetworkDeviceData{}.OpenAPIModelName():                      schema_draplane_apis_resource_v1_NetworkDeviceData(ref),
-		v1.OpaqueDeviceConfiguration{}.OpenAPIModelName():              schema_draplane_apis_resource_v1_OpaqueDeviceConfiguration(ref),
-		v1.ResourceClaim{}.OpenAPIModelName():                          schema_draplane_apis_resource_v1_ResourceClaim(ref),
-		v1.ResourceClaimConsumerReference{}.OpenAPIModelName():         schema_draplane_apis_resource_v1_ResourceClaimConsumerReference(ref),
-		v1.ResourceClaimList{}.OpenAPIModelName():                      schema_draplane_apis_resource_v1_ResourceClaimList(ref),
-		v1.ResourceClaimSpec{}.OpenAPIModelName():                      schema_draplane_apis_resource_v1_ResourceClaimSpec(ref),
-		v1.ResourceClaimStatus{}.OpenAPIModelName():                    schema_draplane_apis_resource_v1_ResourceClaimStatus(ref),
-		v1.ResourceClaimTemplate{}.OpenAPIModelName():                  schema_draplane_apis_resource_v1_ResourceClaimTemplate(ref),
-		v1.ResourceClaimTemplateList{}.OpenAPIModelName():              schema_draplane_apis_resource_v1_ResourceClaimTemplateList(ref),
-		v1.ResourceClaimTemplateSpec{}.OpenAPIModelName():              schema_draplane_apis_resource_v1_ResourceClaimTemplateSpec(ref),
-		v1.ResourcePool{}.OpenAPIModelName():                           schema_draplane_apis_resource_v1_ResourcePool(ref),
-		v1.ResourceSlice{}.OpenAPIModelName():                          schema_draplane_apis_resource_v1_ResourceSlice(ref),
-		v1.ResourceSliceList{}.OpenAPIModelName():                      schema_draplane_apis_resource_v1_ResourceSliceList(ref),
-		v1.ResourceSliceSpec{}.OpenAPIModelName():                      schema_draplane_apis_resource_v1_ResourceSliceSpec(ref),
-		v1beta1.AllocatedDeviceStatus{}.OpenAPIModelName():             schema_draplane_apis_resource_v1beta1_AllocatedDeviceStatus(ref),
-		v1beta1.AllocationResult{}.OpenAPIModelName():                  schema_draplane_apis_resource_v1beta1_AllocationResult(ref),
-		v1beta1.BasicDevice{}.OpenAPIModelName():                       schema_draplane_apis_resource_v1beta1_BasicDevice(ref),
-		v1beta1.CELDeviceSelector{}.OpenAPIModelName():                 schema_draplane_apis_resource_v1beta1_CELDeviceSelector(ref),
-		v1beta1.CapacityRequestPolicy{}.OpenAPIModelName():             schema_draplane_apis_resource_v1beta1_CapacityRequestPolicy(ref),
-		v1beta1.CapacityRequestPolicyRange{}.OpenAPIModelName():        schema_draplane_apis_resource_v1beta1_CapacityRequestPolicyRange(ref),
-		v1beta1.CapacityRequirements{}.OpenAPIModelName():              schema_draplane_apis_resource_v1beta1_CapacityRequirements(ref),
-		v1beta1.Counter{}.OpenAPIModelName():                           schema_draplane_apis_resource_v1beta1_Counter(ref),
-		v1beta1.CounterSet{}.OpenAPIModelName():                        schema_draplane_apis_resource_v1beta1_CounterSet(ref),
-		v1beta1.Device{}.OpenAPIModelName():                            schema_draplane_apis_resource_v1beta1_Device(ref),
-		v1beta1.DeviceAllocationConfiguration{}.OpenAPIModelName():     schema_draplane_apis_resource_v1beta1_DeviceAllocationConfiguration(ref),
-		v1beta1.DeviceAllocationResult{}.OpenAPIModelName():            schema_draplane_apis_resource_v1beta1_DeviceAllocationResult(ref),
-		v1beta1.DeviceAttribute{}.OpenAPIModelName():                   schema_draplane_apis_resource_v1beta1_DeviceAttribute(ref),
-		v1beta1.DeviceCapacity{}.OpenAPIModelName():                    schema_draplane_apis_resource_v1beta1_DeviceCapacity(ref),
-		v1beta1.DeviceClaim{}.OpenAPIModelName():                       schema_draplane_apis_resource_v1beta1_DeviceClaim(ref),
-		v1beta1.DeviceClaimConfiguration{}.OpenAPIModelName():          schema_draplane_apis_resource_v1beta1_DeviceClaimConfiguration(ref),
-		v1beta1.DeviceClass{}.OpenAPIModelName():                       schema_draplane_apis_resource_v1beta1_DeviceClass(ref),
-		v1beta1.DeviceClassConfiguration{}.OpenAPIModelName():          schema_draplane_apis_resource_v1beta1_DeviceClassConfiguration(ref),
-		v1beta1.DeviceClassList{}.OpenAPIModelName():                   schema_draplane_apis_resource_v1beta1_DeviceClassList(ref),
-		v1beta1.DeviceClassSpec{}.OpenAPIModelName():                   schema_draplane_apis_resource_v1beta1_DeviceClassSpec(ref),
-		v1beta1.DeviceConfiguration{}.OpenAPIModelName():               schema_draplane_apis_resource_v1beta1_DeviceConfiguration(ref),
-		v1beta1.DeviceConstraint{}.OpenAPIModelName():                  schema_draplane_apis_resource_v1beta1_DeviceConstraint(ref),
-		v1beta1.DeviceCounterConsumption{}.OpenAPIModelName():          schema_draplane_apis_resource_v1beta1_DeviceCounterConsumption(ref),
-		v1beta1.DeviceRequest{}.OpenAPIModelName():                     schema_draplane_apis_resource_v1beta1_DeviceRequest(ref),
-		v1beta1.DeviceRequestAllocationResult{}.OpenAPIModelName():     schema_draplane_apis_resource_v1beta1_DeviceRequestAllocationResult(ref),
-		v1beta1.DeviceSelector{}.OpenAPIModelName():                    schema_draplane_apis_resource_v1beta1_DeviceSelector(ref),
-		v1beta1.DeviceSubRequest{}.OpenAPIModelName():                  schema_draplane_apis_resource_v1beta1_DeviceSubRequest(ref),
-		v1beta1.DeviceTaint{}.OpenAPIModelName():                       schema_draplane_apis_resource_v1beta1_DeviceTaint(ref),
-		v1beta1.DeviceToleration{}.OpenAPIModelName():                  schema_draplane_apis_resource_v1beta1_DeviceToleration(ref),
-		v1beta1.NetworkDeviceData{}.OpenAPIModelName():                 schema_draplane_apis_resource_v1beta1_NetworkDeviceData(ref),
-		v1beta1.OpaqueDeviceConfiguration{}.OpenAPIModelName():         schema_draplane_apis_resource_v1beta1_OpaqueDeviceConfiguration(ref),
-		v1beta1.ResourceClaim{}.OpenAPIModelName():                     schema_draplane_apis_resource_v1beta1_ResourceClaim(ref),
-		v1beta1.ResourceClaimConsumerReference{}.OpenAPIModelName():    schema_draplane_apis_resource_v1beta1_ResourceClaimConsumerReference(ref),
-		v1beta1.ResourceClaimList{}.OpenAPIModelName():                 schema_draplane_apis_resource_v1beta1_ResourceClaimList(ref),
-		v1beta1.ResourceClaimSpec{}.OpenAPIModelName():                 schema_draplane_apis_resource_v1beta1_ResourceClaimSpec(ref),
-		v1beta1.ResourceClaimStatus{}.OpenAPIModelName():               schema_draplane_apis_resource_v1beta1_ResourceClaimStatus(ref),
-		v1beta1.ResourceClaimTemplate{}.OpenAPIModelName():             schema_draplane_apis_resource_v1beta1_ResourceClaimTemplate(ref),
-		v1beta1.ResourceClaimTemplateList{}.OpenAPIModelName():         schema_draplane_apis_resource_v1beta1_ResourceClaimTemplateList(ref),
-		v1beta1.ResourceClaimTemplateSpec{}.OpenAPIModelName():         schema_draplane_apis_resource_v1beta1_ResourceClaimTemplateSpec(ref),
-		v1beta1.ResourcePool{}.OpenAPIModelName():                      schema_draplane_apis_resource_v1beta1_ResourcePool(ref),
-		v1beta1.ResourceSlice{}.OpenAPIModelName():                     schema_draplane_apis_resource_v1beta1_ResourceSlice(ref),
-		v1beta1.ResourceSliceList{}.OpenAPIModelName():                 schema_draplane_apis_resource_v1beta1_ResourceSliceList(ref),
-		v1beta1.ResourceSliceSpec{}.OpenAPIModelName():                 schema_draplane_apis_resource_v1beta1_ResourceSliceSpec(ref),
-		coordinationv1.Lease{}.OpenAPIModelName():                      schema_k8sio_api_coordination_v1_Lease(ref),
-		coordinationv1.LeaseList{}.OpenAPIModelName():                  schema_k8sio_api_coordination_v1_LeaseList(ref),
-		coordinationv1.LeaseSpec{}.OpenAPIModelName():                  schema_k8sio_api_coordination_v1_LeaseSpec(ref),
-		corev1.AWSElasticBlockStoreVolumeSource{}.OpenAPIModelName():   schema_k8sio_api_core_v1_AWSElasticBlockStoreVolumeSource(ref),
-		corev1.Affinity{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_Affinity(ref),
-		corev1.AppArmorProfile{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_AppArmorProfile(ref),
-		corev1.AttachedVolume{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_AttachedVolume(ref),
-		corev1.AvoidPods{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_AvoidPods(ref),
-		corev1.AzureDiskVolumeSource{}.OpenAPIModelName():              schema_k8sio_api_core_v1_AzureDiskVolumeSource(ref),
-		corev1.AzureFilePersistentVolumeSource{}.OpenAPIModelName():    schema_k8sio_api_core_v1_AzureFilePersistentVolumeSource(ref),
-		corev1.AzureFileVolumeSource{}.OpenAPIModelName():              schema_k8sio_api_core_v1_AzureFileVolumeSource(ref),
-		corev1.Binding{}.OpenAPIModelName():                            schema_k8sio_api_core_v1_Binding(ref),
-		corev1.CSIPersistentVolumeSource{}.OpenAPIModelName():          schema_k8sio_api_core_v1_CSIPersistentVolumeSource(ref),
-		corev1.CSIVolumeSource{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_CSIVolumeSource(ref),
-		corev1.Capabilities{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_Capabilities(ref),
-		corev1.CephFSPersistentVolumeSource{}.OpenAPIModelName():       schema_k8sio_api_core_v1_CephFSPersistentVolumeSource(ref),
-		corev1.CephFSVolumeSource{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_CephFSVolumeSource(ref),
-		corev1.CinderPersistentVolumeSource{}.OpenAPIModelName():       schema_k8sio_api_core_v1_CinderPersistentVolumeSource(ref),
-		corev1.CinderVolumeSource{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_CinderVolumeSource(ref),
-		corev1.ClientIPConfig{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_ClientIPConfig(ref),
-		corev1.ClusterTrustBundleProjection{}.OpenAPIModelName():       schema_k8sio_api_core_v1_ClusterTrustBundleProjection(ref),
-		corev1.ComponentCondition{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_ComponentCondition(ref),
-		corev1.ComponentStatus{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_ComponentStatus(ref),
-		corev1.ComponentStatusList{}.OpenAPIModelName():                schema_k8sio_api_core_v1_ComponentStatusList(ref),
-		corev1.ConfigMap{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_ConfigMap(ref),
-		corev1.ConfigMapEnvSource{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_ConfigMapEnvSource(ref),
-		corev1.ConfigMapKeySelector{}.OpenAPIModelName():               schema_k8sio_api_core_v1_ConfigMapKeySelector(ref),
-		corev1.ConfigMapList{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_ConfigMapList(ref),
-		corev1.ConfigMapNodeConfigSource{}.OpenAPIModelName():          schema_k8sio_api_core_v1_ConfigMapNodeConfigSource(ref),
-		corev1.ConfigMapProjection{}.OpenAPIModelName():                schema_k8sio_api_core_v1_ConfigMapProjection(ref),
-		corev1.ConfigMapVolumeSource{}.OpenAPIModelName():              schema_k8sio_api_core_v1_ConfigMapVolumeSource(ref),
-		corev1.Container{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_Container(ref),
-		corev1.ContainerExtendedResourceRequest{}.OpenAPIModelName():   schema_k8sio_api_core_v1_ContainerExtendedResourceRequest(ref),
-		corev1.ContainerImage{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_ContainerImage(ref),
-		corev1.ContainerPort{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_ContainerPort(ref),
-		corev1.ContainerResizePolicy{}.OpenAPIModelName():              schema_k8sio_api_core_v1_ContainerResizePolicy(ref),
-		corev1.ContainerRestartRule{}.OpenAPIModelName():               schema_k8sio_api_core_v1_ContainerRestartRule(ref),
-		corev1.ContainerRestartRuleOnExitCodes{}.OpenAPIModelName():    schema_k8sio_api_core_v1_ContainerRestartRuleOnExitCodes(ref),
-		corev1.ContainerState{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_ContainerState(ref),
-		corev1.ContainerStateRunning{}.OpenAPIModelName():              schema_k8sio_api_core_v1_ContainerStateRunning(ref),
-		corev1.ContainerStateTerminated{}.OpenAPIModelName():           schema_k8sio_api_core_v1_ContainerStateTerminated(ref),
-		corev1.ContainerStateWaiting{}.OpenAPIModelName():              schema_k8sio_api_core_v1_ContainerStateWaiting(ref),
-		corev1.ContainerStatus{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_ContainerStatus(ref),
-		corev1.ContainerUser{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_ContainerUser(ref),
-		corev1.DaemonEndpoint{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_DaemonEndpoint(ref),
-		corev1.DownwardAPIProjection{}.OpenAPIModelName():              schema_k8sio_api_core_v1_DownwardAPIProjection(ref),
-		corev1.DownwardAPIVolumeFile{}.OpenAPIModelName():              schema_k8sio_api_core_v1_DownwardAPIVolumeFile(ref),
-		corev1.DownwardAPIVolumeSource{}.OpenAPIModelName():            schema_k8sio_api_core_v1_DownwardAPIVolumeSource(ref),
-		corev1.EmptyDirVolumeSource{}.OpenAPIModelName():               schema_k8sio_api_core_v1_EmptyDirVolumeSource(ref),
-		corev1.EndpointAddress{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_EndpointAddress(ref),
-		corev1.EndpointPort{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_EndpointPort(ref),
-		corev1.EndpointSubset{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_EndpointSubset(ref),
-		corev1.Endpoints{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_Endpoints(ref),
-		corev1.EndpointsList{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_EndpointsList(ref),
-		corev1.EnvFromSource{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_EnvFromSource(ref),
-		corev1.EnvVar{}.OpenAPIModelName():                             schema_k8sio_api_core_v1_EnvVar(ref),
-		corev1.EnvVarSource{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_EnvVarSource(ref),
-		corev1.EphemeralContainer{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_EphemeralContainer(ref),
-		corev1.EphemeralContainerCommon{}.OpenAPIModelName():           schema_k8sio_api_core_v1_EphemeralContainerCommon(ref),
-		corev1.EphemeralVolumeSource{}.OpenAPIModelName():              schema_k8sio_api_core_v1_EphemeralVolumeSource(ref),
-		corev1.Event{}.OpenAPIModelName():                              schema_k8sio_api_core_v1_Event(ref),
-		corev1.EventList{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_EventList(ref),
-		corev1.EventSeries{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_EventSeries(ref),
-		corev1.EventSource{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_EventSource(ref),
-		corev1.EvictionResponder{}.OpenAPIModelName():                  schema_k8sio_api_core_v1_EvictionResponder(ref),
-		corev1.ExecAction{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_ExecAction(ref),
-		corev1.FCVolumeSource{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_FCVolumeSource(ref),
-		corev1.FileKeySelector{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_FileKeySelector(ref),
-		corev1.FlexPersistentVolumeSource{}.OpenAPIModelName():         schema_k8sio_api_core_v1_FlexPersistentVolumeSource(ref),
-		corev1.FlexVolumeSource{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_FlexVolumeSource(ref),
-		corev1.FlockerVolumeSource{}.OpenAPIModelName():                schema_k8sio_api_core_v1_FlockerVolumeSource(ref),
-		corev1.GCEPersistentDiskVolumeSource{}.OpenAPIModelName():      schema_k8sio_api_core_v1_GCEPersistentDiskVolumeSource(ref),
-		corev1.GRPCAction{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_GRPCAction(ref),
-		corev1.GitRepoVolumeSource{}.OpenAPIModelName():                schema_k8sio_api_core_v1_GitRepoVolumeSource(ref),
-		corev1.GlusterfsPersistentVolumeSource{}.OpenAPIModelName():    schema_k8sio_api_core_v1_GlusterfsPersistentVolumeSource(ref),
-		corev1.GlusterfsVolumeSource{}.OpenAPIModelName():              schema_k8sio_api_core_v1_GlusterfsVolumeSource(ref),
-		corev1.HTTPGetAction{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_HTTPGetAction(ref),
-		corev1.HTTPHeader{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_HTTPHeader(ref),
-		corev1.HostAlias{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_HostAlias(ref),
-		corev1.HostIP{}.OpenAPIModelName():                             schema_k8sio_api_core_v1_HostIP(ref),
-		corev1.HostPathVolumeSource{}.OpenAPIModelName():               schema_k8sio_api_core_v1_HostPathVolumeSource(ref),
-		corev1.ISCSIPersistentVolumeSource{}.OpenAPIModelName():        schema_k8sio_api_core_v1_ISCSIPersistentVolumeSource(ref),
-		corev1.ISCSIVolumeSource{}.OpenAPIModelName():                  schema_k8sio_api_core_v1_ISCSIVolumeSource(ref),
-		corev1.ImageVolumeSource{}.OpenAPIModelName():                  schema_k8sio_api_core_v1_ImageVolumeSource(ref),
-		corev1.ImageVolumeStatus{}.OpenAPIModelName():                  schema_k8sio_api_core_v1_ImageVolumeStatus(ref),
-		corev1.KeyToPath{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_KeyToPath(ref),
-		corev1.Lifecycle{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_Lifecycle(ref),
-		corev1.LifecycleHandler{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_LifecycleHandler(ref),
-		corev1.LimitRange{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_LimitRange(ref),
-		corev1.LimitRangeItem{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_LimitRangeItem(ref),
-		corev1.LimitRangeList{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_LimitRangeList(ref),
-		corev1.LimitRangeSpec{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_LimitRangeSpec(ref),
-		corev1.LinuxContainerUser{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_LinuxContainerUser(ref),
-		corev1.List{}.OpenAPIModelName():                               schema_k8sio_api_core_v1_List(ref),
-		corev1.LoadBalancerIngress{}.OpenAPIModelName():                schema_k8sio_api_core_v1_LoadBalancerIngress(ref),
-		corev1.LoadBalancerStatus{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_LoadBalancerStatus(ref),
-		corev1.LocalObjectReference{}.OpenAPIModelName():               schema_k8sio_api_core_v1_LocalObjectReference(ref),
-		corev1.LocalVolumeSource{}.OpenAPIModelName():                  schema_k8sio_api_core_v1_LocalVolumeSource(ref),
-		corev1.ModifyVolumeStatus{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_ModifyVolumeStatus(ref),
-		corev1.NFSVolumeSource{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_NFSVolumeSource(ref),
-		corev1.Namespace{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_Namespace(ref),
-		corev1.NamespaceCondition{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_NamespaceCondition(ref),
-		corev1.NamespaceList{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_NamespaceList(ref),
-		corev1.NamespaceSpec{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_NamespaceSpec(ref),
-		corev1.NamespaceStatus{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_NamespaceStatus(ref),
-		corev1.Node{}.OpenAPIModelName():                               schema_k8sio_api_core_v1_Node(ref),
-		corev1.NodeAddress{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_NodeAddress(ref),
-		corev1.NodeAffinity{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_NodeAffinity(ref),
-		corev1.NodeAllocatableMappedResources{}.OpenAPIModelName():     schema_k8sio_api_core_v1_NodeAllocatableMappedResources(ref),
-		corev1.NodeAllocatableOverheadResources{}.OpenAPIModelName():   schema_k8sio_api_core_v1_NodeAllocatableOverheadResources(ref),
-		corev1.NodeAllocatableResourceClaimStatus{}.OpenAPIModelName(): schema_k8sio_api_core_v1_NodeAllocatableResourceClaimStatus(ref),
-		corev1.NodeCondition{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_NodeCondition(ref),
-		corev1.NodeConfigSource{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_NodeConfigSource(ref),
-		corev1.NodeConfigStatus{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_NodeConfigStatus(ref),
-		corev1.NodeDaemonEndpoints{}.OpenAPIModelName():                schema_k8sio_api_core_v1_NodeDaemonEndpoints(ref),
-		corev1.NodeFeatures{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_NodeFeatures(ref),
-		corev1.NodeList{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_NodeList(ref),
-		corev1.NodePodPreemptionPolicy{}.OpenAPIModelName():            schema_k8sio_api_core_v1_NodePodPreemptionPolicy(ref),
-		corev1.NodeProxyOptions{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_NodeProxyOptions(ref),
-		corev1.NodeRuntimeHandler{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_NodeRuntimeHandler(ref),
-		corev1.NodeRuntimeHandlerFeatures{}.OpenAPIModelName():         schema_k8sio_api_core_v1_NodeRuntimeHandlerFeatures(ref),
-		corev1.NodeSelector{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_NodeSelector(ref),
-		corev1.NodeSelectorRequirement{}.OpenAPIModelName():            schema_k8sio_api_core_v1_NodeSelectorRequirement(ref),
-		corev1.NodeSelectorTerm{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_NodeSelectorTerm(ref),
-		corev1.NodeSpec{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_NodeSpec(ref),
-		corev1.NodeStatus{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_NodeStatus(ref),
-		corev1.NodeSwapStatus{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_NodeSwapStatus(ref),
-		corev1.NodeSystemInfo{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_NodeSystemInfo(ref),
-		corev1.ObjectFieldSelector{}.OpenAPIModelName():                schema_k8sio_api_core_v1_ObjectFieldSelector(ref),
-		corev1.ObjectReference{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_ObjectReference(ref),
-		corev1.PersistentVolume{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_PersistentVolume(ref),
-		corev1.PersistentVolumeClaim{}.OpenAPIModelName():              schema_k8sio_api_core_v1_PersistentVolumeClaim(ref),
-		corev1.PersistentVolumeClaimCondition{}.OpenAPIModelName():     schema_k8sio_api_core_v1_PersistentVolumeClaimCondition(ref),
-		corev1.PersistentVolumeClaimList{}.OpenAPIModelName():          schema_k8sio_api_core_v1_PersistentVolumeClaimList(ref),
-		corev1.PersistentVolumeClaimSpec{}.OpenAPIModelName():          schema_k8sio_api_core_v1_PersistentVolumeClaimSpec(ref),
-		corev1.PersistentVolumeClaimStatus{}.OpenAPIModelName():        schema_k8sio_api_core_v1_PersistentVolumeClaimStatus(ref),
-		corev1.PersistentVolumeClaimTemplate{}.OpenAPIModelName():      schema_k8sio_api_core_v1_PersistentVolumeClaimTemplate(ref),
-		corev1.PersistentVolumeClaimVolumeSource{}.OpenAPIModelName():  schema_k8sio_api_core_v1_PersistentVolumeClaimVolumeSource(ref),
-		corev1.PersistentVolumeList{}.OpenAPIModelName():               schema_k8sio_api_core_v1_PersistentVolumeList(ref),
-		corev1.PersistentVolumeSource{}.OpenAPIModelName():             schema_k8sio_api_core_v1_PersistentVolumeSource(ref),
-		corev1.PersistentVolumeSpec{}.OpenAPIModelName():               schema_k8sio_api_core_v1_PersistentVolumeSpec(ref),
-		corev1.PersistentVolumeStatus{}.OpenAPIModelName():             schema_k8sio_api_core_v1_PersistentVolumeStatus(ref),
-		corev1.PhotonPersistentDiskVolumeSource{}.OpenAPIModelName():   schema_k8sio_api_core_v1_PhotonPersistentDiskVolumeSource(ref),
-		corev1.Pod{}.OpenAPIModelName():                                schema_k8sio_api_core_v1_Pod(ref),
-		corev1.PodAffinity{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_PodAffinity(ref),
-		corev1.PodAffinityTerm{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_PodAffinityTerm(ref),
-		corev1.PodAntiAffinity{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_PodAntiAffinity(ref),
-		corev1.PodAttachOptions{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_PodAttachOptions(ref),
-		corev1.PodCertificateProjection{}.OpenAPIModelName():           schema_k8sio_api_core_v1_PodCertificateProjection(ref),
-		corev1.PodCondition{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_PodCondition(ref),
-		corev1.PodDNSConfig{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_PodDNSConfig(ref),
-		corev1.PodDNSConfigOption{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_PodDNSConfigOption(ref),
-		corev1.PodExecOptions{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_PodExecOptions(ref),
-		corev1.PodExtendedResourceClaimStatus{}.OpenAPIModelName():     schema_k8sio_api_core_v1_PodExtendedResourceClaimStatus(ref),
-		corev1.PodIP{}.OpenAPIModelName():                              schema_k8sio_api_core_v1_PodIP(ref),
-		corev1.PodList{}.OpenAPIModelName():                            schema_k8sio_api_core_v1_PodList(ref),
-		corev1.PodLogOptions{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_PodLogOptions(ref),
-		corev1.PodOS{}.OpenAPIModelName():                              schema_k8sio_api_core_v1_PodOS(ref),
-		corev1.PodPortForwardOptions{}.OpenAPIModelName():              schema_k8sio_api_core_v1_PodPortForwardOptions(ref),
-		corev1.PodProxyOptions{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_PodProxyOptions(ref),
-		corev1.PodReadinessGate{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_PodReadinessGate(ref),
-		corev1.PodResourceClaim{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_PodResourceClaim(ref),
-		corev1.PodResourceClaimStatus{}.OpenAPIModelName():             schema_k8sio_api_core_v1_PodResourceClaimStatus(ref),
-		corev1.PodSchedulingGate{}.OpenAPIModelName():                  schema_k8sio_api_core_v1_PodSchedulingGate(ref),
-		corev1.PodSchedulingGroup{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_PodSchedulingGroup(ref),
-		corev1.PodSecurityContext{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_PodSecurityContext(ref),
-		corev1.PodSignature{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_PodSignature(ref),
-		corev1.PodSpec{}.OpenAPIModelName():                            schema_k8sio_api_core_v1_PodSpec(ref),
-		corev1.PodStatus{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_PodStatus(ref),
-		corev1.PodTemplate{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_PodTemplate(ref),
-		corev1.PodTemplateList{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_PodTemplateList(ref),
-		corev1.PodTemplateSpec{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_PodTemplateSpec(ref),
-		corev1.PodVolumeHealth{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_PodVolumeHealth(ref),
-		corev1.PortStatus{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_PortStatus(ref),
-		corev1.PortworxVolumeSource{}.OpenAPIModelName():               schema_k8sio_api_core_v1_PortworxVolumeSource(ref),
-		corev1.PreferAvoidPodsEntry{}.OpenAPIModelName():               schema_k8sio_api_core_v1_PreferAvoidPodsEntry(ref),
-		corev1.PreferredSchedulingTerm{}.OpenAPIModelName():            schema_k8sio_api_core_v1_PreferredSchedulingTerm(ref),
-		corev1.Probe{}.OpenAPIModelName():                              schema_k8sio_api_core_v1_Probe(ref),
-		corev1.ProbeHandler{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_ProbeHandler(ref),
-		corev1.ProjectedVolumeSource{}.OpenAPIModelName():              schema_k8sio_api_core_v1_ProjectedVolumeSource(ref),
-		corev1.QuobyteVolumeSource{}.OpenAPIModelName():                schema_k8sio_api_core_v1_QuobyteVolumeSource(ref),
-		corev1.RBDPersistentVolumeSource{}.OpenAPIModelName():          schema_k8sio_api_core_v1_RBDPersistentVolumeSource(ref),
-		corev1.RBDVolumeSource{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_RBDVolumeSource(ref),
-		corev1.RangeAllocation{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_RangeAllocation(ref),
-		corev1.ReplicationController{}.OpenAPIModelName():              schema_k8sio_api_core_v1_ReplicationController(ref),
-		corev1.ReplicationControllerCondition{}.OpenAPIModelName():     schema_k8sio_api_core_v1_ReplicationControllerCondition(ref),
-		corev1.ReplicationControllerList{}.OpenAPIModelName():          schema_k8sio_api_core_v1_ReplicationControllerList(ref),
-		corev1.ReplicationControllerSpec{}.OpenAPIModelName():          schema_k8sio_api_core_v1_ReplicationControllerSpec(ref),
-		corev1.ReplicationControllerStatus{}.OpenAPIModelName():        schema_k8sio_api_core_v1_ReplicationControllerStatus(ref),
-		corev1.ResourceClaim{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_ResourceClaim(ref),
-		corev1.ResourceFieldSelector{}.OpenAPIModelName():              schema_k8sio_api_core_v1_ResourceFieldSelector(ref),
-		corev1.ResourceHealth{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_ResourceHealth(ref),
-		corev1.ResourceQuota{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_ResourceQuota(ref),
-		corev1.ResourceQuotaList{}.OpenAPIModelName():                  schema_k8sio_api_core_v1_ResourceQuotaList(ref),
-		corev1.ResourceQuotaSpec{}.OpenAPIModelName():                  schema_k8sio_api_core_v1_ResourceQuotaSpec(ref),
-		corev1.ResourceQuotaStatus{}.OpenAPIModelName():                schema_k8sio_api_core_v1_ResourceQuotaStatus(ref),
-		corev1.ResourceRequirements{}.OpenAPIModelName():               schema_k8sio_api_core_v1_ResourceRequirements(ref),
-		corev1.ResourceStatus{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_ResourceStatus(ref),
-		corev1.SELinuxOptions{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_SELinuxOptions(ref),
-		corev1.ScaleIOPersistentVolumeSource{}.OpenAPIModelName():      schema_k8sio_api_core_v1_ScaleIOPersistentVolumeSource(ref),
-		corev1.ScaleIOVolumeSource{}.OpenAPIModelName():                schema_k8sio_api_core_v1_ScaleIOVolumeSource(ref),
-		corev1.ScopeSelector{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_ScopeSelector(ref),
-		corev1.ScopedResourceSelectorRequirement{}.OpenAPIModelName():  schema_k8sio_api_core_v1_ScopedResourceSelectorRequirement(ref),
-		corev1.SeccompProfile{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_SeccompProfile(ref),
-		corev1.Secret{}.OpenAPIModelName():                             schema_k8sio_api_core_v1_Secret(ref),
-		corev1.SecretEnvSource{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_SecretEnvSource(ref),
-		corev1.SecretKeySelector{}.OpenAPIModelName():                  schema_k8sio_api_core_v1_SecretKeySelector(ref),
-		corev1.SecretList{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_SecretList(ref),
-		corev1.SecretProjection{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_SecretProjection(ref),
-		corev1.SecretReference{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_SecretReference(ref),
-		corev1.SecretVolumeSource{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_SecretVolumeSource(ref),
-		corev1.SecurityContext{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_SecurityContext(ref),
-		corev1.SerializedReference{}.OpenAPIModelName():                schema_k8sio_api_core_v1_SerializedReference(ref),
-		corev1.Service{}.OpenAPIModelName():                            schema_k8sio_api_core_v1_Service(ref),
-		corev1.ServiceAccount{}.OpenAPIModelName():                     schema_k8sio_api_core_v1_ServiceAccount(ref),
-		corev1.ServiceAccountList{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_ServiceAccountList(ref),
-		corev1.ServiceAccountTokenProjection{}.OpenAPIModelName():      schema_k8sio_api_core_v1_ServiceAccountTokenProjection(ref),
-		corev1.ServiceList{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_ServiceList(ref),
-		corev1.ServicePort{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_ServicePort(ref),
-		corev1.ServiceProxyOptions{}.OpenAPIModelName():                schema_k8sio_api_core_v1_ServiceProxyOptions(ref),
-		corev1.ServiceSpec{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_ServiceSpec(ref),
-		corev1.ServiceStatus{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_ServiceStatus(ref),
-		corev1.SessionAffinityConfig{}.OpenAPIModelName():              schema_k8sio_api_core_v1_SessionAffinityConfig(ref),
-		corev1.SleepAction{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_SleepAction(ref),
-		corev1.StorageOSPersistentVolumeSource{}.OpenAPIModelName():    schema_k8sio_api_core_v1_StorageOSPersistentVolumeSource(ref),
-		corev1.StorageOSVolumeSource{}.OpenAPIModelName():              schema_k8sio_api_core_v1_StorageOSVolumeSource(ref),
-		corev1.Sysctl{}.OpenAPIModelName():                             schema_k8sio_api_core_v1_Sysctl(ref),
-		corev1.TCPSocketAction{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_TCPSocketAction(ref),
-		corev1.Taint{}.OpenAPIModelName():                              schema_k8sio_api_core_v1_Taint(ref),
-		corev1.Toleration{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_Toleration(ref),
-		corev1.TopologySelectorLabelRequirement{}.OpenAPIModelName():   schema_k8sio_api_core_v1_TopologySelectorLabelRequirement(ref),
-		corev1.TopologySelectorTerm{}.OpenAPIModelName():               schema_k8sio_api_core_v1_TopologySelectorTerm(ref),
-		corev1.TopologySpreadConstraint{}.OpenAPIModelName():           schema_k8sio_api_core_v1_TopologySpreadConstraint(ref),
-		corev1.TypedLocalObjectReference{}.OpenAPIModelName():          schema_k8sio_api_core_v1_TypedLocalObjectReference(ref),
-		corev1.TypedObjectReference{}.OpenAPIModelName():               schema_k8sio_api_core_v1_TypedObjectReference(ref),
-		corev1.Volume{}.OpenAPIModelName():                             schema_k8sio_api_core_v1_Volume(ref),
-		corev1.VolumeDevice{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_VolumeDevice(ref),
-		corev1.VolumeHealthCondition{}.OpenAPIModelName():              schema_k8sio_api_core_v1_VolumeHealthCondition(ref),
-		corev1.VolumeHealthStatus{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_VolumeHealthStatus(ref),
-		corev1.VolumeMount{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_VolumeMount(ref),
-		corev1.VolumeMountStatus{}.OpenAPIModelName():                  schema_k8sio_api_core_v1_VolumeMountStatus(ref),
-		corev1.VolumeNodeAffinity{}.OpenAPIModelName():                 schema_k8sio_api_core_v1_VolumeNodeAffinity(ref),
-		corev1.VolumeProjection{}.OpenAPIModelName():                   schema_k8sio_api_core_v1_VolumeProjection(ref),
-		corev1.VolumeResourceRequirements{}.OpenAPIModelName():         schema_k8sio_api_core_v1_VolumeResourceRequirements(ref),
-		corev1.VolumeSource{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_VolumeSource(ref),
-		corev1.VolumeStatus{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_VolumeStatus(ref),
-		corev1.VsphereVirtualDiskVolumeSource{}.OpenAPIModelName():     schema_k8sio_api_core_v1_VsphereVirtualDiskVolumeSource(ref),
-		corev1.WeightedPodAffinityTerm{}.OpenAPIModelName():            schema_k8sio_api_core_v1_WeightedPodAffinityTerm(ref),
-		corev1.WindowsSecurityContextOptions{}.OpenAPIModelName():      schema_k8sio_api_core_v1_WindowsSecurityContextOptions(ref),
-		policyv1.Eviction{}.OpenAPIModelName():                         schema_k8sio_api_policy_v1_Eviction(ref),
-		policyv1.PodDisruptionBudget{}.OpenAPIModelName():              schema_k8sio_api_policy_v1_PodDisruptionBudget(ref),
-		policyv1.PodDisruptionBudgetList{}.OpenAPIModelName():          schema_k8sio_api_policy_v1_PodDisruptionBudgetList(ref),
-		policyv1.PodDisruptionBudgetSpec{}.OpenAPIModelName():          schema_k8sio_api_policy_v1_PodDisruptionBudgetSpec(ref),
-		policyv1.PodDisruptionBudgetStatus{}.OpenAPIModelName():        schema_k8sio_api_policy_v1_PodDisruptionBudgetStatus(ref),
-		resource.Quantity{}.OpenAPIModelName():                         schema_apimachinery_pkg_api_resource_Quantity(ref),
-		metav1.APIGroup{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_APIGroup(ref),
-		metav1.APIGroupList{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_APIGroupList(ref),
-		metav1.APIResource{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_APIResource(ref),
-		metav1.APIResourceList{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_APIResourceList(ref),
-		metav1.APIVersions{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_APIVersions(ref),
-		metav1.ApplyOptions{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_ApplyOptions(ref),
-		metav1.Condition{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_Condition(ref),
-		metav1.CreateOptions{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_CreateOptions(ref),
-		metav1.DeleteOptions{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_DeleteOptions(ref),
-		metav1.Duration{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_Duration(ref),
-		metav1.FieldSelectorRequirement{}.OpenAPIModelName():           schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
-		metav1.FieldsV1{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_FieldsV1(ref),
-		metav1.GetOptions{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_GetOptions(ref),
-		metav1.GroupKind{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_GroupKind(ref),
-		metav1.GroupResource{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_GroupResource(ref),
-		metav1.GroupVersion{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_GroupVersion(ref),
-		metav1.GroupVersionForDiscovery{}.OpenAPIModelName():           schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
-		metav1.GroupVersionKind{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_GroupVersionKind(ref),
-		metav1.GroupVersionResource{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_GroupVersionResource(ref),
-		metav1.InternalEvent{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_InternalEvent(ref),
-		metav1.LabelSelector{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_LabelSelector(ref),
-		metav1.LabelSelectorRequirement{}.OpenAPIModelName():           schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
-		metav1.List{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_List(ref),
-		metav1.ListMeta{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_ListMeta(ref),
-		metav1.ListOptions{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_ListOptions(ref),
-		metav1.ManagedFieldsEntry{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
-		metav1.MicroTime{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_MicroTime(ref),
-		metav1.ObjectMeta{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_ObjectMeta(ref),
-		metav1.OwnerReference{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_OwnerReference(ref),
-		metav1.PartialObjectMetadata{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
-		metav1.PartialObjectMetadataList{}.OpenAPIModelName():          schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
-		metav1.Patch{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_Patch(ref),
-		metav1.PatchOptions{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_PatchOptions(ref),
-		metav1.Preconditions{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_Preconditions(ref),
-		metav1.RootPaths{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_RootPaths(ref),
-		metav1.ServerAddressByClientCIDR{}.OpenAPIModelName():          schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
-		metav1.ShardInfo{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_ShardInfo(ref),
-		metav1.Status{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_Status(ref),
-		metav1.StatusCause{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_StatusCause(ref),
-		metav1.StatusDetails{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_StatusDetails(ref),
-		metav1.Table{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_Table(ref),
-		metav1.TableColumnDefinition{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
-		metav1.TableOptions{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_TableOptions(ref),
-		metav1.TableRow{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_TableRow(ref),
-		metav1.TableRowCondition{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_TableRowCondition(ref),
-		metav1.Time{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_Time(ref),
-		metav1.Timestamp{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_Timestamp(ref),
-		metav1.TypeMeta{}.OpenAPIModelName():                           schema_pkg_apis_meta_v1_TypeMeta(ref),
-		metav1.UpdateOptions{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_UpdateOptions(ref),
-		metav1.WatchEvent{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_WatchEvent(ref),
-		runtime.RawExtension{}.OpenAPIModelName():                      schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
-		runtime.TypeMeta{}.OpenAPIModelName():                          schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
-		runtime.Unknown{}.OpenAPIModelName():                           schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
-		intstr.IntOrString{}.OpenAPIModelName():                        schema_apimachinery_pkg_util_intstr_IntOrString(ref),
-		version.Info{}.OpenAPIModelName():                              schema_k8sio_apimachinery_pkg_version_Info(ref),
+		"github.com/draplane/draplane/apis/resource/v1.AllocatedDeviceStatus":               schema_draplane_apis_resource_v1_AllocatedDeviceStatus(ref),
+		"github.com/draplane/draplane/apis/resource/v1.AllocationResult":                    schema_draplane_apis_resource_v1_AllocationResult(ref),
+		"github.com/draplane/draplane/apis/resource/v1.CELDeviceSelector":                   schema_draplane_apis_resource_v1_CELDeviceSelector(ref),
+		"github.com/draplane/draplane/apis/resource/v1.CapacityRequestPolicy":               schema_draplane_apis_resource_v1_CapacityRequestPolicy(ref),
+		"github.com/draplane/draplane/apis/resource/v1.CapacityRequestPolicyRange":          schema_draplane_apis_resource_v1_CapacityRequestPolicyRange(ref),
+		"github.com/draplane/draplane/apis/resource/v1.CapacityRequirements":                schema_draplane_apis_resource_v1_CapacityRequirements(ref),
+		"github.com/draplane/draplane/apis/resource/v1.Counter":                             schema_draplane_apis_resource_v1_Counter(ref),
+		"github.com/draplane/draplane/apis/resource/v1.CounterSet":                          schema_draplane_apis_resource_v1_CounterSet(ref),
+		"github.com/draplane/draplane/apis/resource/v1.Device":                              schema_draplane_apis_resource_v1_Device(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceAllocationConfiguration":       schema_draplane_apis_resource_v1_DeviceAllocationConfiguration(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceAllocationResult":              schema_draplane_apis_resource_v1_DeviceAllocationResult(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceAttribute":                     schema_draplane_apis_resource_v1_DeviceAttribute(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceCapacity":                      schema_draplane_apis_resource_v1_DeviceCapacity(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceClaim":                         schema_draplane_apis_resource_v1_DeviceClaim(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceClaimConfiguration":            schema_draplane_apis_resource_v1_DeviceClaimConfiguration(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceClass":                         schema_draplane_apis_resource_v1_DeviceClass(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceClassConfiguration":            schema_draplane_apis_resource_v1_DeviceClassConfiguration(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceClassList":                     schema_draplane_apis_resource_v1_DeviceClassList(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceClassSpec":                     schema_draplane_apis_resource_v1_DeviceClassSpec(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceConfiguration":                 schema_draplane_apis_resource_v1_DeviceConfiguration(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceConstraint":                    schema_draplane_apis_resource_v1_DeviceConstraint(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceCounterConsumption":            schema_draplane_apis_resource_v1_DeviceCounterConsumption(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceRequest":                       schema_draplane_apis_resource_v1_DeviceRequest(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceRequestAllocationResult":       schema_draplane_apis_resource_v1_DeviceRequestAllocationResult(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceSelector":                      schema_draplane_apis_resource_v1_DeviceSelector(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceSubRequest":                    schema_draplane_apis_resource_v1_DeviceSubRequest(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceTaint":                         schema_draplane_apis_resource_v1_DeviceTaint(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceTaintRule":                     schema_draplane_apis_resource_v1_DeviceTaintRule(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceTaintRuleList":                 schema_draplane_apis_resource_v1_DeviceTaintRuleList(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceTaintRuleSpec":                 schema_draplane_apis_resource_v1_DeviceTaintRuleSpec(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceTaintRuleStatus":               schema_draplane_apis_resource_v1_DeviceTaintRuleStatus(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceTaintSelector":                 schema_draplane_apis_resource_v1_DeviceTaintSelector(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceToleration":                    schema_draplane_apis_resource_v1_DeviceToleration(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ExactDeviceRequest":                  schema_draplane_apis_resource_v1_ExactDeviceRequest(ref),
+		"github.com/draplane/draplane/apis/resource/v1.NetworkDeviceData":                   schema_draplane_apis_resource_v1_NetworkDeviceData(ref),
+		"github.com/draplane/draplane/apis/resource/v1.OpaqueDeviceConfiguration":           schema_draplane_apis_resource_v1_OpaqueDeviceConfiguration(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourceClaim":                       schema_draplane_apis_resource_v1_ResourceClaim(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourceClaimConsumerReference":      schema_draplane_apis_resource_v1_ResourceClaimConsumerReference(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourceClaimList":                   schema_draplane_apis_resource_v1_ResourceClaimList(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourceClaimSpec":                   schema_draplane_apis_resource_v1_ResourceClaimSpec(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourceClaimStatus":                 schema_draplane_apis_resource_v1_ResourceClaimStatus(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourceClaimTemplate":               schema_draplane_apis_resource_v1_ResourceClaimTemplate(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourceClaimTemplateList":           schema_draplane_apis_resource_v1_ResourceClaimTemplateList(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourceClaimTemplateSpec":           schema_draplane_apis_resource_v1_ResourceClaimTemplateSpec(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourcePool":                        schema_draplane_apis_resource_v1_ResourcePool(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourceSlice":                       schema_draplane_apis_resource_v1_ResourceSlice(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourceSliceList":                   schema_draplane_apis_resource_v1_ResourceSliceList(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourceSliceSpec":                   schema_draplane_apis_resource_v1_ResourceSliceSpec(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.AllocatedDeviceStatus":          schema_draplane_apis_resource_v1beta1_AllocatedDeviceStatus(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.AllocationResult":               schema_draplane_apis_resource_v1beta1_AllocationResult(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.BasicDevice":                    schema_draplane_apis_resource_v1beta1_BasicDevice(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.CELDeviceSelector":              schema_draplane_apis_resource_v1beta1_CELDeviceSelector(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequestPolicy":          schema_draplane_apis_resource_v1beta1_CapacityRequestPolicy(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequestPolicyRange":     schema_draplane_apis_resource_v1beta1_CapacityRequestPolicyRange(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequirements":           schema_draplane_apis_resource_v1beta1_CapacityRequirements(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.Counter":                        schema_draplane_apis_resource_v1beta1_Counter(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.CounterSet":                     schema_draplane_apis_resource_v1beta1_CounterSet(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.Device":                         schema_draplane_apis_resource_v1beta1_Device(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceAllocationConfiguration":  schema_draplane_apis_resource_v1beta1_DeviceAllocationConfiguration(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceAllocationResult":         schema_draplane_apis_resource_v1beta1_DeviceAllocationResult(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceAttribute":                schema_draplane_apis_resource_v1beta1_DeviceAttribute(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceCapacity":                 schema_draplane_apis_resource_v1beta1_DeviceCapacity(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceClaim":                    schema_draplane_apis_resource_v1beta1_DeviceClaim(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceClaimConfiguration":       schema_draplane_apis_resource_v1beta1_DeviceClaimConfiguration(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceClass":                    schema_draplane_apis_resource_v1beta1_DeviceClass(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceClassConfiguration":       schema_draplane_apis_resource_v1beta1_DeviceClassConfiguration(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceClassList":                schema_draplane_apis_resource_v1beta1_DeviceClassList(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceClassSpec":                schema_draplane_apis_resource_v1beta1_DeviceClassSpec(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceConfiguration":            schema_draplane_apis_resource_v1beta1_DeviceConfiguration(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceConstraint":               schema_draplane_apis_resource_v1beta1_DeviceConstraint(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceCounterConsumption":       schema_draplane_apis_resource_v1beta1_DeviceCounterConsumption(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceRequest":                  schema_draplane_apis_resource_v1beta1_DeviceRequest(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceRequestAllocationResult":  schema_draplane_apis_resource_v1beta1_DeviceRequestAllocationResult(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector":                 schema_draplane_apis_resource_v1beta1_DeviceSelector(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceSubRequest":               schema_draplane_apis_resource_v1beta1_DeviceSubRequest(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceTaint":                    schema_draplane_apis_resource_v1beta1_DeviceTaint(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration":               schema_draplane_apis_resource_v1beta1_DeviceToleration(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.NetworkDeviceData":              schema_draplane_apis_resource_v1beta1_NetworkDeviceData(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.OpaqueDeviceConfiguration":      schema_draplane_apis_resource_v1beta1_OpaqueDeviceConfiguration(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaim":                  schema_draplane_apis_resource_v1beta1_ResourceClaim(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimConsumerReference": schema_draplane_apis_resource_v1beta1_ResourceClaimConsumerReference(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimList":              schema_draplane_apis_resource_v1beta1_ResourceClaimList(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimSpec":              schema_draplane_apis_resource_v1beta1_ResourceClaimSpec(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimStatus":            schema_draplane_apis_resource_v1beta1_ResourceClaimStatus(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimTemplate":          schema_draplane_apis_resource_v1beta1_ResourceClaimTemplate(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimTemplateList":      schema_draplane_apis_resource_v1beta1_ResourceClaimTemplateList(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimTemplateSpec":      schema_draplane_apis_resource_v1beta1_ResourceClaimTemplateSpec(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourcePool":                   schema_draplane_apis_resource_v1beta1_ResourcePool(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceSlice":                  schema_draplane_apis_resource_v1beta1_ResourceSlice(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceSliceList":              schema_draplane_apis_resource_v1beta1_ResourceSliceList(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceSliceSpec":              schema_draplane_apis_resource_v1beta1_ResourceSliceSpec(ref),
+		v1.Lease{}.OpenAPIModelName():                                                       schema_k8sio_api_coordination_v1_Lease(ref),
+		v1.LeaseList{}.OpenAPIModelName():                                                   schema_k8sio_api_coordination_v1_LeaseList(ref),
+		v1.LeaseSpec{}.OpenAPIModelName():                                                   schema_k8sio_api_coordination_v1_LeaseSpec(ref),
+		corev1.AWSElasticBlockStoreVolumeSource{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_AWSElasticBlockStoreVolumeSource(ref),
+		corev1.Affinity{}.OpenAPIModelName():                                                schema_k8sio_api_core_v1_Affinity(ref),
+		corev1.AppArmorProfile{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_AppArmorProfile(ref),
+		corev1.AttachedVolume{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_AttachedVolume(ref),
+		corev1.AvoidPods{}.OpenAPIModelName():                                               schema_k8sio_api_core_v1_AvoidPods(ref),
+		corev1.AzureDiskVolumeSource{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_AzureDiskVolumeSource(ref),
+		corev1.AzureFilePersistentVolumeSource{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_AzureFilePersistentVolumeSource(ref),
+		corev1.AzureFileVolumeSource{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_AzureFileVolumeSource(ref),
+		corev1.Binding{}.OpenAPIModelName():                                                 schema_k8sio_api_core_v1_Binding(ref),
+		corev1.CSIPersistentVolumeSource{}.OpenAPIModelName():                               schema_k8sio_api_core_v1_CSIPersistentVolumeSource(ref),
+		corev1.CSIVolumeSource{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_CSIVolumeSource(ref),
+		corev1.Capabilities{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_Capabilities(ref),
+		corev1.CephFSPersistentVolumeSource{}.OpenAPIModelName():                            schema_k8sio_api_core_v1_CephFSPersistentVolumeSource(ref),
+		corev1.CephFSVolumeSource{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_CephFSVolumeSource(ref),
+		corev1.CinderPersistentVolumeSource{}.OpenAPIModelName():                            schema_k8sio_api_core_v1_CinderPersistentVolumeSource(ref),
+		corev1.CinderVolumeSource{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_CinderVolumeSource(ref),
+		corev1.ClientIPConfig{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_ClientIPConfig(ref),
+		corev1.ClusterTrustBundleProjection{}.OpenAPIModelName():                            schema_k8sio_api_core_v1_ClusterTrustBundleProjection(ref),
+		corev1.ComponentCondition{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_ComponentCondition(ref),
+		corev1.ComponentStatus{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_ComponentStatus(ref),
+		corev1.ComponentStatusList{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_ComponentStatusList(ref),
+		corev1.ConfigMap{}.OpenAPIModelName():                                               schema_k8sio_api_core_v1_ConfigMap(ref),
+		corev1.ConfigMapEnvSource{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_ConfigMapEnvSource(ref),
+		corev1.ConfigMapKeySelector{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_ConfigMapKeySelector(ref),
+		corev1.ConfigMapList{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_ConfigMapList(ref),
+		corev1.ConfigMapNodeConfigSource{}.OpenAPIModelName():                               schema_k8sio_api_core_v1_ConfigMapNodeConfigSource(ref),
+		corev1.ConfigMapProjection{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_ConfigMapProjection(ref),
+		corev1.ConfigMapVolumeSource{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_ConfigMapVolumeSource(ref),
+		corev1.Container{}.OpenAPIModelName():                                               schema_k8sio_api_core_v1_Container(ref),
+		corev1.ContainerExtendedResourceRequest{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_ContainerExtendedResourceRequest(ref),
+		corev1.ContainerImage{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_ContainerImage(ref),
+		corev1.ContainerPort{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_ContainerPort(ref),
+		corev1.ContainerResizePolicy{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_ContainerResizePolicy(ref),
+		corev1.ContainerRestartRule{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_ContainerRestartRule(ref),
+		corev1.ContainerRestartRuleOnExitCodes{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_ContainerRestartRuleOnExitCodes(ref),
+		corev1.ContainerState{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_ContainerState(ref),
+		corev1.ContainerStateRunning{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_ContainerStateRunning(ref),
+		corev1.ContainerStateTerminated{}.OpenAPIModelName():                                schema_k8sio_api_core_v1_ContainerStateTerminated(ref),
+		corev1.ContainerStateWaiting{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_ContainerStateWaiting(ref),
+		corev1.ContainerStatus{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_ContainerStatus(ref),
+		corev1.ContainerUser{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_ContainerUser(ref),
+		corev1.DaemonEndpoint{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_DaemonEndpoint(ref),
+		corev1.DownwardAPIProjection{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_DownwardAPIProjection(ref),
+		corev1.DownwardAPIVolumeFile{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_DownwardAPIVolumeFile(ref),
+		corev1.DownwardAPIVolumeSource{}.OpenAPIModelName():                                 schema_k8sio_api_core_v1_DownwardAPIVolumeSource(ref),
+		corev1.EmptyDirVolumeSource{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_EmptyDirVolumeSource(ref),
+		corev1.EndpointAddress{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_EndpointAddress(ref),
+		corev1.EndpointPort{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_EndpointPort(ref),
+		corev1.EndpointSubset{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_EndpointSubset(ref),
+		corev1.Endpoints{}.OpenAPIModelName():                                               schema_k8sio_api_core_v1_Endpoints(ref),
+		corev1.EndpointsList{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_EndpointsList(ref),
+		corev1.EnvFromSource{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_EnvFromSource(ref),
+		corev1.EnvVar{}.OpenAPIModelName():                                                  schema_k8sio_api_core_v1_EnvVar(ref),
+		corev1.EnvVarSource{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_EnvVarSource(ref),
+		corev1.EphemeralContainer{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_EphemeralContainer(ref),
+		corev1.EphemeralContainerCommon{}.OpenAPIModelName():                                schema_k8sio_api_core_v1_EphemeralContainerCommon(ref),
+		corev1.EphemeralVolumeSource{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_EphemeralVolumeSource(ref),
+		corev1.Event{}.OpenAPIModelName():                                                   schema_k8sio_api_core_v1_Event(ref),
+		corev1.EventList{}.OpenAPIModelName():                                               schema_k8sio_api_core_v1_EventList(ref),
+		corev1.EventSeries{}.OpenAPIModelName():                                             schema_k8sio_api_core_v1_EventSeries(ref),
+		corev1.EventSource{}.OpenAPIModelName():                                             schema_k8sio_api_core_v1_EventSource(ref),
+		corev1.EvictionResponder{}.OpenAPIModelName():                                       schema_k8sio_api_core_v1_EvictionResponder(ref),
+		corev1.ExecAction{}.OpenAPIModelName():                                              schema_k8sio_api_core_v1_ExecAction(ref),
+		corev1.FCVolumeSource{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_FCVolumeSource(ref),
+		corev1.FileKeySelector{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_FileKeySelector(ref),
+		corev1.FlexPersistentVolumeSource{}.OpenAPIModelName():                              schema_k8sio_api_core_v1_FlexPersistentVolumeSource(ref),
+		corev1.FlexVolumeSource{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_FlexVolumeSource(ref),
+		corev1.FlockerVolumeSource{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_FlockerVolumeSource(ref),
+		corev1.GCEPersistentDiskVolumeSource{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_GCEPersistentDiskVolumeSource(ref),
+		corev1.GRPCAction{}.OpenAPIModelName():                                              schema_k8sio_api_core_v1_GRPCAction(ref),
+		corev1.GitRepoVolumeSource{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_GitRepoVolumeSource(ref),
+		corev1.GlusterfsPersistentVolumeSource{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_GlusterfsPersistentVolumeSource(ref),
+		corev1.GlusterfsVolumeSource{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_GlusterfsVolumeSource(ref),
+		corev1.HTTPGetAction{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_HTTPGetAction(ref),
+		corev1.HTTPHeader{}.OpenAPIModelName():                                              schema_k8sio_api_core_v1_HTTPHeader(ref),
+		corev1.HostAlias{}.OpenAPIModelName():                                               schema_k8sio_api_core_v1_HostAlias(ref),
+		corev1.HostIP{}.OpenAPIModelName():                                                  schema_k8sio_api_core_v1_HostIP(ref),
+		corev1.HostPathVolumeSource{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_HostPathVolumeSource(ref),
+		corev1.ISCSIPersistentVolumeSource{}.OpenAPIModelName():                             schema_k8sio_api_core_v1_ISCSIPersistentVolumeSource(ref),
+		corev1.ISCSIVolumeSource{}.OpenAPIModelName():                                       schema_k8sio_api_core_v1_ISCSIVolumeSource(ref),
+		corev1.ImageVolumeSource{}.OpenAPIModelName():                                       schema_k8sio_api_core_v1_ImageVolumeSource(ref),
+		corev1.ImageVolumeStatus{}.OpenAPIModelName():                                       schema_k8sio_api_core_v1_ImageVolumeStatus(ref),
+		corev1.KeyToPath{}.OpenAPIModelName():                                               schema_k8sio_api_core_v1_KeyToPath(ref),
+		corev1.Lifecycle{}.OpenAPIModelName():                                               schema_k8sio_api_core_v1_Lifecycle(ref),
+		corev1.LifecycleHandler{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_LifecycleHandler(ref),
+		corev1.LimitRange{}.OpenAPIModelName():                                              schema_k8sio_api_core_v1_LimitRange(ref),
+		corev1.LimitRangeItem{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_LimitRangeItem(ref),
+		corev1.LimitRangeList{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_LimitRangeList(ref),
+		corev1.LimitRangeSpec{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_LimitRangeSpec(ref),
+		corev1.LinuxContainerUser{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_LinuxContainerUser(ref),
+		corev1.List{}.OpenAPIModelName():                                                    schema_k8sio_api_core_v1_List(ref),
+		corev1.LoadBalancerIngress{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_LoadBalancerIngress(ref),
+		corev1.LoadBalancerStatus{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_LoadBalancerStatus(ref),
+		corev1.LocalObjectReference{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_LocalObjectReference(ref),
+		corev1.LocalVolumeSource{}.OpenAPIModelName():                                       schema_k8sio_api_core_v1_LocalVolumeSource(ref),
+		corev1.ModifyVolumeStatus{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_ModifyVolumeStatus(ref),
+		corev1.NFSVolumeSource{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_NFSVolumeSource(ref),
+		corev1.Namespace{}.OpenAPIModelName():                                               schema_k8sio_api_core_v1_Namespace(ref),
+		corev1.NamespaceCondition{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_NamespaceCondition(ref),
+		corev1.NamespaceList{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_NamespaceList(ref),
+		corev1.NamespaceSpec{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_NamespaceSpec(ref),
+		corev1.NamespaceStatus{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_NamespaceStatus(ref),
+		corev1.Node{}.OpenAPIModelName():                                                    schema_k8sio_api_core_v1_Node(ref),
+		corev1.NodeAddress{}.OpenAPIModelName():                                             schema_k8sio_api_core_v1_NodeAddress(ref),
+		corev1.NodeAffinity{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_NodeAffinity(ref),
+		corev1.NodeAllocatableMappedResources{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_NodeAllocatableMappedResources(ref),
+		corev1.NodeAllocatableOverheadResources{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_NodeAllocatableOverheadResources(ref),
+		corev1.NodeAllocatableResourceClaimStatus{}.OpenAPIModelName():                      schema_k8sio_api_core_v1_NodeAllocatableResourceClaimStatus(ref),
+		corev1.NodeCondition{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_NodeCondition(ref),
+		corev1.NodeConfigSource{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_NodeConfigSource(ref),
+		corev1.NodeConfigStatus{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_NodeConfigStatus(ref),
+		corev1.NodeDaemonEndpoints{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_NodeDaemonEndpoints(ref),
+		corev1.NodeFeatures{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_NodeFeatures(ref),
+		corev1.NodeList{}.OpenAPIModelName():                                                schema_k8sio_api_core_v1_NodeList(ref),
+		corev1.NodePodPreemptionPolicy{}.OpenAPIModelName():                                 schema_k8sio_api_core_v1_NodePodPreemptionPolicy(ref),
+		corev1.NodeProxyOptions{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_NodeProxyOptions(ref),
+		corev1.NodeRuntimeHandler{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_NodeRuntimeHandler(ref),
+		corev1.NodeRuntimeHandlerFeatures{}.OpenAPIModelName():                              schema_k8sio_api_core_v1_NodeRuntimeHandlerFeatures(ref),
+		corev1.NodeSelector{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_NodeSelector(ref),
+		corev1.NodeSelectorRequirement{}.OpenAPIModelName():                                 schema_k8sio_api_core_v1_NodeSelectorRequirement(ref),
+		corev1.NodeSelectorTerm{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_NodeSelectorTerm(ref),
+		corev1.NodeSpec{}.OpenAPIModelName():                                                schema_k8sio_api_core_v1_NodeSpec(ref),
+		corev1.NodeStatus{}.OpenAPIModelName():                                              schema_k8sio_api_core_v1_NodeStatus(ref),
+		corev1.NodeSwapStatus{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_NodeSwapStatus(ref),
+		corev1.NodeSystemInfo{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_NodeSystemInfo(ref),
+		corev1.ObjectFieldSelector{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_ObjectFieldSelector(ref),
+		corev1.ObjectReference{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_ObjectReference(ref),
+		corev1.PersistentVolume{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_PersistentVolume(ref),
+		corev1.PersistentVolumeClaim{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_PersistentVolumeClaim(ref),
+		corev1.PersistentVolumeClaimCondition{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_PersistentVolumeClaimCondition(ref),
+		corev1.PersistentVolumeClaimList{}.OpenAPIModelName():                               schema_k8sio_api_core_v1_PersistentVolumeClaimList(ref),
+		corev1.PersistentVolumeClaimSpec{}.OpenAPIModelName():                               schema_k8sio_api_core_v1_PersistentVolumeClaimSpec(ref),
+		corev1.PersistentVolumeClaimStatus{}.OpenAPIModelName():                             schema_k8sio_api_core_v1_PersistentVolumeClaimStatus(ref),
+		corev1.PersistentVolumeClaimTemplate{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_PersistentVolumeClaimTemplate(ref),
+		corev1.PersistentVolumeClaimVolumeSource{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_PersistentVolumeClaimVolumeSource(ref),
+		corev1.PersistentVolumeList{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_PersistentVolumeList(ref),
+		corev1.PersistentVolumeSource{}.OpenAPIModelName():                                  schema_k8sio_api_core_v1_PersistentVolumeSource(ref),
+		corev1.PersistentVolumeSpec{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_PersistentVolumeSpec(ref),
+		corev1.PersistentVolumeStatus{}.OpenAPIModelName():                                  schema_k8sio_api_core_v1_PersistentVolumeStatus(ref),
+		corev1.PhotonPersistentDiskVolumeSource{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_PhotonPersistentDiskVolumeSource(ref),
+		corev1.Pod{}.OpenAPIModelName():                                                     schema_k8sio_api_core_v1_Pod(ref),
+		corev1.PodAffinity{}.OpenAPIModelName():                                             schema_k8sio_api_core_v1_PodAffinity(ref),
+		corev1.PodAffinityTerm{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_PodAffinityTerm(ref),
+		corev1.PodAntiAffinity{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_PodAntiAffinity(ref),
+		corev1.PodAttachOptions{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_PodAttachOptions(ref),
+		corev1.PodCertificateProjection{}.OpenAPIModelName():                                schema_k8sio_api_core_v1_PodCertificateProjection(ref),
+		corev1.PodCondition{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_PodCondition(ref),
+		corev1.PodDNSConfig{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_PodDNSConfig(ref),
+		corev1.PodDNSConfigOption{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_PodDNSConfigOption(ref),
+		corev1.PodExecOptions{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_PodExecOptions(ref),
+		corev1.PodExtendedResourceClaimStatus{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_PodExtendedResourceClaimStatus(ref),
+		corev1.PodIP{}.OpenAPIModelName():                                                   schema_k8sio_api_core_v1_PodIP(ref),
+		corev1.PodList{}.OpenAPIModelName():                                                 schema_k8sio_api_core_v1_PodList(ref),
+		corev1.PodLogOptions{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_PodLogOptions(ref),
+		corev1.PodOS{}.OpenAPIModelName():                                                   schema_k8sio_api_core_v1_PodOS(ref),
+		corev1.PodPortForwardOptions{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_PodPortForwardOptions(ref),
+		corev1.PodProxyOptions{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_PodProxyOptions(ref),
+		corev1.PodReadinessGate{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_PodReadinessGate(ref),
+		corev1.PodResourceClaim{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_PodResourceClaim(ref),
+		corev1.PodResourceClaimStatus{}.OpenAPIModelName():                                  schema_k8sio_api_core_v1_PodResourceClaimStatus(ref),
+		corev1.PodSchedulingGate{}.OpenAPIModelName():                                       schema_k8sio_api_core_v1_PodSchedulingGate(ref),
+		corev1.PodSchedulingGroup{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_PodSchedulingGroup(ref),
+		corev1.PodSecurityContext{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_PodSecurityContext(ref),
+		corev1.PodSignature{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_PodSignature(ref),
+		corev1.PodSpec{}.OpenAPIModelName():                                                 schema_k8sio_api_core_v1_PodSpec(ref),
+		corev1.PodStatus{}.OpenAPIModelName():                                               schema_k8sio_api_core_v1_PodStatus(ref),
+		corev1.PodTemplate{}.OpenAPIModelName():                                             schema_k8sio_api_core_v1_PodTemplate(ref),
+		corev1.PodTemplateList{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_PodTemplateList(ref),
+		corev1.PodTemplateSpec{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_PodTemplateSpec(ref),
+		corev1.PodVolumeHealth{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_PodVolumeHealth(ref),
+		corev1.PortStatus{}.OpenAPIModelName():                                              schema_k8sio_api_core_v1_PortStatus(ref),
+		corev1.PortworxVolumeSource{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_PortworxVolumeSource(ref),
+		corev1.PreferAvoidPodsEntry{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_PreferAvoidPodsEntry(ref),
+		corev1.PreferredSchedulingTerm{}.OpenAPIModelName():                                 schema_k8sio_api_core_v1_PreferredSchedulingTerm(ref),
+		corev1.Probe{}.OpenAPIModelName():                                                   schema_k8sio_api_core_v1_Probe(ref),
+		corev1.ProbeHandler{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_ProbeHandler(ref),
+		corev1.ProjectedVolumeSource{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_ProjectedVolumeSource(ref),
+		corev1.QuobyteVolumeSource{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_QuobyteVolumeSource(ref),
+		corev1.RBDPersistentVolumeSource{}.OpenAPIModelName():                               schema_k8sio_api_core_v1_RBDPersistentVolumeSource(ref),
+		corev1.RBDVolumeSource{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_RBDVolumeSource(ref),
+		corev1.RangeAllocation{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_RangeAllocation(ref),
+		corev1.ReplicationController{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_ReplicationController(ref),
+		corev1.ReplicationControllerCondition{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_ReplicationControllerCondition(ref),
+		corev1.ReplicationControllerList{}.OpenAPIModelName():                               schema_k8sio_api_core_v1_ReplicationControllerList(ref),
+		corev1.ReplicationControllerSpec{}.OpenAPIModelName():                               schema_k8sio_api_core_v1_ReplicationControllerSpec(ref),
+		corev1.ReplicationControllerStatus{}.OpenAPIModelName():                             schema_k8sio_api_core_v1_ReplicationControllerStatus(ref),
+		corev1.ResourceClaim{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_ResourceClaim(ref),
+		corev1.ResourceFieldSelector{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_ResourceFieldSelector(ref),
+		corev1.ResourceHealth{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_ResourceHealth(ref),
+		corev1.ResourceQuota{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_ResourceQuota(ref),
+		corev1.ResourceQuotaList{}.OpenAPIModelName():                                       schema_k8sio_api_core_v1_ResourceQuotaList(ref),
+		corev1.ResourceQuotaSpec{}.OpenAPIModelName():                                       schema_k8sio_api_core_v1_ResourceQuotaSpec(ref),
+		corev1.ResourceQuotaStatus{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_ResourceQuotaStatus(ref),
+		corev1.ResourceRequirements{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_ResourceRequirements(ref),
+		corev1.ResourceStatus{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_ResourceStatus(ref),
+		corev1.SELinuxOptions{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_SELinuxOptions(ref),
+		corev1.ScaleIOPersistentVolumeSource{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_ScaleIOPersistentVolumeSource(ref),
+		corev1.ScaleIOVolumeSource{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_ScaleIOVolumeSource(ref),
+		corev1.ScopeSelector{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_ScopeSelector(ref),
+		corev1.ScopedResourceSelectorRequirement{}.OpenAPIModelName():                       schema_k8sio_api_core_v1_ScopedResourceSelectorRequirement(ref),
+		corev1.SeccompProfile{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_SeccompProfile(ref),
+		corev1.Secret{}.OpenAPIModelName():                                                  schema_k8sio_api_core_v1_Secret(ref),
+		corev1.SecretEnvSource{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_SecretEnvSource(ref),
+		corev1.SecretKeySelector{}.OpenAPIModelName():                                       schema_k8sio_api_core_v1_SecretKeySelector(ref),
+		corev1.SecretList{}.OpenAPIModelName():                                              schema_k8sio_api_core_v1_SecretList(ref),
+		corev1.SecretProjection{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_SecretProjection(ref),
+		corev1.SecretReference{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_SecretReference(ref),
+		corev1.SecretVolumeSource{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_SecretVolumeSource(ref),
+		corev1.SecurityContext{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_SecurityContext(ref),
+		corev1.SerializedReference{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_SerializedReference(ref),
+		corev1.Service{}.OpenAPIModelName():                                                 schema_k8sio_api_core_v1_Service(ref),
+		corev1.ServiceAccount{}.OpenAPIModelName():                                          schema_k8sio_api_core_v1_ServiceAccount(ref),
+		corev1.ServiceAccountList{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_ServiceAccountList(ref),
+		corev1.ServiceAccountTokenProjection{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_ServiceAccountTokenProjection(ref),
+		corev1.ServiceList{}.OpenAPIModelName():                                             schema_k8sio_api_core_v1_ServiceList(ref),
+		corev1.ServicePort{}.OpenAPIModelName():                                             schema_k8sio_api_core_v1_ServicePort(ref),
+		corev1.ServiceProxyOptions{}.OpenAPIModelName():                                     schema_k8sio_api_core_v1_ServiceProxyOptions(ref),
+		corev1.ServiceSpec{}.OpenAPIModelName():                                             schema_k8sio_api_core_v1_ServiceSpec(ref),
+		corev1.ServiceStatus{}.OpenAPIModelName():                                           schema_k8sio_api_core_v1_ServiceStatus(ref),
+		corev1.SessionAffinityConfig{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_SessionAffinityConfig(ref),
+		corev1.SleepAction{}.OpenAPIModelName():                                             schema_k8sio_api_core_v1_SleepAction(ref),
+		corev1.StorageOSPersistentVolumeSource{}.OpenAPIModelName():                         schema_k8sio_api_core_v1_StorageOSPersistentVolumeSource(ref),
+		corev1.StorageOSVolumeSource{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_StorageOSVolumeSource(ref),
+		corev1.Sysctl{}.OpenAPIModelName():                                                  schema_k8sio_api_core_v1_Sysctl(ref),
+		corev1.TCPSocketAction{}.OpenAPIModelName():                                         schema_k8sio_api_core_v1_TCPSocketAction(ref),
+		corev1.Taint{}.OpenAPIModelName():                                                   schema_k8sio_api_core_v1_Taint(ref),
+		corev1.Toleration{}.OpenAPIModelName():                                              schema_k8sio_api_core_v1_Toleration(ref),
+		corev1.TopologySelectorLabelRequirement{}.OpenAPIModelName():                        schema_k8sio_api_core_v1_TopologySelectorLabelRequirement(ref),
+		corev1.TopologySelectorTerm{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_TopologySelectorTerm(ref),
+		corev1.TopologySpreadConstraint{}.OpenAPIModelName():                                schema_k8sio_api_core_v1_TopologySpreadConstraint(ref),
+		corev1.TypedLocalObjectReference{}.OpenAPIModelName():                               schema_k8sio_api_core_v1_TypedLocalObjectReference(ref),
+		corev1.TypedObjectReference{}.OpenAPIModelName():                                    schema_k8sio_api_core_v1_TypedObjectReference(ref),
+		corev1.Volume{}.OpenAPIModelName():                                                  schema_k8sio_api_core_v1_Volume(ref),
+		corev1.VolumeDevice{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_VolumeDevice(ref),
+		corev1.VolumeHealthCondition{}.OpenAPIModelName():                                   schema_k8sio_api_core_v1_VolumeHealthCondition(ref),
+		corev1.VolumeHealthStatus{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_VolumeHealthStatus(ref),
+		corev1.VolumeMount{}.OpenAPIModelName():                                             schema_k8sio_api_core_v1_VolumeMount(ref),
+		corev1.VolumeMountStatus{}.OpenAPIModelName():                                       schema_k8sio_api_core_v1_VolumeMountStatus(ref),
+		corev1.VolumeNodeAffinity{}.OpenAPIModelName():                                      schema_k8sio_api_core_v1_VolumeNodeAffinity(ref),
+		corev1.VolumeProjection{}.OpenAPIModelName():                                        schema_k8sio_api_core_v1_VolumeProjection(ref),
+		corev1.VolumeResourceRequirements{}.OpenAPIModelName():                              schema_k8sio_api_core_v1_VolumeResourceRequirements(ref),
+		corev1.VolumeSource{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_VolumeSource(ref),
+		corev1.VolumeStatus{}.OpenAPIModelName():                                            schema_k8sio_api_core_v1_VolumeStatus(ref),
+		corev1.VsphereVirtualDiskVolumeSource{}.OpenAPIModelName():                          schema_k8sio_api_core_v1_VsphereVirtualDiskVolumeSource(ref),
+		corev1.WeightedPodAffinityTerm{}.OpenAPIModelName():                                 schema_k8sio_api_core_v1_WeightedPodAffinityTerm(ref),
+		corev1.WindowsSecurityContextOptions{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_WindowsSecurityContextOptions(ref),
+		policyv1.Eviction{}.OpenAPIModelName():                                              schema_k8sio_api_policy_v1_Eviction(ref),
+		policyv1.PodDisruptionBudget{}.OpenAPIModelName():                                   schema_k8sio_api_policy_v1_PodDisruptionBudget(ref),
+		policyv1.PodDisruptionBudgetList{}.OpenAPIModelName():                               schema_k8sio_api_policy_v1_PodDisruptionBudgetList(ref),
+		policyv1.PodDisruptionBudgetSpec{}.OpenAPIModelName():                               schema_k8sio_api_policy_v1_PodDisruptionBudgetSpec(ref),
+		policyv1.PodDisruptionBudgetStatus{}.OpenAPIModelName():                             schema_k8sio_api_policy_v1_PodDisruptionBudgetStatus(ref),
+		resource.Quantity{}.OpenAPIModelName():                                              schema_apimachinery_pkg_api_resource_Quantity(ref),
+		metav1.APIGroup{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_APIGroup(ref),
+		metav1.APIGroupList{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_APIGroupList(ref),
+		metav1.APIResource{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_APIResource(ref),
+		metav1.APIResourceList{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_APIResourceList(ref),
+		metav1.APIVersions{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_APIVersions(ref),
+		metav1.ApplyOptions{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_ApplyOptions(ref),
+		metav1.Condition{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_Condition(ref),
+		metav1.CreateOptions{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_CreateOptions(ref),
+		metav1.DeleteOptions{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_DeleteOptions(ref),
+		metav1.Duration{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_Duration(ref),
+		metav1.FieldSelectorRequirement{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
+		metav1.FieldsV1{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_FieldsV1(ref),
+		metav1.GetOptions{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_GetOptions(ref),
+		metav1.GroupKind{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_GroupKind(ref),
+		metav1.GroupResource{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_GroupResource(ref),
+		metav1.GroupVersion{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_GroupVersion(ref),
+		metav1.GroupVersionForDiscovery{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
+		metav1.GroupVersionKind{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_GroupVersionKind(ref),
+		metav1.GroupVersionResource{}.OpenAPIModelName():                                    schema_pkg_apis_meta_v1_GroupVersionResource(ref),
+		metav1.InternalEvent{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_InternalEvent(ref),
+		metav1.LabelSelector{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_LabelSelector(ref),
+		metav1.LabelSelectorRequirement{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
+		metav1.List{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_List(ref),
+		metav1.ListMeta{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_ListMeta(ref),
+		metav1.ListOptions{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_ListOptions(ref),
+		metav1.ManagedFieldsEntry{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
+		metav1.MicroTime{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_MicroTime(ref),
+		metav1.ObjectMeta{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_ObjectMeta(ref),
+		metav1.OwnerReference{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_OwnerReference(ref),
+		metav1.PartialObjectMetadata{}.OpenAPIModelName():                                   schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
+		metav1.PartialObjectMetadataList{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
+		metav1.Patch{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_Patch(ref),
+		metav1.PatchOptions{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_PatchOptions(ref),
+		metav1.Preconditions{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_Preconditions(ref),
+		metav1.RootPaths{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_RootPaths(ref),
+		metav1.ServerAddressByClientCIDR{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
+		metav1.ShardInfo{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_ShardInfo(ref),
+		metav1.Status{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_Status(ref),
+		metav1.StatusCause{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_StatusCause(ref),
+		metav1.StatusDetails{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_StatusDetails(ref),
+		metav1.Table{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_Table(ref),
+		metav1.TableColumnDefinition{}.OpenAPIModelName():                                   schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
+		metav1.TableOptions{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_TableOptions(ref),
+		metav1.TableRow{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_TableRow(ref),
+		metav1.TableRowCondition{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_TableRowCondition(ref),
+		metav1.Time{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_Time(ref),
+		metav1.Timestamp{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_Timestamp(ref),
+		metav1.TypeMeta{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_TypeMeta(ref),
+		metav1.UpdateOptions{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_UpdateOptions(ref),
+		metav1.WatchEvent{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_WatchEvent(ref),
+		runtime.RawExtension{}.OpenAPIModelName():                                           schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
+		runtime.TypeMeta{}.OpenAPIModelName():                                               schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
+		runtime.Unknown{}.OpenAPIModelName():                                                schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
+		intstr.IntOrString{}.OpenAPIModelName():                                             schema_apimachinery_pkg_util_intstr_IntOrString(ref),
+		version.Info{}.OpenAPIModelName():                                                   schema_k8sio_apimachinery_pkg_version_Info(ref),
 	}
 }
 
@@ -498,7 +496,7 @@ func schema_draplane_apis_resource_v1_AllocatedDeviceStatus(ref common.Reference
 					"networkData": {
 						SchemaProps: spec.SchemaProps{
 							Description: "NetworkData describes the device's network interface.",
-							Ref:         ref(v1.NetworkDeviceData{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.NetworkDeviceData"),
 						},
 					},
 				},
@@ -506,7 +504,7 @@ func schema_draplane_apis_resource_v1_AllocatedDeviceStatus(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			v1.NetworkDeviceData{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), runtime.RawExtension{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.NetworkDeviceData", metav1.Condition{}.OpenAPIModelName(), runtime.RawExtension{}.OpenAPIModelName()},
 	}
 }
 
@@ -521,7 +519,7 @@ func schema_draplane_apis_resource_v1_AllocationResult(ref common.ReferenceCallb
 						SchemaProps: spec.SchemaProps{
 							Description: "Devices lists the allocated devices and their configuration.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.DeviceAllocationResult{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.DeviceAllocationResult"),
 						},
 					},
 					"nodeSelector": {
@@ -540,7 +538,7 @@ func schema_draplane_apis_resource_v1_AllocationResult(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceAllocationResult{}.OpenAPIModelName(), corev1.NodeSelector{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceAllocationResult", corev1.NodeSelector{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -600,14 +598,14 @@ func schema_draplane_apis_resource_v1_CapacityRequestPolicy(ref common.Reference
 					"validRange": {
 						SchemaProps: spec.SchemaProps{
 							Description: "ValidRange bounds the amount and its step.",
-							Ref:         ref(v1.CapacityRequestPolicyRange{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.CapacityRequestPolicyRange"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.CapacityRequestPolicyRange{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.CapacityRequestPolicyRange", resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 
@@ -718,7 +716,7 @@ func schema_draplane_apis_resource_v1_CounterSet(ref common.ReferenceCallback) c
 								Allows: true,
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.Counter{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.Counter"),
 									},
 								},
 							},
@@ -729,7 +727,7 @@ func schema_draplane_apis_resource_v1_CounterSet(ref common.ReferenceCallback) c
 			},
 		},
 		Dependencies: []string{
-			v1.Counter{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.Counter"},
 	}
 }
 
@@ -756,7 +754,7 @@ func schema_draplane_apis_resource_v1_Device(ref common.ReferenceCallback) commo
 								Allows: true,
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceAttribute{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceAttribute"),
 									},
 								},
 							},
@@ -770,7 +768,7 @@ func schema_draplane_apis_resource_v1_Device(ref common.ReferenceCallback) commo
 								Allows: true,
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceCapacity{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceCapacity"),
 									},
 								},
 							},
@@ -788,7 +786,7 @@ func schema_draplane_apis_resource_v1_Device(ref common.ReferenceCallback) commo
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceCounterConsumption{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceCounterConsumption"),
 									},
 								},
 							},
@@ -826,7 +824,7 @@ func schema_draplane_apis_resource_v1_Device(ref common.ReferenceCallback) commo
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceTaint{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceTaint"),
 									},
 								},
 							},
@@ -889,7 +887,7 @@ func schema_draplane_apis_resource_v1_Device(ref common.ReferenceCallback) commo
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceAttribute{}.OpenAPIModelName(), v1.DeviceCapacity{}.OpenAPIModelName(), v1.DeviceCounterConsumption{}.OpenAPIModelName(), v1.DeviceTaint{}.OpenAPIModelName(), corev1.NodeSelector{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceAttribute", "github.com/draplane/draplane/apis/resource/v1.DeviceCapacity", "github.com/draplane/draplane/apis/resource/v1.DeviceCounterConsumption", "github.com/draplane/draplane/apis/resource/v1.DeviceTaint", corev1.NodeSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -931,7 +929,7 @@ func schema_draplane_apis_resource_v1_DeviceAllocationConfiguration(ref common.R
 					"opaque": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Opaque is driver-specific configuration.",
-							Ref:         ref(v1.OpaqueDeviceConfiguration{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.OpaqueDeviceConfiguration"),
 						},
 					},
 				},
@@ -939,7 +937,7 @@ func schema_draplane_apis_resource_v1_DeviceAllocationConfiguration(ref common.R
 			},
 		},
 		Dependencies: []string{
-			v1.OpaqueDeviceConfiguration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.OpaqueDeviceConfiguration"},
 	}
 }
 
@@ -962,7 +960,7 @@ func schema_draplane_apis_resource_v1_DeviceAllocationResult(ref common.Referenc
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceRequestAllocationResult{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceRequestAllocationResult"),
 									},
 								},
 							},
@@ -980,7 +978,7 @@ func schema_draplane_apis_resource_v1_DeviceAllocationResult(ref common.Referenc
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceAllocationConfiguration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceAllocationConfiguration"),
 									},
 								},
 							},
@@ -990,7 +988,7 @@ func schema_draplane_apis_resource_v1_DeviceAllocationResult(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceAllocationConfiguration{}.OpenAPIModelName(), v1.DeviceRequestAllocationResult{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceAllocationConfiguration", "github.com/draplane/draplane/apis/resource/v1.DeviceRequestAllocationResult"},
 	}
 }
 
@@ -1051,7 +1049,7 @@ func schema_draplane_apis_resource_v1_DeviceCapacity(ref common.ReferenceCallbac
 					"requestPolicy": {
 						SchemaProps: spec.SchemaProps{
 							Description: "RequestPolicy constrains how much of the capacity one allocation may take when the device allows multiple allocations.",
-							Ref:         ref(v1.CapacityRequestPolicy{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.CapacityRequestPolicy"),
 						},
 					},
 				},
@@ -1059,7 +1057,7 @@ func schema_draplane_apis_resource_v1_DeviceCapacity(ref common.ReferenceCallbac
 			},
 		},
 		Dependencies: []string{
-			v1.CapacityRequestPolicy{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.CapacityRequestPolicy", resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 
@@ -1082,7 +1080,7 @@ func schema_draplane_apis_resource_v1_DeviceClaim(ref common.ReferenceCallback) 
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceRequest{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceRequest"),
 									},
 								},
 							},
@@ -1100,7 +1098,7 @@ func schema_draplane_apis_resource_v1_DeviceClaim(ref common.ReferenceCallback) 
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceConstraint{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceConstraint"),
 									},
 								},
 							},
@@ -1118,7 +1116,7 @@ func schema_draplane_apis_resource_v1_DeviceClaim(ref common.ReferenceCallback) 
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceClaimConfiguration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceClaimConfiguration"),
 									},
 								},
 							},
@@ -1128,7 +1126,7 @@ func schema_draplane_apis_resource_v1_DeviceClaim(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceClaimConfiguration{}.OpenAPIModelName(), v1.DeviceConstraint{}.OpenAPIModelName(), v1.DeviceRequest{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceClaimConfiguration", "github.com/draplane/draplane/apis/resource/v1.DeviceConstraint", "github.com/draplane/draplane/apis/resource/v1.DeviceRequest"},
 	}
 }
 
@@ -1161,14 +1159,14 @@ func schema_draplane_apis_resource_v1_DeviceClaimConfiguration(ref common.Refere
 					"opaque": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Opaque is driver-specific configuration.",
-							Ref:         ref(v1.OpaqueDeviceConfiguration{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.OpaqueDeviceConfiguration"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.OpaqueDeviceConfiguration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.OpaqueDeviceConfiguration"},
 	}
 }
 
@@ -1204,7 +1202,7 @@ func schema_draplane_apis_resource_v1_DeviceClass(ref common.ReferenceCallback) 
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec holds the selectors and configuration.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.DeviceClassSpec{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.DeviceClassSpec"),
 						},
 					},
 				},
@@ -1212,7 +1210,7 @@ func schema_draplane_apis_resource_v1_DeviceClass(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceClassSpec{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceClassSpec", metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1226,14 +1224,14 @@ func schema_draplane_apis_resource_v1_DeviceClassConfiguration(ref common.Refere
 					"opaque": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Opaque is driver-specific configuration.",
-							Ref:         ref(v1.OpaqueDeviceConfiguration{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.OpaqueDeviceConfiguration"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.OpaqueDeviceConfiguration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.OpaqueDeviceConfiguration"},
 	}
 }
 
@@ -1272,7 +1270,7 @@ func schema_draplane_apis_resource_v1_DeviceClassList(ref common.ReferenceCallba
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceClass{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceClass"),
 									},
 								},
 							},
@@ -1283,7 +1281,7 @@ func schema_draplane_apis_resource_v1_DeviceClassList(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceClass{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceClass", metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1306,7 +1304,7 @@ func schema_draplane_apis_resource_v1_DeviceClassSpec(ref common.ReferenceCallba
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceSelector{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceSelector"),
 									},
 								},
 							},
@@ -1324,7 +1322,7 @@ func schema_draplane_apis_resource_v1_DeviceClassSpec(ref common.ReferenceCallba
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceClassConfiguration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceClassConfiguration"),
 									},
 								},
 							},
@@ -1341,7 +1339,7 @@ func schema_draplane_apis_resource_v1_DeviceClassSpec(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceClassConfiguration{}.OpenAPIModelName(), v1.DeviceSelector{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceClassConfiguration", "github.com/draplane/draplane/apis/resource/v1.DeviceSelector"},
 	}
 }
 
@@ -1355,14 +1353,14 @@ func schema_draplane_apis_resource_v1_DeviceConfiguration(ref common.ReferenceCa
 					"opaque": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Opaque is driver-specific configuration.",
-							Ref:         ref(v1.OpaqueDeviceConfiguration{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.OpaqueDeviceConfiguration"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.OpaqueDeviceConfiguration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.OpaqueDeviceConfiguration"},
 	}
 }
 
@@ -1435,7 +1433,7 @@ func schema_draplane_apis_resource_v1_DeviceCounterConsumption(ref common.Refere
 								Allows: true,
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.Counter{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.Counter"),
 									},
 								},
 							},
@@ -1446,7 +1444,7 @@ func schema_draplane_apis_resource_v1_DeviceCounterConsumption(ref common.Refere
 			},
 		},
 		Dependencies: []string{
-			v1.Counter{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.Counter"},
 	}
 }
 
@@ -1468,7 +1466,7 @@ func schema_draplane_apis_resource_v1_DeviceRequest(ref common.ReferenceCallback
 					"exactly": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Exactly is a request that must be satisfied as written.",
-							Ref:         ref(v1.ExactDeviceRequest{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.ExactDeviceRequest"),
 						},
 					},
 					"firstAvailable": {
@@ -1483,7 +1481,7 @@ func schema_draplane_apis_resource_v1_DeviceRequest(ref common.ReferenceCallback
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceSubRequest{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceSubRequest"),
 									},
 								},
 							},
@@ -1494,7 +1492,7 @@ func schema_draplane_apis_resource_v1_DeviceRequest(ref common.ReferenceCallback
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceSubRequest{}.OpenAPIModelName(), v1.ExactDeviceRequest{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceSubRequest", "github.com/draplane/draplane/apis/resource/v1.ExactDeviceRequest"},
 	}
 }
 
@@ -1556,7 +1554,7 @@ func schema_draplane_apis_resource_v1_DeviceRequestAllocationResult(ref common.R
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceToleration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceToleration"),
 									},
 								},
 							},
@@ -1626,7 +1624,7 @@ func schema_draplane_apis_resource_v1_DeviceRequestAllocationResult(ref common.R
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceToleration{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceToleration", resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 
@@ -1640,14 +1638,14 @@ func schema_draplane_apis_resource_v1_DeviceSelector(ref common.ReferenceCallbac
 					"cel": {
 						SchemaProps: spec.SchemaProps{
 							Description: "CEL is a CEL expression over the device.",
-							Ref:         ref(v1.CELDeviceSelector{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.CELDeviceSelector"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.CELDeviceSelector{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.CELDeviceSelector"},
 	}
 }
 
@@ -1686,7 +1684,7 @@ func schema_draplane_apis_resource_v1_DeviceSubRequest(ref common.ReferenceCallb
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceSelector{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceSelector"),
 									},
 								},
 							},
@@ -1719,7 +1717,7 @@ func schema_draplane_apis_resource_v1_DeviceSubRequest(ref common.ReferenceCallb
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceToleration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceToleration"),
 									},
 								},
 							},
@@ -1728,7 +1726,7 @@ func schema_draplane_apis_resource_v1_DeviceSubRequest(ref common.ReferenceCallb
 					"capacity": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Capacity asks for a share of each named capacity.",
-							Ref:         ref(v1.CapacityRequirements{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.CapacityRequirements"),
 						},
 					},
 				},
@@ -1736,7 +1734,7 @@ func schema_draplane_apis_resource_v1_DeviceSubRequest(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			v1.CapacityRequirements{}.OpenAPIModelName(), v1.DeviceSelector{}.OpenAPIModelName(), v1.DeviceToleration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1.DeviceToleration"},
 	}
 }
 
@@ -1818,14 +1816,14 @@ func schema_draplane_apis_resource_v1_DeviceTaintRule(ref common.ReferenceCallba
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec says which devices get which taint.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.DeviceTaintRuleSpec{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.DeviceTaintRuleSpec"),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Status reports what the rule is doing, e.g. evictions in progress.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.DeviceTaintRuleStatus{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.DeviceTaintRuleStatus"),
 						},
 					},
 				},
@@ -1833,7 +1831,7 @@ func schema_draplane_apis_resource_v1_DeviceTaintRule(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceTaintRuleSpec{}.OpenAPIModelName(), v1.DeviceTaintRuleStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceTaintRuleSpec", "github.com/draplane/draplane/apis/resource/v1.DeviceTaintRuleStatus", metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1872,7 +1870,7 @@ func schema_draplane_apis_resource_v1_DeviceTaintRuleList(ref common.ReferenceCa
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceTaintRule{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceTaintRule"),
 									},
 								},
 							},
@@ -1883,7 +1881,7 @@ func schema_draplane_apis_resource_v1_DeviceTaintRuleList(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceTaintRule{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceTaintRule", metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1897,14 +1895,14 @@ func schema_draplane_apis_resource_v1_DeviceTaintRuleSpec(ref common.ReferenceCa
 					"deviceSelector": {
 						SchemaProps: spec.SchemaProps{
 							Description: "DeviceSelector picks the devices. A nil selector matches no device.",
-							Ref:         ref(v1.DeviceTaintSelector{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.DeviceTaintSelector"),
 						},
 					},
 					"taint": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Taint applied to every selected device.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.DeviceTaint{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.DeviceTaint"),
 						},
 					},
 				},
@@ -1912,7 +1910,7 @@ func schema_draplane_apis_resource_v1_DeviceTaintRuleSpec(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceTaint{}.OpenAPIModelName(), v1.DeviceTaintSelector{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceTaint", "github.com/draplane/draplane/apis/resource/v1.DeviceTaintSelector"},
 	}
 }
 
@@ -2066,7 +2064,7 @@ func schema_draplane_apis_resource_v1_ExactDeviceRequest(ref common.ReferenceCal
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceSelector{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceSelector"),
 									},
 								},
 							},
@@ -2106,7 +2104,7 @@ func schema_draplane_apis_resource_v1_ExactDeviceRequest(ref common.ReferenceCal
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.DeviceToleration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceToleration"),
 									},
 								},
 							},
@@ -2115,7 +2113,7 @@ func schema_draplane_apis_resource_v1_ExactDeviceRequest(ref common.ReferenceCal
 					"capacity": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Capacity asks for a share of each named capacity of a device that allows multiple allocations.",
-							Ref:         ref(v1.CapacityRequirements{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.CapacityRequirements"),
 						},
 					},
 				},
@@ -2123,7 +2121,7 @@ func schema_draplane_apis_resource_v1_ExactDeviceRequest(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			v1.CapacityRequirements{}.OpenAPIModelName(), v1.DeviceSelector{}.OpenAPIModelName(), v1.DeviceToleration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1.DeviceToleration"},
 	}
 }
 
@@ -2235,14 +2233,14 @@ func schema_draplane_apis_resource_v1_ResourceClaim(ref common.ReferenceCallback
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec says what is wanted. It is immutable.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.ResourceClaimSpec{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.ResourceClaimSpec"),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Status says what was allocated and who uses it.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.ResourceClaimStatus{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.ResourceClaimStatus"),
 						},
 					},
 				},
@@ -2250,7 +2248,7 @@ func schema_draplane_apis_resource_v1_ResourceClaim(ref common.ReferenceCallback
 			},
 		},
 		Dependencies: []string{
-			v1.ResourceClaimSpec{}.OpenAPIModelName(), v1.ResourceClaimStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.ResourceClaimSpec", "github.com/draplane/draplane/apis/resource/v1.ResourceClaimStatus", metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2334,7 +2332,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimList(ref common.ReferenceCall
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.ResourceClaim{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.ResourceClaim"),
 									},
 								},
 							},
@@ -2345,7 +2343,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimList(ref common.ReferenceCall
 			},
 		},
 		Dependencies: []string{
-			v1.ResourceClaim{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.ResourceClaim", metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2360,14 +2358,14 @@ func schema_draplane_apis_resource_v1_ResourceClaimSpec(ref common.ReferenceCall
 						SchemaProps: spec.SchemaProps{
 							Description: "Devices says which devices are requested and how.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.DeviceClaim{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.DeviceClaim"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.DeviceClaim{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceClaim"},
 	}
 }
 
@@ -2381,7 +2379,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimStatus(ref common.ReferenceCa
 					"allocation": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Allocation is set once devices are allocated.",
-							Ref:         ref(v1.AllocationResult{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.AllocationResult"),
 						},
 					},
 					"reservedFor": {
@@ -2401,7 +2399,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimStatus(ref common.ReferenceCa
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.ResourceClaimConsumerReference{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.ResourceClaimConsumerReference"),
 									},
 								},
 							},
@@ -2425,7 +2423,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimStatus(ref common.ReferenceCa
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.AllocatedDeviceStatus{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.AllocatedDeviceStatus"),
 									},
 								},
 							},
@@ -2435,7 +2433,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimStatus(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			v1.AllocatedDeviceStatus{}.OpenAPIModelName(), v1.AllocationResult{}.OpenAPIModelName(), v1.ResourceClaimConsumerReference{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.AllocatedDeviceStatus", "github.com/draplane/draplane/apis/resource/v1.AllocationResult", "github.com/draplane/draplane/apis/resource/v1.ResourceClaimConsumerReference"},
 	}
 }
 
@@ -2471,7 +2469,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimTemplate(ref common.Reference
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec is copied into each generated claim. It is immutable.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.ResourceClaimTemplateSpec{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.ResourceClaimTemplateSpec"),
 						},
 					},
 				},
@@ -2479,7 +2477,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimTemplate(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			v1.ResourceClaimTemplateSpec{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.ResourceClaimTemplateSpec", metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2518,7 +2516,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimTemplateList(ref common.Refer
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.ResourceClaimTemplate{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.ResourceClaimTemplate"),
 									},
 								},
 							},
@@ -2529,7 +2527,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimTemplateList(ref common.Refer
 			},
 		},
 		Dependencies: []string{
-			v1.ResourceClaimTemplate{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.ResourceClaimTemplate", metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2551,7 +2549,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimTemplateSpec(ref common.Refer
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec of the generated claims.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.ResourceClaimSpec{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.ResourceClaimSpec"),
 						},
 					},
 				},
@@ -2559,7 +2557,7 @@ func schema_draplane_apis_resource_v1_ResourceClaimTemplateSpec(ref common.Refer
 			},
 		},
 		Dependencies: []string{
-			v1.ResourceClaimSpec{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.ResourceClaimSpec", metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2633,7 +2631,7 @@ func schema_draplane_apis_resource_v1_ResourceSlice(ref common.ReferenceCallback
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec holds the devices and where they are reachable from.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.ResourceSliceSpec{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.ResourceSliceSpec"),
 						},
 					},
 				},
@@ -2641,7 +2639,7 @@ func schema_draplane_apis_resource_v1_ResourceSlice(ref common.ReferenceCallback
 			},
 		},
 		Dependencies: []string{
-			v1.ResourceSliceSpec{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.ResourceSliceSpec", metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2680,7 +2678,7 @@ func schema_draplane_apis_resource_v1_ResourceSliceList(ref common.ReferenceCall
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.ResourceSlice{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.ResourceSlice"),
 									},
 								},
 							},
@@ -2691,7 +2689,7 @@ func schema_draplane_apis_resource_v1_ResourceSliceList(ref common.ReferenceCall
 			},
 		},
 		Dependencies: []string{
-			v1.ResourceSlice{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.ResourceSlice", metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -2714,7 +2712,7 @@ func schema_draplane_apis_resource_v1_ResourceSliceSpec(ref common.ReferenceCall
 						SchemaProps: spec.SchemaProps{
 							Description: "Pool names the pool this slice belongs to, with its generation and the number of slices that make it up.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1.ResourcePool{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.ResourcePool"),
 						},
 					},
 					"nodeName": {
@@ -2749,7 +2747,7 @@ func schema_draplane_apis_resource_v1_ResourceSliceSpec(ref common.ReferenceCall
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.Device{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.Device"),
 									},
 								},
 							},
@@ -2774,7 +2772,7 @@ func schema_draplane_apis_resource_v1_ResourceSliceSpec(ref common.ReferenceCall
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1.CounterSet{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.CounterSet"),
 									},
 								},
 							},
@@ -2785,7 +2783,7 @@ func schema_draplane_apis_resource_v1_ResourceSliceSpec(ref common.ReferenceCall
 			},
 		},
 		Dependencies: []string{
-			v1.CounterSet{}.OpenAPIModelName(), v1.Device{}.OpenAPIModelName(), v1.ResourcePool{}.OpenAPIModelName(), corev1.NodeSelector{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.CounterSet", "github.com/draplane/draplane/apis/resource/v1.Device", "github.com/draplane/draplane/apis/resource/v1.ResourcePool", corev1.NodeSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -2857,7 +2855,7 @@ func schema_draplane_apis_resource_v1beta1_AllocatedDeviceStatus(ref common.Refe
 					"networkData": {
 						SchemaProps: spec.SchemaProps{
 							Description: "NetworkData describes the device's network interface.",
-							Ref:         ref(v1beta1.NetworkDeviceData{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.NetworkDeviceData"),
 						},
 					},
 				},
@@ -2865,7 +2863,7 @@ func schema_draplane_apis_resource_v1beta1_AllocatedDeviceStatus(ref common.Refe
 			},
 		},
 		Dependencies: []string{
-			v1beta1.NetworkDeviceData{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), runtime.RawExtension{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.NetworkDeviceData", metav1.Condition{}.OpenAPIModelName(), runtime.RawExtension{}.OpenAPIModelName()},
 	}
 }
 
@@ -2880,7 +2878,7 @@ func schema_draplane_apis_resource_v1beta1_AllocationResult(ref common.Reference
 						SchemaProps: spec.SchemaProps{
 							Description: "Devices lists the allocated devices and their configuration.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1beta1.DeviceAllocationResult{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceAllocationResult"),
 						},
 					},
 					"nodeSelector": {
@@ -2899,7 +2897,7 @@ func schema_draplane_apis_resource_v1beta1_AllocationResult(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			v1beta1.DeviceAllocationResult{}.OpenAPIModelName(), corev1.NodeSelector{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.DeviceAllocationResult", corev1.NodeSelector{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -2918,7 +2916,7 @@ func schema_draplane_apis_resource_v1beta1_BasicDevice(ref common.ReferenceCallb
 								Allows: true,
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceAttribute{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceAttribute"),
 									},
 								},
 							},
@@ -2932,7 +2930,7 @@ func schema_draplane_apis_resource_v1beta1_BasicDevice(ref common.ReferenceCallb
 								Allows: true,
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceCapacity{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceCapacity"),
 									},
 								},
 							},
@@ -2950,7 +2948,7 @@ func schema_draplane_apis_resource_v1beta1_BasicDevice(ref common.ReferenceCallb
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceCounterConsumption{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceCounterConsumption"),
 									},
 								},
 							},
@@ -2988,7 +2986,7 @@ func schema_draplane_apis_resource_v1beta1_BasicDevice(ref common.ReferenceCallb
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceTaint{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceTaint"),
 									},
 								},
 							},
@@ -3050,7 +3048,7 @@ func schema_draplane_apis_resource_v1beta1_BasicDevice(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			v1beta1.DeviceAttribute{}.OpenAPIModelName(), v1beta1.DeviceCapacity{}.OpenAPIModelName(), v1beta1.DeviceCounterConsumption{}.OpenAPIModelName(), v1beta1.DeviceTaint{}.OpenAPIModelName(), corev1.NodeSelector{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.DeviceAttribute", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceCapacity", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceCounterConsumption", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceTaint", corev1.NodeSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -3110,14 +3108,14 @@ func schema_draplane_apis_resource_v1beta1_CapacityRequestPolicy(ref common.Refe
 					"validRange": {
 						SchemaProps: spec.SchemaProps{
 							Description: "ValidRange bounds the amount and its step.",
-							Ref:         ref(v1beta1.CapacityRequestPolicyRange{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequestPolicyRange"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.CapacityRequestPolicyRange{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequestPolicyRange", resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 
@@ -3228,7 +3226,7 @@ func schema_draplane_apis_resource_v1beta1_CounterSet(ref common.ReferenceCallba
 								Allows: true,
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.Counter{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.Counter"),
 									},
 								},
 							},
@@ -3239,7 +3237,7 @@ func schema_draplane_apis_resource_v1beta1_CounterSet(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1beta1.Counter{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.Counter"},
 	}
 }
 
@@ -3261,7 +3259,7 @@ func schema_draplane_apis_resource_v1beta1_Device(ref common.ReferenceCallback) 
 					"basic": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Basic holds the device's attributes, capacities and the rest.",
-							Ref:         ref(v1beta1.BasicDevice{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.BasicDevice"),
 						},
 					},
 				},
@@ -3269,7 +3267,7 @@ func schema_draplane_apis_resource_v1beta1_Device(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			v1beta1.BasicDevice{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.BasicDevice"},
 	}
 }
 
@@ -3311,7 +3309,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceAllocationConfiguration(ref com
 					"opaque": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Opaque is driver-specific configuration.",
-							Ref:         ref(v1beta1.OpaqueDeviceConfiguration{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.OpaqueDeviceConfiguration"),
 						},
 					},
 				},
@@ -3319,7 +3317,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceAllocationConfiguration(ref com
 			},
 		},
 		Dependencies: []string{
-			v1beta1.OpaqueDeviceConfiguration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.OpaqueDeviceConfiguration"},
 	}
 }
 
@@ -3342,7 +3340,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceAllocationResult(ref common.Ref
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceRequestAllocationResult{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceRequestAllocationResult"),
 									},
 								},
 							},
@@ -3360,7 +3358,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceAllocationResult(ref common.Ref
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceAllocationConfiguration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceAllocationConfiguration"),
 									},
 								},
 							},
@@ -3370,7 +3368,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceAllocationResult(ref common.Ref
 			},
 		},
 		Dependencies: []string{
-			v1beta1.DeviceAllocationConfiguration{}.OpenAPIModelName(), v1beta1.DeviceRequestAllocationResult{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.DeviceAllocationConfiguration", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceRequestAllocationResult"},
 	}
 }
 
@@ -3431,7 +3429,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceCapacity(ref common.ReferenceCa
 					"requestPolicy": {
 						SchemaProps: spec.SchemaProps{
 							Description: "RequestPolicy constrains how much of the capacity one allocation may take when the device allows multiple allocations.",
-							Ref:         ref(v1beta1.CapacityRequestPolicy{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequestPolicy"),
 						},
 					},
 				},
@@ -3439,7 +3437,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceCapacity(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			v1beta1.CapacityRequestPolicy{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequestPolicy", resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 
@@ -3462,7 +3460,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceClaim(ref common.ReferenceCallb
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceRequest{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceRequest"),
 									},
 								},
 							},
@@ -3480,7 +3478,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceClaim(ref common.ReferenceCallb
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceConstraint{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceConstraint"),
 									},
 								},
 							},
@@ -3498,7 +3496,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceClaim(ref common.ReferenceCallb
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceClaimConfiguration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceClaimConfiguration"),
 									},
 								},
 							},
@@ -3508,7 +3506,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceClaim(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			v1beta1.DeviceClaimConfiguration{}.OpenAPIModelName(), v1beta1.DeviceConstraint{}.OpenAPIModelName(), v1beta1.DeviceRequest{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.DeviceClaimConfiguration", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceConstraint", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceRequest"},
 	}
 }
 
@@ -3541,14 +3539,14 @@ func schema_draplane_apis_resource_v1beta1_DeviceClaimConfiguration(ref common.R
 					"opaque": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Opaque is driver-specific configuration.",
-							Ref:         ref(v1beta1.OpaqueDeviceConfiguration{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.OpaqueDeviceConfiguration"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.OpaqueDeviceConfiguration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.OpaqueDeviceConfiguration"},
 	}
 }
 
@@ -3584,7 +3582,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceClass(ref common.ReferenceCallb
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec holds the selectors and configuration.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1beta1.DeviceClassSpec{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceClassSpec"),
 						},
 					},
 				},
@@ -3592,7 +3590,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceClass(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			v1beta1.DeviceClassSpec{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.DeviceClassSpec", metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -3606,14 +3604,14 @@ func schema_draplane_apis_resource_v1beta1_DeviceClassConfiguration(ref common.R
 					"opaque": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Opaque is driver-specific configuration.",
-							Ref:         ref(v1beta1.OpaqueDeviceConfiguration{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.OpaqueDeviceConfiguration"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.OpaqueDeviceConfiguration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.OpaqueDeviceConfiguration"},
 	}
 }
 
@@ -3652,7 +3650,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceClassList(ref common.ReferenceC
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceClass{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceClass"),
 									},
 								},
 							},
@@ -3663,7 +3661,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceClassList(ref common.ReferenceC
 			},
 		},
 		Dependencies: []string{
-			v1beta1.DeviceClass{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.DeviceClass", metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -3686,7 +3684,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceClassSpec(ref common.ReferenceC
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceSelector{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector"),
 									},
 								},
 							},
@@ -3704,7 +3702,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceClassSpec(ref common.ReferenceC
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceClassConfiguration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceClassConfiguration"),
 									},
 								},
 							},
@@ -3721,7 +3719,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceClassSpec(ref common.ReferenceC
 			},
 		},
 		Dependencies: []string{
-			v1beta1.DeviceClassConfiguration{}.OpenAPIModelName(), v1beta1.DeviceSelector{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.DeviceClassConfiguration", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector"},
 	}
 }
 
@@ -3735,14 +3733,14 @@ func schema_draplane_apis_resource_v1beta1_DeviceConfiguration(ref common.Refere
 					"opaque": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Opaque is driver-specific configuration.",
-							Ref:         ref(v1beta1.OpaqueDeviceConfiguration{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.OpaqueDeviceConfiguration"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.OpaqueDeviceConfiguration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.OpaqueDeviceConfiguration"},
 	}
 }
 
@@ -3815,7 +3813,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceCounterConsumption(ref common.R
 								Allows: true,
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.Counter{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.Counter"),
 									},
 								},
 							},
@@ -3826,7 +3824,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceCounterConsumption(ref common.R
 			},
 		},
 		Dependencies: []string{
-			v1beta1.Counter{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.Counter"},
 	}
 }
 
@@ -3865,7 +3863,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceRequest(ref common.ReferenceCal
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceSelector{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector"),
 									},
 								},
 							},
@@ -3905,7 +3903,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceRequest(ref common.ReferenceCal
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceSubRequest{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceSubRequest"),
 									},
 								},
 							},
@@ -3923,7 +3921,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceRequest(ref common.ReferenceCal
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceToleration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration"),
 									},
 								},
 							},
@@ -3932,7 +3930,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceRequest(ref common.ReferenceCal
 					"capacity": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Capacity asks for a share of each named capacity.",
-							Ref:         ref(v1beta1.CapacityRequirements{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequirements"),
 						},
 					},
 				},
@@ -3940,7 +3938,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceRequest(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			v1beta1.CapacityRequirements{}.OpenAPIModelName(), v1beta1.DeviceSelector{}.OpenAPIModelName(), v1beta1.DeviceSubRequest{}.OpenAPIModelName(), v1beta1.DeviceToleration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceSubRequest", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration"},
 	}
 }
 
@@ -4002,7 +4000,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceRequestAllocationResult(ref com
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceToleration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration"),
 									},
 								},
 							},
@@ -4072,7 +4070,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceRequestAllocationResult(ref com
 			},
 		},
 		Dependencies: []string{
-			v1beta1.DeviceToleration{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration", resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 
@@ -4086,14 +4084,14 @@ func schema_draplane_apis_resource_v1beta1_DeviceSelector(ref common.ReferenceCa
 					"cel": {
 						SchemaProps: spec.SchemaProps{
 							Description: "CEL is a CEL expression over the device.",
-							Ref:         ref(v1beta1.CELDeviceSelector{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.CELDeviceSelector"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.CELDeviceSelector{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.CELDeviceSelector"},
 	}
 }
 
@@ -4132,7 +4130,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceSubRequest(ref common.Reference
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceSelector{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector"),
 									},
 								},
 							},
@@ -4165,7 +4163,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceSubRequest(ref common.Reference
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.DeviceToleration{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration"),
 									},
 								},
 							},
@@ -4174,7 +4172,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceSubRequest(ref common.Reference
 					"capacity": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Capacity asks for a share of each named capacity.",
-							Ref:         ref(v1beta1.CapacityRequirements{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequirements"),
 						},
 					},
 				},
@@ -4182,7 +4180,7 @@ func schema_draplane_apis_resource_v1beta1_DeviceSubRequest(ref common.Reference
 			},
 		},
 		Dependencies: []string{
-			v1beta1.CapacityRequirements{}.OpenAPIModelName(), v1beta1.DeviceSelector{}.OpenAPIModelName(), v1beta1.DeviceToleration{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration"},
 	}
 }
 
@@ -4391,14 +4389,14 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaim(ref common.ReferenceCal
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec says what is wanted. It is immutable.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1beta1.ResourceClaimSpec{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimSpec"),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Status says what was allocated and who uses it.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1beta1.ResourceClaimStatus{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimStatus"),
 						},
 					},
 				},
@@ -4406,7 +4404,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaim(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ResourceClaimSpec{}.OpenAPIModelName(), v1beta1.ResourceClaimStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimSpec", "github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimStatus", metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4490,7 +4488,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimList(ref common.Referenc
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.ResourceClaim{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaim"),
 									},
 								},
 							},
@@ -4501,7 +4499,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimList(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ResourceClaim{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaim", metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4516,14 +4514,14 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimSpec(ref common.Referenc
 						SchemaProps: spec.SchemaProps{
 							Description: "Devices says which devices are requested and how.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1beta1.DeviceClaim{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceClaim"),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.DeviceClaim{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.DeviceClaim"},
 	}
 }
 
@@ -4537,7 +4535,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimStatus(ref common.Refere
 					"allocation": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Allocation is set once devices are allocated.",
-							Ref:         ref(v1beta1.AllocationResult{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.AllocationResult"),
 						},
 					},
 					"reservedFor": {
@@ -4557,7 +4555,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimStatus(ref common.Refere
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.ResourceClaimConsumerReference{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimConsumerReference"),
 									},
 								},
 							},
@@ -4581,7 +4579,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimStatus(ref common.Refere
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.AllocatedDeviceStatus{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.AllocatedDeviceStatus"),
 									},
 								},
 							},
@@ -4591,7 +4589,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimStatus(ref common.Refere
 			},
 		},
 		Dependencies: []string{
-			v1beta1.AllocatedDeviceStatus{}.OpenAPIModelName(), v1beta1.AllocationResult{}.OpenAPIModelName(), v1beta1.ResourceClaimConsumerReference{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.AllocatedDeviceStatus", "github.com/draplane/draplane/apis/resource/v1beta1.AllocationResult", "github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimConsumerReference"},
 	}
 }
 
@@ -4627,7 +4625,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimTemplate(ref common.Refe
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec is copied into each generated claim. It is immutable.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1beta1.ResourceClaimTemplateSpec{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimTemplateSpec"),
 						},
 					},
 				},
@@ -4635,7 +4633,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimTemplate(ref common.Refe
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ResourceClaimTemplateSpec{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimTemplateSpec", metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4674,7 +4672,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimTemplateList(ref common.
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.ResourceClaimTemplate{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimTemplate"),
 									},
 								},
 							},
@@ -4685,7 +4683,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimTemplateList(ref common.
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ResourceClaimTemplate{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimTemplate", metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4707,7 +4705,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimTemplateSpec(ref common.
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec of the generated claims.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1beta1.ResourceClaimSpec{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimSpec"),
 						},
 					},
 				},
@@ -4715,7 +4713,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceClaimTemplateSpec(ref common.
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ResourceClaimSpec{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimSpec", metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4789,7 +4787,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceSlice(ref common.ReferenceCal
 						SchemaProps: spec.SchemaProps{
 							Description: "Spec holds the devices and where they are reachable from.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1beta1.ResourceSliceSpec{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.ResourceSliceSpec"),
 						},
 					},
 				},
@@ -4797,7 +4795,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceSlice(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ResourceSliceSpec{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.ResourceSliceSpec", metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4836,7 +4834,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceSliceList(ref common.Referenc
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.ResourceSlice{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.ResourceSlice"),
 									},
 								},
 							},
@@ -4847,7 +4845,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceSliceList(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ResourceSlice{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.ResourceSlice", metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -4870,7 +4868,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceSliceSpec(ref common.Referenc
 						SchemaProps: spec.SchemaProps{
 							Description: "Pool names the pool this slice belongs to, with its generation and the number of slices that make it up.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1beta1.ResourcePool{}.OpenAPIModelName()),
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.ResourcePool"),
 						},
 					},
 					"nodeName": {
@@ -4905,7 +4903,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceSliceSpec(ref common.Referenc
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.Device{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.Device"),
 									},
 								},
 							},
@@ -4930,7 +4928,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceSliceSpec(ref common.Referenc
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1beta1.CounterSet{}.OpenAPIModelName()),
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.CounterSet"),
 									},
 								},
 							},
@@ -4941,7 +4939,7 @@ func schema_draplane_apis_resource_v1beta1_ResourceSliceSpec(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			v1beta1.CounterSet{}.OpenAPIModelName(), v1beta1.Device{}.OpenAPIModelName(), v1beta1.ResourcePool{}.OpenAPIModelName(), corev1.NodeSelector{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.CounterSet", "github.com/draplane/draplane/apis/resource/v1beta1.Device", "github.com/draplane/draplane/apis/resource/v1beta1.ResourcePool", corev1.NodeSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -4977,14 +4975,14 @@ func schema_k8sio_api_coordination_v1_Lease(ref common.ReferenceCallback) common
 						SchemaProps: spec.SchemaProps{
 							Description: "spec contains the specification of the Lease. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status",
 							Default:     map[string]interface{}{},
-							Ref:         ref(coordinationv1.LeaseSpec{}.OpenAPIModelName()),
+							Ref:         ref(v1.LeaseSpec{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			coordinationv1.LeaseSpec{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+			v1.LeaseSpec{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -5023,7 +5021,7 @@ func schema_k8sio_api_coordination_v1_LeaseList(ref common.ReferenceCallback) co
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(coordinationv1.Lease{}.OpenAPIModelName()),
+										Ref: ref(v1.Lease{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -5034,7 +5032,7 @@ func schema_k8sio_api_coordination_v1_LeaseList(ref common.ReferenceCallback) co
 			},
 		},
 		Dependencies: []string{
-			coordinationv1.Lease{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+			v1.Lease{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 

@@ -5,6 +5,5 @@
 // +k8s:conversion-gen=github.com/draplane/draplane/apis/resource
 // +k8s:defaulter-gen=TypeMeta
 // +k8s:openapi-gen=true
-// +k8s:openapi-model-package=dev.draplane.resource.v1beta1
 // +groupName=resource.draplane.dev
 package v1beta1
