@@ -344,6 +344,10 @@ type nodeView struct {
 	// ones included.
 	pools    []*pool
 	unusable []*pool
+	// plain is set when no device consumes counters or allows multiple
+	// allocations: then any devices that pass the per-device checks can be
+	// allocated together, and their order carries no preference.
+	plain bool
 }
 
 // view returns the node's devices, computed once per node (and again when
@@ -366,7 +370,11 @@ func (inv *Inventory) view(node *corev1.Node) *nodeView {
 	}
 	slices.SortFunc(all, func(a, b *device) int { return a.index - b.index })
 	var last *pool
+	v.plain = true
 	for _, d := range all {
+		if len(d.counters) > 0 || d.multi {
+			v.plain = false
+		}
 		if d.pool != last {
 			last = d.pool
 			v.pools = append(v.pools, d.pool)

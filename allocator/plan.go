@@ -20,6 +20,9 @@ type plan struct {
 	cons [][]constraintSpec
 	// problems make the claims unallocatable on every node.
 	problems []RequestExplanation
+	// single is set for one claim with one plain request and no
+	// constraints: its first viable candidates are a solution.
+	single bool
 }
 
 type constraintSpec struct {
@@ -141,6 +144,7 @@ func newPlan(inv *Inventory, claims []*resourceapi.ResourceClaim) *plan {
 				Detail: fmt.Sprintf("claim needs at least %d devices, at most %d can be allocated per claim", minDevices, resourceapi.AllocationResultsMaxSize)})
 		}
 	}
+	p.single = len(p.slots) == 1 && len(p.groups) == 1 && len(p.cons[0]) == 0 && !p.slots[0].all
 	return p
 }
 

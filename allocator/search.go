@@ -413,7 +413,17 @@ func (s *search) quickCandidates(sl *slot, ss *slotState) bool {
 	st := s.st
 	keyStart, capStart := len(s.keyArena), len(s.capArena)
 	consSpecs := s.p.cons[sl.claim]
+	// With nothing that could make two candidates conflict, the first ones
+	// found are the answer; evaluating selectors on the rest would only
+	// cost time.
+	enough := len(s.view.devices)
+	if s.p.single && s.view.plain {
+		enough = sl.count
+	}
 	for _, d := range s.view.devices {
+		if len(ss.cands) == enough {
+			break
+		}
 		if st.busy[d.index] && !sl.admin || !countersFree(d, st) || untolerated(d.taints, sl.tolerations) != nil {
 			continue
 		}
