@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/admission"
-	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	utilcompatibility "k8s.io/apiserver/pkg/util/compatibility"
@@ -20,8 +19,6 @@ import (
 	basecompatibility "k8s.io/component-base/compatibility"
 	baseversion "k8s.io/component-base/version"
 	"k8s.io/klog/v2"
-
-	"github.com/draplane/draplane/generated/openapi"
 )
 
 // Config is everything the server is built from, resolved from Options:
@@ -138,11 +135,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	namer := openapinamer.NewDefinitionNamer(openAPIScheme)
-	generic.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
-	generic.OpenAPIConfig.Info.Title = "draplane"
-	generic.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
-	generic.OpenAPIV3Config.Info.Title = "draplane"
+	generic.OpenAPIConfig, generic.OpenAPIV3Config = openAPIConfigs(openAPIScheme)
 
 	if err := o.Authentication.ApplyTo(&generic.Authentication, generic.SecureServing, generic.OpenAPIConfig); err != nil {
 		return nil, fmt.Errorf("authentication: %w", err)

@@ -307,3 +307,37 @@ spec:
 		t.Errorf("unknown field selector: got %v: %s", err, out)
 	}
 }
+
+// TestOpenAPIPublishesRealVersions: the published group-version-kinds name
+// served versions only, never the internal one core-lite registers too.
+func TestOpenAPIPublishesRealVersions(t *testing.T) {
+	s := sharedServer(t)
+	for _, path := range []string{"/openapi/v2", "/openapi/v3/api/v1", "/openapi/v3/apis/resource.draplane.dev/v1"} {
+		out := s.MustKubectl(t, "", "get", "--raw", path)
+		if strings.Contains(out, "__internal") {
+			t.Errorf("%s publishes the internal version", path)
+		}
+	}
+	var spec struct {
+		Definitions map[string]struct {
+			GVKs []map[string]string `json:"x-kubernetes-group-version-kind"`
+		} `json:"definitions"`
+	}
+	if err := json.Unmarshal([]byte(s.MustKubectl(t, "", "get", "--raw", "/openapi/v2")), &spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []struct{ group, version, kind string }{
+		{"", "v1", "Pod"}, {"coordination.k8s.io", "v1", "Lease"},
+		{"resource.draplane.dev", "v1", "ResourceClaim"}, {"resource.draplane.dev", "v1beta1", "ResourceClaim"},
+	} {
+		found := false
+		for _, definition := range spec.Definitions {
+			for _, gvk := range definition.GVKs {
+				found = found || (gvk["group"] == kind.group && gvk["version"] == kind.version && gvk["kind"] == kind.kind)
+			}
+		}
+		if !found {
+			t.Errorf("no OpenAPI definition for %+v", kind)
+		}
+	}
+}
