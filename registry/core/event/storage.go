@@ -49,6 +49,13 @@ func (r *REST) ShortNames() []string { return []string{"ev"} }
 
 var eventDescriptions = corev1.Event{}.SwaggerDoc()
 
+// nameColumnWide shows event names only with -o wide, as kubectl does.
+var nameColumnWide = func() metav1.TableColumnDefinition {
+	column := table.NameColumn
+	column.Priority = 1
+	return column
+}()
+
 var tableConvertor = table.Convertor[*corev1.Event]{
 	Columns: []metav1.TableColumnDefinition{
 		{Name: "Last Seen", Type: "string", Description: eventDescriptions["lastTimestamp"]},
@@ -58,7 +65,7 @@ var tableConvertor = table.Convertor[*corev1.Event]{
 		{Name: "Message", Type: "string", Description: eventDescriptions["message"]},
 		{Name: "Source", Type: "string", Priority: 1, Description: eventDescriptions["source"]},
 		{Name: "Count", Type: "integer", Priority: 1, Description: eventDescriptions["count"]},
-		table.NameColumn,
+		nameColumnWide,
 	},
 	Row: func(event *corev1.Event) []interface{} {
 		object := strings.ToLower(event.InvolvedObject.Kind) + "/" + event.InvolvedObject.Name
