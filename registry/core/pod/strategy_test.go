@@ -102,9 +102,11 @@ func TestValidatePodUpdate(t *testing.T) {
 			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "k", Operator: corev1.TolerationOpExists})
 		}},
 		{name: "remove toleration",
-			oldMutate: func(p *corev1.Pod) { p.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}} },
-			mutate:    func(p *corev1.Pod) { p.Spec.Tolerations = nil },
-			want:      []string{"spec.tolerations"}},
+			oldMutate: func(p *corev1.Pod) {
+				p.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}
+			},
+			mutate: func(p *corev1.Pod) { p.Spec.Tolerations = nil },
+			want:   []string{"spec.tolerations"}},
 		{name: "remove scheduling gate", oldMutate: gated, mutate: func(p *corev1.Pod) { p.Spec.SchedulingGates = p.Spec.SchedulingGates[1:] }},
 		{name: "add scheduling gate", mutate: func(p *corev1.Pod) {
 			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/new"}}
