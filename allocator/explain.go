@@ -70,6 +70,9 @@ type RequestExplanation struct {
 	ConstraintRequests  []string
 	// Pool describes the unusable pool that hides devices.
 	Pool string
+	// Counter names the first used-up shared counter, as
+	// driver/pool/counterSet/counter.
+	Counter string
 	// Detail is the message of problems that need no counting (unknown
 	// class, invalid selector, ...).
 	Detail string
@@ -158,7 +161,11 @@ func (r *RequestExplanation) Message() string {
 	case ReasonAllocated:
 		return fmt.Sprintf("needs %s, %d devices match but %d of them are already allocated", need, c.Tolerated, c.Tolerated-c.Free)
 	case ReasonCounters:
-		return fmt.Sprintf("needs %s, %d matching devices are free but the shared counters of %d of them are used up by other partitions", need, c.Free, c.Free-c.Available)
+		counter := ""
+		if r.Counter != "" {
+			counter = " (" + r.Counter + ")"
+		}
+		return fmt.Sprintf("needs %s, %d matching devices are free but the shared counters%s of %d of them are used up by other partitions", need, c.Free, counter, c.Free-c.Available)
 	case ReasonConstraint:
 		if r.Constraint < 0 {
 			return "the claim constraints cannot all be satisfied together by the candidate devices"

@@ -96,7 +96,7 @@ func TestExplanations(t *testing.T) {
 				mkDev("whole", consumes("gpu0", "mem", 8)), mkDev("half0", consumes("gpu0", "mem", 4))}, counterSet("gpu0", map[string]int64{"mem": 8}))),
 				prior: used("p/half0"), claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
 			reason:  ReasonCounters,
-			summary: "the shared counters of 1 of them are used up by other partitions",
+			summary: "the shared counters (drv/p/gpu0/mem) of 1 of them are used up by other partitions",
 		},
 		{
 			name: "capacity used up",

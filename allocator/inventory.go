@@ -99,7 +99,6 @@ type deviceCapacity struct {
 type Inventory struct {
 	compiler SelectorCompiler
 	classes  map[string]*resourceapi.DeviceClass
-	pools    []*pool
 	devices  []*device
 	byID     map[DeviceID]*device
 
@@ -108,10 +107,6 @@ type Inventory struct {
 
 	byNode   map[string][]*device
 	floating []*device // devices usable on more than one node
-	// floatingPools are pools with at least one slice not tied to a node
-	// name; only their unusable state matters per node.
-	nodePools     map[string][]*pool
-	floatingPools []*pool
 
 	viewsMu sync.Mutex
 	views   map[string]*nodeView
@@ -133,15 +128,14 @@ const maxCachedExpressions = 4096
 // Prepare groups the snapshot's slices into pools and indexes devices.
 func (a *Allocator) Prepare(snap Snapshot) *Inventory {
 	inv := &Inventory{
-		compiler:  a.compiler,
-		classes:   snap.Classes,
-		byID:      make(map[DeviceID]*device),
-		byNode:    make(map[string][]*device),
-		nodePools: make(map[string][]*pool),
-		views:     make(map[string]*nodeView),
-		exprs:     make(map[string]*exprCache),
-		attrs:     make(map[resourceapi.FullyQualifiedName]*attrCache),
-		interned:  make(map[string]int32),
+		compiler: a.compiler,
+		classes:  snap.Classes,
+		byID:     make(map[DeviceID]*device),
+		byNode:   make(map[string][]*device),
+		views:    make(map[string]*nodeView),
+		exprs:    make(map[string]*exprCache),
+		attrs:    make(map[resourceapi.FullyQualifiedName]*attrCache),
+		interned: make(map[string]int32),
 	}
 	if inv.classes == nil {
 		inv.classes = map[string]*resourceapi.DeviceClass{}
@@ -180,7 +174,6 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 	slices.SortStableFunc(current, func(a, b *resourceapi.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
 
 	p := &pool{id: id, generation: gen}
-	inv.pools = append(inv.pools, p)
 	want := current[0].Spec.Pool.ResourceSliceCount
 	for _, s := range current {
 		if s.Spec.Pool.ResourceSliceCount != want {
@@ -216,8 +209,6 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 	}
 
 	seen := make(map[string]bool)
-	floatingPool := false
-	nodeNames := make(map[string]bool)
 	for _, s := range current {
 		if len(s.Spec.SharedCounters) > 0 {
 			// A slice publishes either counter sets or devices; validation
@@ -293,18 +284,10 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 			inv.byID[d.id] = d
 			if d.nodeName != "" {
 				inv.byNode[d.nodeName] = append(inv.byNode[d.nodeName], d)
-				nodeNames[d.nodeName] = true
 			} else if d.allNodes || d.nodeSelector != nil {
 				inv.floating = append(inv.floating, d)
-				floatingPool = true
 			}
 		}
-	}
-	if floatingPool {
-		inv.floatingPools = append(inv.floatingPools, p)
-	}
-	for name := range nodeNames {
-		inv.nodePools[name] = append(inv.nodePools[name], p)
 	}
 }
 
@@ -340,9 +323,8 @@ type nodeView struct {
 	// devices are the devices of usable pools reachable from the node, in
 	// pool, slice, device order.
 	devices []*device
-	// pools are all pools with devices reachable from the node, unusable
-	// ones included.
-	pools    []*pool
+	// unusable are the pools with devices reachable from the node that
+	// can't be used (incomplete or invalid).
 	unusable []*pool
 	// plain is set when no device consumes counters or allows multiple
 	// allocations: then any devices that pass the per-device checks can be
@@ -377,7 +359,6 @@ func (inv *Inventory) view(node *corev1.Node) *nodeView {
 		}
 		if d.pool != last {
 			last = d.pool
-			v.pools = append(v.pools, d.pool)
 			if d.pool.unusable() {
 				v.unusable = append(v.unusable, d.pool)
 			}

@@ -254,6 +254,7 @@ func (s *search) candidates(sl *slot) {
 		evalErrCount   int
 		firstTaint     *resourceapi.DeviceTaint
 		capacityUsedUp int
+		exhausted      = -1
 		consSpecs      = s.p.cons[sl.claim]
 		hasConstraints = len(sl.cons) > 0
 	)
@@ -334,6 +335,9 @@ func (s *search) candidates(sl *slot) {
 		}
 		counts.Free++
 		if !countersFree(d, st) {
+			if exhausted < 0 {
+				exhausted = exhaustedCounter(d, st)
+			}
 			if sl.all {
 				ss.cands = append(ss.cands, c)
 			}
@@ -400,6 +404,9 @@ func (s *search) candidates(sl *slot) {
 	}
 	if reason == ReasonPoolUnusable {
 		r.Pool = s.view.unusable[0].problem()
+	}
+	if reason == ReasonCounters && exhausted >= 0 {
+		r.Counter = st.inv.counterNames[exhausted]
 	}
 	ss.cands = ss.cands[:0]
 }
@@ -646,6 +653,17 @@ func preferPacked(cands []cand, st *State) {
 	if mixed {
 		slices.SortStableFunc(cands, func(a, b cand) int { return rank(&a) - rank(&b) })
 	}
+}
+
+// exhaustedCounter is the first counter the device needs more of than is
+// left, -1 if none.
+func exhaustedCounter(d *device, st *State) int {
+	for _, u := range d.counters {
+		if st.counterFree[u.counter] < u.amount {
+			return u.counter
+		}
+	}
+	return -1
 }
 
 func countersFree(d *device, st *State) bool {
