@@ -54,7 +54,9 @@ func (a *Allocator) results(s *search, node *corev1.Node) []*resourceapi.Allocat
 		}
 		ar.Devices.Config = allocationConfig(claim, chosen)
 		ar.NodeSelector = allocationNodeSelector(picks, node.Name)
-		out[ci] = ar
+		// The result shares slices with the claims, classes and
+		// ResourceSlices; callers must be free to modify it.
+		out[ci] = ar.DeepCopy()
 	}
 	return out
 }
