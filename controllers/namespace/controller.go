@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -145,8 +146,9 @@ func (e *contentRemainingError) Error() string {
 	return fmt.Sprintf("%d objects remain in the namespace", e.count)
 }
 
-// sync deletes the content of a terminating namespace and, once it is
-// empty, removes the "kubernetes" finalizer.
+// sync deletes the content of a terminating namespace, reports progress in
+// the namespace's conditions and, once it is empty, removes the
+// "kubernetes" finalizer.
 func (c *Controller) sync(ctx context.Context, name string) error {
 	ns, err := c.namespaces.Get(name)
 	if apierrors.IsNotFound(err) {
@@ -158,40 +160,83 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if ns.DeletionTimestamp == nil || !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
 		return nil
 	}
-	if err := c.deleteContent(ctx, name); err != nil {
+	report := c.deleteContent(ctx, name)
+	if err := c.updateConditions(ctx, ns, report); err != nil {
+		// Conditions only inform; the deletion goes on without them.
+		klog.FromContext(ctx).V(2).Info("Failed to update namespace conditions", "err", err)
+	}
+	if err := report.err(); err != nil {
 		return err
 	}
 	return c.finalize(ctx, name)
 }
 
-// deleteContent deletes every namespaced object in the namespace and
-// returns a contentRemainingError while some are left.
-func (c *Controller) deleteContent(ctx context.Context, namespace string) error {
-	logger := klog.FromContext(ctx)
-	resources, discoveryErr := c.deletableResources()
-	if discoveryErr != nil && len(resources) == 0 {
-		return fmt.Errorf("discover namespaced resources: %w", discoveryErr)
+// deletionReport is the outcome of one round of deleting a namespace's
+// content.
+type deletionReport struct {
+	discoveryErr error
+	// deleteErrs has one error per resource that could not be listed or
+	// deleted.
+	deleteErrs []error
+	// remaining counts the objects left per resource ("pods",
+	// "resourceclaims.resource.draplane.dev").
+	remaining map[string]int
+	// finalizers counts the remaining objects that wait for each finalizer.
+	finalizers map[string]int
+	// retryAfter is when the longest grace period of a remaining object
+	// ends.
+	retryAfter time.Duration
+}
+
+// err is nil once the namespace is empty, a contentRemainingError while
+// objects are going away, and the first failure otherwise.
+func (r *deletionReport) err() error {
+	switch {
+	case r.discoveryErr != nil:
+		return fmt.Errorf("discover namespaced resources: %w", r.discoveryErr)
+	case len(r.deleteErrs) > 0:
+		return errors.Join(r.deleteErrs...)
 	}
-	remaining := &contentRemainingError{}
-	for _, gvr := range resources {
-		count, estimate, err := c.deleteAllOf(ctx, gvr, namespace)
-		if err != nil {
-			return fmt.Errorf("delete %s in namespace %s: %w", gvr, namespace, err)
-		}
-		if count > 0 {
-			logger.V(4).Info("Objects remain in namespace", "resource", gvr, "count", count)
-		}
-		remaining.count += count
-		remaining.estimate = max(remaining.estimate, estimate)
+	count := 0
+	for _, n := range r.remaining {
+		count += n
 	}
-	if remaining.count > 0 {
-		return remaining
-	}
-	// Some group could not be discovered: its objects may still be there.
-	if discoveryErr != nil {
-		return fmt.Errorf("discover namespaced resources: %w", discoveryErr)
+	if count > 0 {
+		return &contentRemainingError{count: count, estimate: r.retryAfter}
 	}
 	return nil
+}
+
+// deleteContent deletes every namespaced object in the namespace.
+func (c *Controller) deleteContent(ctx context.Context, namespace string) *deletionReport {
+	logger := klog.FromContext(ctx)
+	report := &deletionReport{remaining: map[string]int{}, finalizers: map[string]int{}}
+	resources, discoveryErr := c.deletableResources()
+	// Some group could not be discovered: delete what can be found, but its
+	// objects may still be there.
+	report.discoveryErr = discoveryErr
+	for _, gvr := range resources {
+		left, err := c.deleteAllOf(ctx, gvr, namespace)
+		if err != nil {
+			report.deleteErrs = append(report.deleteErrs, fmt.Errorf("delete %s in namespace %s: %w", gvr.GroupResource(), namespace, err))
+			continue
+		}
+		if len(left) == 0 {
+			continue
+		}
+		logger.V(4).Info("Objects remain in namespace", "resource", gvr, "count", len(left))
+		report.remaining[gvr.GroupResource().String()] = len(left)
+		now := c.now()
+		for _, obj := range left {
+			for _, finalizer := range obj.GetFinalizers() {
+				report.finalizers[finalizer]++
+			}
+			if deletionTimestamp := obj.GetDeletionTimestamp(); deletionTimestamp != nil {
+				report.retryAfter = max(report.retryAfter, deletionTimestamp.Sub(now))
+			}
+		}
+	}
+	return report
 }
 
 // deletableResources lists the namespaced resources that support list and
@@ -225,19 +270,19 @@ func (c *Controller) deletableResources() ([]schema.GroupVersionResource, error)
 }
 
 // deleteAllOf deletes every object of one resource in the namespace and
-// reports how many are left and when the last grace period among them ends.
-func (c *Controller) deleteAllOf(ctx context.Context, gvr schema.GroupVersionResource, namespace string) (int, time.Duration, error) {
+// returns the objects still there afterwards.
+func (c *Controller) deleteAllOf(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]unstructured.Unstructured, error) {
 	client := c.dynamicClient.Resource(gvr).Namespace(namespace)
 	background := metav1.DeletePropagationBackground
 	list, err := client.List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
-		return 0, 0, nil
+		return nil, nil
 	}
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	now := c.now()
-	remaining, estimate := 0, time.Duration(0)
+	deleted := 0
 	for i := range list.Items {
 		item := &list.Items[i]
 		opts := metav1.DeleteOptions{
@@ -245,49 +290,30 @@ func (c *Controller) deleteAllOf(ctx context.Context, gvr schema.GroupVersionRes
 			Preconditions:     &metav1.Preconditions{UID: ptr.To(item.GetUID())},
 		}
 		if deletionTimestamp := item.GetDeletionTimestamp(); deletionTimestamp != nil {
-			if gvr != podsResource {
-				// Waiting for its finalizers; nothing to do but wait.
-				remaining++
+			// Already going away: wait for its finalizers or grace period,
+			// except for a pod whose grace period is over, because no
+			// kubelet will finish its deletion.
+			if gvr != podsResource || deletionTimestamp.Time.After(now) {
 				continue
 			}
-			if wait := deletionTimestamp.Sub(now); wait > 0 {
-				remaining++
-				estimate = max(estimate, wait)
-				continue
-			}
-			// The pod's grace period is over and no kubelet will finish its
-			// deletion: do it now.
 			opts.GracePeriodSeconds = ptr.To[int64](0)
 		}
-		err := client.Delete(ctx, item.GetName(), opts)
-		switch {
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			// Gone already, or replaced by a new object with the same name
-			// which the next round deletes.
-			if apierrors.IsConflict(err) {
-				remaining++
-			}
-		case err != nil:
-			return 0, 0, err
-		default:
-			remaining++
+		// NotFound: gone already. Conflict: replaced by a new object with the
+		// same name, which the next round deletes.
+		if err := client.Delete(ctx, item.GetName(), opts); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return nil, err
 		}
+		deleted++
 	}
-	if remaining == 0 {
-		return 0, 0, nil
+	if deleted == 0 {
+		return list.Items, nil
 	}
 	// Count what is really left: most deletions take effect at once.
 	list, err = client.List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	remaining = len(list.Items)
-	for i := range list.Items {
-		if deletionTimestamp := list.Items[i].GetDeletionTimestamp(); deletionTimestamp != nil {
-			estimate = max(estimate, deletionTimestamp.Sub(now))
-		}
-	}
-	return remaining, estimate, nil
+	return list.Items, nil
 }
 
 // finalize removes the "kubernetes" finalizer from the namespace's spec.

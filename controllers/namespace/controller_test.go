@@ -3,6 +3,7 @@ package namespace
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -92,6 +93,7 @@ func namespace(name string, terminating bool) *corev1.Namespace {
 
 type fixture struct {
 	controller *Controller
+	client     *fake.Clientset
 	dynamic    *dynamicfake.FakeDynamicClient
 	mu         sync.Mutex
 	finalized  []*corev1.Namespace
@@ -106,7 +108,7 @@ func newFixture(t *testing.T, namespaces []*corev1.Namespace, objects []runtime.
 	}
 	client := fake.NewSimpleClientset(nsObjects...)
 	client.Discovery().(*fakediscovery.FakeDiscovery).Resources = servedResources
-	f := &fixture{dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objects...)}
+	f := &fixture{client: client, dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objects...)}
 	// The fake clientset does not implement the finalize subresource:
 	// record the call and delete the namespace when no finalizer is left,
 	// as the real storage does.
@@ -180,6 +182,9 @@ func TestSync(t *testing.T) {
 		// estimate; wantErr expects some other error.
 		wantRetryAfter time.Duration
 		wantErr        bool
+		// wantConditions are condition messages expected in the namespace
+		// status afterwards, by type (True conditions only).
+		wantConditions map[corev1.NamespaceConditionType]string
 	}{
 		{
 			name:       "terminating namespace is emptied and finalized",
@@ -217,6 +222,9 @@ func TestSync(t *testing.T) {
 			sync:           "doomed",
 			wantRemaining:  []string{"pods:doomed/stopping"},
 			wantRetryAfter: 20 * time.Second,
+			wantConditions: map[corev1.NamespaceConditionType]string{
+				corev1.NamespaceContentRemaining: "Some resources are remaining: pods has 1 resource instances",
+			},
 		},
 		{
 			name:          "pod past its grace period is force-deleted",
@@ -232,6 +240,10 @@ func TestSync(t *testing.T) {
 			sync:          "doomed",
 			wantRemaining: []string{"resourceclaims:doomed/gpu"},
 			wantErr:       true,
+			wantConditions: map[corev1.NamespaceConditionType]string{
+				corev1.NamespaceContentRemaining:    "Some resources are remaining: resourceclaims.resource.draplane.dev has 1 resource instances",
+				corev1.NamespaceFinalizersRemaining: "Some content in the namespace has finalizers remaining: resource.draplane.dev/delete-protection has 1 resource instances",
+			},
 		},
 		{
 			name:       "namespace gone",
@@ -261,6 +273,24 @@ func TestSync(t *testing.T) {
 			}
 			if got := f.finalizedNames(); !slices.Equal(got, tc.wantFinalized) {
 				t.Errorf("finalized %v, want %v", got, tc.wantFinalized)
+			}
+			if tc.wantConditions != nil {
+				ns, err := f.client.CoreV1().Namespaces().Get(ctx, tc.sync, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[corev1.NamespaceConditionType]string{}
+				for _, condition := range ns.Status.Conditions {
+					if condition.Status == corev1.ConditionTrue {
+						got[condition.Type] = condition.Message
+					}
+				}
+				if !maps.Equal(got, tc.wantConditions) {
+					t.Errorf("true conditions %v, want %v", got, tc.wantConditions)
+				}
+				if len(ns.Status.Conditions) != len(reportedConditions) {
+					t.Errorf("%d conditions, want %d", len(ns.Status.Conditions), len(reportedConditions))
+				}
 			}
 		})
 	}
