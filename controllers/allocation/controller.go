@@ -1,0 +1,531 @@
+// Package allocation is the allocation controller. In standalone mode it
+// is the scheduler for pods that use ResourceClaims: once all claims of a
+// pod exist, it picks a node whose devices satisfy them, allocates the
+// claims, reserves them for the pod and binds the pod. Pods that were
+// created with spec.nodeName set get their claims allocated on that node.
+// A pod that cannot be placed gets a PodScheduled=False condition and a
+// Warning event explaining why, and is retried when slices, claims,
+// classes, nodes or taint rules change.
+package allocation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/allocator"
+	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
+	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
+)
+
+const (
+	// ControllerName is used for logging, the work queue and as event
+	// source.
+	ControllerName = "allocation-controller"
+
+	// FieldManager owns what this controller writes.
+	FieldManager = "draplane-allocation-controller"
+
+	// Event reasons on pods.
+	ReasonFailedScheduling  = "FailedScheduling"
+	ReasonScheduled         = "Scheduled"
+	ReasonFailedAllocation  = "FailedResourceAllocation"
+	ReasonUnschedulable     = corev1.PodReasonUnschedulable
+
+	// podsByClaimIndex maps "<namespace>/<claim name>" to the pods that
+	// use the claim, as far as the pod knows its name. The name differs
+	// from the resourceclaim controller's index: both may share one pod
+	// informer.
+	podsByClaimIndex = "allocation-pods-by-claim"
+
+	// boundPodsCacheSize bounds the memory of pods this controller bound
+	// and the informer does not show bound yet.
+	boundPodsCacheSize = 10000
+)
+
+// Options tune the controller. The zero value is what the server uses.
+type Options struct {
+	// Policy chooses among nodes that fit; MostAllocated by default.
+	Policy allocator.Policy
+	// Selectors compiles device selectors; the CEL environment of
+	// allocator/cel by default.
+	Selectors allocator.SelectorCompiler
+	// MinRetryDelay and MaxRetryDelay bound the per-pod exponential
+	// backoff after errors and between attempts to place an
+	// unschedulable pod. Defaults: 50ms and 30s.
+	MinRetryDelay, MaxRetryDelay time.Duration
+}
+
+// Controller is the allocation controller. Create it with NewController,
+// start it with Run.
+type Controller struct {
+	kubeClient     kubernetes.Interface
+	resourceClient versioned.Interface
+	allocator      *allocator.Allocator
+
+	podLister       corelisters.PodLister
+	podIndexer      cache.Indexer
+	nodeLister      corelisters.NodeLister
+	claimLister     resourcelisters.ResourceClaimLister
+	classLister     resourcelisters.DeviceClassLister
+	sliceLister     resourcelisters.ResourceSliceLister
+	taintRuleLister resourcelisters.DeviceTaintRuleLister
+	synced          []cache.InformerSynced
+
+	// tracker holds the allocations in use; its mutex guards node
+	// selection and the fields below.
+	tracker *allocationTracker
+	// snapshotGeneration counts changes of slices, classes and taint
+	// rules; inventory is rebuilt when it moved on.
+	snapshotGeneration  atomic.Int64
+	inventory           *allocator.Inventory
+	inventoryGeneration int64
+	// slices caches converted slices by UID and resourceVersion.
+	slices map[types.UID]convertedSlice
+
+	// clusterEvents counts events that may make unschedulable pods fit;
+	// an attempt that saw it change meanwhile is retried instead of
+	// parked.
+	clusterEvents atomic.Int64
+
+	unschedulableMutex sync.Mutex
+	// unschedulable are the keys of pods waiting for a cluster event.
+	unschedulable map[string]struct{}
+
+	// bound remembers pods this controller bound, so a sync before the
+	// informer shows the binding does not try again.
+	bound *boundPods
+
+	// recorder is set by Run (tests that call sync directly set their
+	// own); nil drops events.
+	recorder record.EventRecorder
+
+	queue workqueue.TypedRateLimitingInterface[string]
+}
+
+type convertedSlice struct {
+	resourceVersion string
+	slice           *resourceapi.ResourceSlice
+}
+
+// NewController wires event handlers and indexers into the informers, so
+// it must be called before the informers start. It starts nothing: start
+// the informer factories, then call Run.
+func NewController(
+	logger klog.Logger,
+	kubeClient kubernetes.Interface,
+	resourceClient versioned.Interface,
+	podInformer coreinformers.PodInformer,
+	nodeInformer coreinformers.NodeInformer,
+	claimInformer resourceinformers.ResourceClaimInformer,
+	classInformer resourceinformers.DeviceClassInformer,
+	sliceInformer resourceinformers.ResourceSliceInformer,
+	taintRuleInformer resourceinformers.DeviceTaintRuleInformer,
+	opts Options,
+) (*Controller, error) {
+	if opts.MinRetryDelay <= 0 {
+		opts.MinRetryDelay = 50 * time.Millisecond
+	}
+	if opts.MaxRetryDelay <= 0 {
+		opts.MaxRetryDelay = 30 * time.Second
+	}
+	c := &Controller{
+		kubeClient:      kubeClient,
+		resourceClient:  resourceClient,
+		allocator:       allocator.New(allocator.Options{Policy: opts.Policy, Selectors: opts.Selectors}),
+		podLister:       podInformer.Lister(),
+		podIndexer:      podInformer.Informer().GetIndexer(),
+		nodeLister:      nodeInformer.Lister(),
+		claimLister:     claimInformer.Lister(),
+		classLister:     classInformer.Lister(),
+		sliceLister:     sliceInformer.Lister(),
+		taintRuleLister: taintRuleInformer.Lister(),
+		synced: []cache.InformerSynced{
+			podInformer.Informer().HasSynced,
+			nodeInformer.Informer().HasSynced,
+			claimInformer.Informer().HasSynced,
+			classInformer.Informer().HasSynced,
+			sliceInformer.Informer().HasSynced,
+			taintRuleInformer.Informer().HasSynced,
+		},
+		tracker:       newAllocationTracker(),
+		slices:        make(map[types.UID]convertedSlice),
+		unschedulable: make(map[string]struct{}),
+		bound:         newBoundPods(boundPodsCacheSize),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.MinRetryDelay, opts.MaxRetryDelay),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "allocation"},
+		),
+	}
+	// The inventory is built on first use.
+	c.snapshotGeneration.Store(1)
+
+	if err := c.podIndexer.AddIndexers(cache.Indexers{podsByClaimIndex: podsByClaimIndexFunc}); err != nil {
+		return nil, fmt.Errorf("add pod indexer: %w", err)
+	}
+
+	handlers := []struct {
+		what     string
+		informer cache.SharedIndexInformer
+		funcs    cache.ResourceEventHandlerFuncs
+	}{
+		{"pod", podInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onPod(logger, obj, false) },
+			UpdateFunc: func(_, obj any) { c.onPod(logger, obj, false) },
+			DeleteFunc: func(obj any) { c.onPod(logger, obj, true) },
+		}},
+		{"node", nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onNode(logger, nil, obj) },
+			UpdateFunc: func(oldObj, obj any) { c.onNode(logger, oldObj, obj) },
+			// A node that goes away frees nothing.
+		}},
+		{"claim", claimInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onClaim(logger, obj, false) },
+			UpdateFunc: func(_, obj any) { c.onClaim(logger, obj, false) },
+			DeleteFunc: func(obj any) { c.onClaim(logger, obj, true) },
+		}},
+		{"device class", classInformer.Informer(), c.snapshotHandler(logger, "DeviceClass")},
+		{"resource slice", sliceInformer.Informer(), c.snapshotHandler(logger, "ResourceSlice")},
+		{"device taint rule", taintRuleInformer.Informer(), c.snapshotHandler(logger, "DeviceTaintRule")},
+	}
+	for _, h := range handlers {
+		if _, err := h.informer.AddEventHandlerWithOptions(h.funcs, cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("add %s event handler: %w", h.what, err)
+		}
+	}
+
+	setupMetrics()
+	return c, nil
+}
+
+// Run waits for the informers, runs workers until ctx is done and then
+// shuts the queue down. It blocks.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
+
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
+	defer logger.Info("Shutting down controller", "controller", ControllerName)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
+
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return
+	}
+
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	}
+	<-ctx.Done()
+	// Let the workers finish their current item before the queue goes.
+	c.queue.ShutDown()
+	wg.Wait()
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextItem(ctx) {
+	}
+}
+
+// errUnschedulable: the pod waits for a cluster event; its backoff keeps
+// growing so that a busy cluster does not retry it in a hot loop.
+var errUnschedulable = errors.New("pod is unschedulable")
+
+func (c *Controller) processNextItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	err := c.syncPod(ctx, key)
+	switch {
+	case err == nil:
+		c.queue.Forget(key)
+	case errors.Is(err, errUnschedulable):
+		// Parked until a cluster event; see markUnschedulable.
+	default:
+		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "pod", key)
+		c.queue.AddRateLimited(key)
+	}
+	return true
+}
+
+// onPod queues pods that use claims and still need work. It only looks
+// at caches.
+func (c *Controller) onPod(logger klog.Logger, obj any, deleted bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		logger.Error(nil, "Unexpected object in pod event handler", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	if !podclaims.HasClaims(pod) {
+		return
+	}
+	key := podKey(pod)
+	if deleted || podclaims.IsDone(pod) || pod.DeletionTimestamp != nil {
+		c.unschedulableMutex.Lock()
+		delete(c.unschedulable, key)
+		c.unschedulableMutex.Unlock()
+		if deleted {
+			c.bound.remove(pod.UID)
+		}
+		return
+	}
+	if pod.Spec.NodeName != "" {
+		// The informer caught up with the binding.
+		c.bound.remove(pod.UID)
+		if !c.boundPodNeedsWork(pod) {
+			return
+		}
+	}
+	c.queue.Add(key)
+}
+
+// boundPodNeedsWork: a pod on a node whose claims all exist, are allocated
+// and reserved for it needs nothing from us.
+func (c *Controller) boundPodNeedsWork(pod *corev1.Pod) bool {
+	for _, podClaim := range podclaims.ClaimsOf(pod) {
+		name, _, err := podclaims.ClaimName(pod, podClaim)
+		if err != nil {
+			return errors.Is(err, podclaims.ErrClaimNotGenerated)
+		}
+		if name == nil {
+			continue
+		}
+		claim, err := c.claimLister.ResourceClaims(pod.Namespace).Get(*name)
+		if err != nil {
+			// Comes back through the claim handler once it exists.
+			continue
+		}
+		if claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim) {
+			return true
+		}
+	}
+	return false
+}
+
+// onNode: a node that becomes usable or changes labels, taints or
+// schedulability may fit pods that did not fit before.
+func (c *Controller) onNode(logger klog.Logger, oldObj, obj any) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	if old, ok := oldObj.(*corev1.Node); ok {
+		if nodeReady(old) == nodeReady(node) &&
+			old.Spec.Unschedulable == node.Spec.Unschedulable &&
+			equality.Semantic.DeepEqual(old.Labels, node.Labels) &&
+			equality.Semantic.DeepEqual(old.Spec.Taints, node.Spec.Taints) {
+			return
+		}
+	}
+	c.requeueUnschedulable(logger, "node changed", klog.KObj(node))
+}
+
+// onClaim keeps the allocation tracker current and queues the pods that
+// use the claim. A claim that releases devices may let unschedulable
+// pods fit.
+func (c *Controller) onClaim(logger klog.Logger, obj any, deleted bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	claim, ok := obj.(*resourcev1.ResourceClaim)
+	if !ok {
+		logger.Error(nil, "Unexpected object in claim event handler", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	var allocation *resourceapi.AllocationResult
+	if claim.Status.Allocation != nil && !deleted {
+		allocation = &resourceapi.AllocationResult{}
+		if err := resourcev1.Convert_v1_AllocationResult_To_resource_AllocationResult(claim.Status.Allocation, allocation, nil); err != nil {
+			logger.Error(err, "Converting allocation", "claim", klog.KObj(claim))
+			return
+		}
+	}
+	if freed := c.tracker.observe(claim.UID, claim.ResourceVersion, allocation, deleted); freed {
+		c.requeueUnschedulable(logger, "claim released devices", klog.KObj(claim))
+	}
+
+	pods, err := c.podIndexer.ByIndex(podsByClaimIndex, claim.Namespace+"/"+claim.Name)
+	if err != nil {
+		logger.Error(err, "Listing pods of claim from cache", "claim", klog.KObj(claim))
+		return
+	}
+	for _, pod := range pods {
+		c.onPod(logger, pod, false)
+	}
+}
+
+// snapshotHandler: classes, slices and taint rules change the inventory.
+func (c *Controller) snapshotHandler(logger klog.Logger, kind string) cache.ResourceEventHandlerFuncs {
+	changed := func(obj any) {
+		c.snapshotGeneration.Add(1)
+		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		ref := klog.ObjectRef{}
+		if object, ok := obj.(interface{ GetName() string }); ok {
+			ref.Name = object.GetName()
+		}
+		c.requeueUnschedulable(logger, kind+" changed", ref)
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    changed,
+		UpdateFunc: func(_, obj any) { changed(obj) },
+		DeleteFunc: changed,
+	}
+}
+
+// requeueUnschedulable gives every parked pod another attempt, each after
+// its own growing backoff.
+func (c *Controller) requeueUnschedulable(logger klog.Logger, why string, object klog.ObjectRef) {
+	c.clusterEvents.Add(1)
+	c.unschedulableMutex.Lock()
+	keys := make([]string, 0, len(c.unschedulable))
+	for key := range c.unschedulable {
+		keys = append(keys, key)
+	}
+	clear(c.unschedulable)
+	c.unschedulableMutex.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	logger.V(5).Info("Retrying unschedulable pods", "reason", why, "object", object, "pods", len(keys))
+	for _, key := range keys {
+		c.queue.AddRateLimited(key)
+	}
+}
+
+// markUnschedulable parks a pod until the next cluster event. An event
+// that arrived while the attempt ran may already have changed the
+// answer: then the pod is retried after its backoff right away.
+func (c *Controller) markUnschedulable(key string, eventsBefore int64) {
+	c.unschedulableMutex.Lock()
+	c.unschedulable[key] = struct{}{}
+	c.unschedulableMutex.Unlock()
+	if c.clusterEvents.Load() != eventsBefore {
+		c.unschedulableMutex.Lock()
+		delete(c.unschedulable, key)
+		c.unschedulableMutex.Unlock()
+		c.queue.AddRateLimited(key)
+	}
+}
+
+func (c *Controller) clearUnschedulable(key string) {
+	c.unschedulableMutex.Lock()
+	delete(c.unschedulable, key)
+	c.unschedulableMutex.Unlock()
+}
+
+func (c *Controller) isUnschedulable(key string) bool {
+	c.unschedulableMutex.Lock()
+	defer c.unschedulableMutex.Unlock()
+	_, ok := c.unschedulable[key]
+	return ok
+}
+
+func (c *Controller) eventf(pod *corev1.Pod, eventType, reason, messageFmt string, args ...any) {
+	if c.recorder != nil {
+		c.recorder.Eventf(pod, eventType, reason, messageFmt, args...)
+	}
+}
+
+func podKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// podsByClaimIndexFunc indexes pods by the claims they use whose names
+// are known.
+func podsByClaimIndexFunc(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	var keys []string
+	for _, podClaim := range podclaims.ClaimsOf(pod) {
+		name, _, err := podclaims.ClaimName(pod, podClaim)
+		if err != nil || name == nil {
+			continue
+		}
+		keys = append(keys, pod.Namespace+"/"+*name)
+	}
+	return keys, nil
+}
+
+// boundPods is a bounded map of pod UID to the node the controller bound
+// it to; the oldest entry goes first.
+type boundPods struct {
+	mutex sync.Mutex
+	nodes map[types.UID]string
+	order []types.UID
+	next  int
+}
+
+func newBoundPods(size int) *boundPods {
+	return &boundPods{nodes: make(map[types.UID]string, size), order: make([]types.UID, size)}
+}
+
+func (b *boundPods) add(uid types.UID, node string) {
+	b.mutex.Lock()
+	defer b.mutex.Unlock()
+	if _, ok := b.nodes[uid]; ok {
+		b.nodes[uid] = node
+		return
+	}
+	delete(b.nodes, b.order[b.next])
+	b.order[b.next] = uid
+	b.next = (b.next + 1) % len(b.order)
+	b.nodes[uid] = node
+}
+
+func (b *boundPods) get(uid types.UID) (string, bool) {
+	b.mutex.Lock()
+	defer b.mutex.Unlock()
+	node, ok := b.nodes[uid]
+	return node, ok
+}
+
+func (b *boundPods) remove(uid types.UID) {
+	b.mutex.Lock()
+	defer b.mutex.Unlock()
+	delete(b.nodes, uid)
+}
+
+// truncate keeps event and condition messages within what the API takes.
+func truncate(message string, max int) string {
+	if len(message) <= max {
+		return message
+	}
+	return strings.TrimSpace(message[:max-3]) + "..."
+}

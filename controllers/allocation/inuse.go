@@ -1,0 +1,165 @@
+package allocation
+
+import (
+	"strconv"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/allocator"
+)
+
+// allocationTracker knows every allocation that holds devices: the ones
+// the claim informer has delivered and the ones this controller made and
+// the informer has not delivered yet. Without the second kind, two pods
+// scheduled in quick succession could get the same device.
+//
+// Its mutex is also the critical section of the controller: node
+// selection for one pod runs under it, so the next pod sees what the
+// previous one took. API calls never happen under it.
+type allocationTracker struct {
+	mutex sync.Mutex
+	// seen are the allocations of claims as the informer has them.
+	seen map[types.UID]*resourceapi.AllocationResult
+	// pending are allocations this controller decided on.
+	pending map[types.UID]*pendingAllocation
+}
+
+// pendingAllocation is an allocation that the controller made and may not
+// have seen back yet.
+type pendingAllocation struct {
+	allocation *resourceapi.AllocationResult
+	// podUID is the pod it was made for.
+	podUID types.UID
+	// writing is set while a worker writes it; the informer can then not
+	// tell whether the write landed.
+	writing bool
+	// settledAt: once the write is over, an informer event for the claim
+	// with at least this resourceVersion reflects the write (or what
+	// happened after it), and the informer takes over.
+	settledAt uint64
+}
+
+func newAllocationTracker() *allocationTracker {
+	return &allocationTracker{
+		seen:    make(map[types.UID]*resourceapi.AllocationResult),
+		pending: make(map[types.UID]*pendingAllocation),
+	}
+}
+
+// observe records what the informer says about a claim; a nil allocation
+// means the claim is not allocated (or deleted, with deleted set).
+func (t *allocationTracker) observe(uid types.UID, resourceVersion string, allocation *resourceapi.AllocationResult, deleted bool) (freed bool) {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	_, wasSeen := t.seen[uid]
+	if allocation != nil && !deleted {
+		t.seen[uid] = allocation
+	} else {
+		delete(t.seen, uid)
+		freed = wasSeen
+	}
+	if p, ok := t.pending[uid]; ok {
+		rv, err := strconv.ParseUint(resourceVersion, 10, 64)
+		if deleted || (!p.writing && err == nil && rv >= p.settledAt) {
+			delete(t.pending, uid)
+			freed = freed || allocation == nil
+		}
+	}
+	return freed
+}
+
+// allocation returns what the controller knows of a claim's allocation:
+// the informer's, else a pending one. Callers hold the mutex.
+func (t *allocationTracker) allocationLocked(uid types.UID) *resourceapi.AllocationResult {
+	if a, ok := t.seen[uid]; ok {
+		return a
+	}
+	if p, ok := t.pending[uid]; ok {
+		return p.allocation
+	}
+	return nil
+}
+
+// inUseLocked builds the accounting of all devices held by allocations.
+// Callers hold the mutex.
+func (t *allocationTracker) inUseLocked() *allocator.InUse {
+	u := allocator.NewInUse()
+	for _, a := range t.seen {
+		u.AddAllocation(a)
+	}
+	for uid, p := range t.pending {
+		if _, ok := t.seen[uid]; !ok {
+			u.AddAllocation(p.allocation)
+		}
+	}
+	return u
+}
+
+// addPendingLocked records allocations made for a pod before they are
+// written. Callers hold the mutex.
+func (t *allocationTracker) addPendingLocked(uid, podUID types.UID, allocation *resourceapi.AllocationResult) {
+	t.pending[uid] = &pendingAllocation{allocation: allocation, podUID: podUID, writing: true}
+}
+
+// written: the allocation is stored with this resourceVersion.
+func (t *allocationTracker) written(uid types.UID, resourceVersion string) {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	p, ok := t.pending[uid]
+	if !ok {
+		return
+	}
+	p.writing = false
+	rv, err := strconv.ParseUint(resourceVersion, 10, 64)
+	if err != nil {
+		// Not an etcd revision (fake clients): keep it until the claim
+		// goes away or the controller drops it.
+		p.settledAt = ^uint64(0)
+		return
+	}
+	p.settledAt = rv
+}
+
+// uncertain: the write may or may not have landed. The next informer
+// event after baseVersion (the version the write was based on) tells.
+func (t *allocationTracker) uncertain(uid types.UID, baseVersion string) {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	p, ok := t.pending[uid]
+	if !ok {
+		return
+	}
+	p.writing = false
+	rv, err := strconv.ParseUint(baseVersion, 10, 64)
+	if err != nil {
+		p.settledAt = ^uint64(0)
+		return
+	}
+	p.settledAt = rv + 1
+}
+
+// drop forgets a pending allocation: its write failed for sure, or the
+// claim was deallocated again.
+func (t *allocationTracker) drop(uid types.UID) {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	delete(t.pending, uid)
+}
+
+// dropIfWriting forgets an allocation whose write was never attempted.
+func (t *allocationTracker) dropIfWriting(uid types.UID) {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	if p, ok := t.pending[uid]; ok && p.writing {
+		delete(t.pending, uid)
+	}
+}
+
+// pendingCount is for tests and logs.
+func (t *allocationTracker) pendingCount() int {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	return len(t.pending)
+}

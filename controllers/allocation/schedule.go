@@ -1,0 +1,634 @@
+package allocation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/allocator"
+	"github.com/draplane/draplane/controllers/podclaims"
+)
+
+const (
+	// maxMessageLength keeps condition messages and events readable and
+	// within what the API accepts.
+	maxMessageLength = 1024
+)
+
+// podClaim is one claim of the pod being placed.
+type podClaim struct {
+	claim *resourcev1.ResourceClaim
+	// allocation is set when the claim is allocated already, by the
+	// informer's account or by an allocation this controller made.
+	allocation *resourceapi.AllocationResult
+	// newAllocation is set when this attempt allocates the claim.
+	newAllocation *resourceapi.AllocationResult
+}
+
+// decision is the outcome of node selection for one pod.
+type decision struct {
+	node   string
+	claims []*podClaim
+	// unschedulable explains why no node fits; summary is the one-line
+	// condition message, details the per-request reasons for the event.
+	unschedulable bool
+	summary       string
+	details       string
+}
+
+// syncPod places one pod: "<namespace>/<name>".
+func (c *Controller) syncPod(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Dropping malformed work item", "key", key)
+		return nil
+	}
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", klog.KRef(namespace, name))
+	ctx = klog.NewContext(ctx, logger)
+
+	pod, err := c.podLister.Pods(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.clearUnschedulable(key)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get pod %s from cache: %w", key, err)
+	}
+	if !podclaims.HasClaims(pod) || podclaims.IsDone(pod) || pod.DeletionTimestamp != nil {
+		return nil
+	}
+	if pod.Spec.NodeName == "" {
+		if node, ok := c.bound.get(pod.UID); ok {
+			logger.V(5).Info("Pod bound already, waiting for the informer", "node", node)
+			return nil
+		}
+	}
+
+	claims, waiting, err := c.claimsOfPod(pod)
+	if err != nil {
+		// Retrying cannot help until the pod or its claims change.
+		return c.reportUnschedulable(ctx, key, pod, c.clusterEvents.Load(), &decision{unschedulable: true, summary: err.Error(), details: err.Error()})
+	}
+	if waiting != "" {
+		logger.V(5).Info("Waiting for claims", "reason", waiting)
+		return nil
+	}
+
+	eventsBefore := c.clusterEvents.Load()
+	d, err := c.decide(ctx, pod, claims)
+	if err != nil {
+		allocationAttempts.WithLabelValues(resultError).Inc()
+		return err
+	}
+	if d.unschedulable {
+		return c.reportUnschedulable(ctx, key, pod, eventsBefore, d)
+	}
+	return c.commit(ctx, key, pod, d)
+}
+
+// claimsOfPod gathers the pod's claims from the informer. waiting is
+// set while a claim does not exist yet (it comes back through the claim
+// and pod handlers); err when the pod cannot work as it is.
+func (c *Controller) claimsOfPod(pod *corev1.Pod) (claims []*resourcev1.ResourceClaim, waiting string, err error) {
+	for _, pc := range podclaims.ClaimsOf(pod) {
+		name, mustCheckOwner, err := podclaims.ClaimName(pod, pc)
+		switch {
+		case errors.Is(err, podclaims.ErrClaimNotGenerated):
+			return nil, err.Error(), nil
+		case err != nil:
+			return nil, "", err
+		case name == nil:
+			continue
+		}
+		claim, err := c.claimLister.ResourceClaims(pod.Namespace).Get(*name)
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Sprintf("claim %s does not exist yet", *name), nil
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if mustCheckOwner {
+			if err := podclaims.IsForPod(pod, claim); err != nil {
+				return nil, err.Error(), nil
+			}
+		}
+		if claim.DeletionTimestamp != nil {
+			return nil, "", fmt.Errorf("ResourceClaim %s is being deleted", claim.Name)
+		}
+		if len(claim.Status.ReservedFor) >= resourceapi.ResourceClaimReservedForMaxSize && !podclaims.IsReservedForPod(pod, claim) {
+			return nil, "", fmt.Errorf("ResourceClaim %s is reserved for %d consumers already, the maximum", claim.Name, len(claim.Status.ReservedFor))
+		}
+		claims = append(claims, claim)
+	}
+	return claims, "", nil
+}
+
+// decide selects a node and allocates the claims that need it. It is
+// the critical section: everything it takes is recorded as pending
+// before the next pod is looked at. It makes no API calls.
+func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*resourcev1.ResourceClaim) (*decision, error) {
+	logger := klog.FromContext(ctx)
+	t := c.tracker
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+
+	d := &decision{}
+	var toAllocate []*resourceapi.ResourceClaim
+	var allocatedSelectors []*corev1.NodeSelector
+	for _, claim := range claims {
+		pc := &podClaim{claim: claim, allocation: t.allocationLocked(claim.UID)}
+		d.claims = append(d.claims, pc)
+		if pc.allocation != nil {
+			allocatedSelectors = append(allocatedSelectors, pc.allocation.NodeSelector)
+			continue
+		}
+		internal := &resourceapi.ResourceClaim{}
+		if err := resourcev1.Convert_v1_ResourceClaim_To_resource_ResourceClaim(claim, internal, nil); err != nil {
+			return nil, fmt.Errorf("convert claim %s: %w", klog.KObj(claim), err)
+		}
+		toAllocate = append(toAllocate, internal)
+	}
+
+	nodes, filter, err := c.candidateNodes(logger, pod, allocatedSelectors)
+	if err != nil {
+		return nil, err
+	}
+	if len(nodes) == 0 {
+		d.unschedulable = true
+		if pod.Spec.NodeName != "" {
+			d.summary = fmt.Sprintf("node %s does not match the node selectors of the pod's allocated claims", pod.Spec.NodeName)
+		} else {
+			d.summary = fmt.Sprintf("0/%d nodes are available: %s", filter.total(), filter)
+		}
+		d.details = d.summary
+		return d, nil
+	}
+	if len(toAllocate) == 0 {
+		// Everything is allocated: the first node (by name) that all
+		// allocations allow.
+		d.node = nodes[0].Name
+		return d, nil
+	}
+
+	inv, err := c.currentInventoryLocked(logger)
+	if err != nil {
+		return nil, err
+	}
+	selection, err := c.allocator.SelectNode(ctx, inv.State(t.inUseLocked()), toAllocate, nodes)
+	if err != nil {
+		return nil, fmt.Errorf("select node: %w", err)
+	}
+	if selection.Chosen == nil {
+		d.unschedulable = true
+		d.summary = selection.Summary()
+		if filtered := filter.total() - len(nodes); filtered > 0 {
+			d.summary += fmt.Sprintf(" (%d other nodes filtered: %s)", filtered, filter)
+		}
+		d.details = explainRequests(&selection)
+		return d, nil
+	}
+
+	d.node = selection.Chosen.Node
+	now := metav1.Now()
+	i := 0
+	for _, pc := range d.claims {
+		if pc.allocation != nil {
+			continue
+		}
+		allocation := selection.Chosen.Allocations[i]
+		i++
+		allocation.AllocationTimestamp = &now
+		pc.newAllocation = allocation
+		t.addPendingLocked(pc.claim.UID, pod.UID, allocation)
+	}
+	logger.V(4).Info("Selected node", "node", d.node, "score", selection.Score, "newAllocations", i)
+	return d, nil
+}
+
+// total counts every node that was looked at.
+func (f nodeFilter) total() int {
+	return f.notReady + f.unschedulable + f.selector + f.taint + f.allocation + f.candidates
+}
+
+// candidateNodes lists the nodes the pod may go to, sorted by name. A pod
+// with spec.nodeName has exactly that node (which need not be known).
+func (c *Controller) candidateNodes(logger klog.Logger, pod *corev1.Pod, allocated []*corev1.NodeSelector) ([]*corev1.Node, nodeFilter, error) {
+	var filter nodeFilter
+	if pod.Spec.NodeName != "" {
+		node, err := c.nodeLister.Get(pod.Spec.NodeName)
+		if apierrors.IsNotFound(err) {
+			node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: pod.Spec.NodeName}}
+		} else if err != nil {
+			return nil, filter, fmt.Errorf("get node %s from cache: %w", pod.Spec.NodeName, err)
+		}
+		if !matchesAllocations(allocated, node) {
+			filter.allocation++
+			return nil, filter, nil
+		}
+		filter.candidates++
+		return []*corev1.Node{node}, filter, nil
+	}
+	all, err := c.nodeLister.List(labels.Everything())
+	if err != nil {
+		return nil, filter, fmt.Errorf("list nodes from cache: %w", err)
+	}
+	nodes := make([]*corev1.Node, 0, len(all))
+	for _, node := range all {
+		if candidateNode(logger, pod, node, allocated, &filter) {
+			nodes = append(nodes, node)
+		}
+	}
+	filter.candidates = len(nodes)
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return nodes, filter, nil
+}
+
+// currentInventoryLocked returns the prepared inventory, rebuilding it
+// after slices, classes or taint rules changed. Callers hold the tracker
+// mutex.
+func (c *Controller) currentInventoryLocked(logger klog.Logger) (*allocator.Inventory, error) {
+	generation := c.snapshotGeneration.Load()
+	if c.inventory != nil && c.inventoryGeneration == generation {
+		return c.inventory, nil
+	}
+	start := time.Now()
+	var snapshot allocator.Snapshot
+
+	classes, err := c.classLister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list device classes from cache: %w", err)
+	}
+	snapshot.Classes = make(map[string]*resourceapi.DeviceClass, len(classes))
+	for _, class := range classes {
+		internal := &resourceapi.DeviceClass{}
+		if err := resourcev1.Convert_v1_DeviceClass_To_resource_DeviceClass(class, internal, nil); err != nil {
+			return nil, fmt.Errorf("convert device class %s: %w", class.Name, err)
+		}
+		snapshot.Classes[class.Name] = internal
+	}
+
+	resourceSlices, err := c.sliceLister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list resource slices from cache: %w", err)
+	}
+	converted := make(map[types.UID]convertedSlice, len(resourceSlices))
+	snapshot.Slices = make([]*resourceapi.ResourceSlice, 0, len(resourceSlices))
+	for _, slice := range resourceSlices {
+		cached, ok := c.slices[slice.UID]
+		if !ok || cached.resourceVersion != slice.ResourceVersion {
+			internal := &resourceapi.ResourceSlice{}
+			if err := resourcev1.Convert_v1_ResourceSlice_To_resource_ResourceSlice(slice, internal, nil); err != nil {
+				return nil, fmt.Errorf("convert resource slice %s: %w", slice.Name, err)
+			}
+			cached = convertedSlice{resourceVersion: slice.ResourceVersion, slice: internal}
+		}
+		converted[slice.UID] = cached
+		snapshot.Slices = append(snapshot.Slices, cached.slice)
+	}
+	c.slices = converted
+
+	rules, err := c.taintRuleLister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list device taint rules from cache: %w", err)
+	}
+	for _, rule := range rules {
+		internal := &resourceapi.DeviceTaintRule{}
+		if err := resourcev1.Convert_v1_DeviceTaintRule_To_resource_DeviceTaintRule(rule, internal, nil); err != nil {
+			return nil, fmt.Errorf("convert device taint rule %s: %w", rule.Name, err)
+		}
+		snapshot.TaintRules = append(snapshot.TaintRules, internal)
+	}
+
+	c.inventory = c.allocator.Prepare(snapshot)
+	c.inventoryGeneration = generation
+	logger.V(4).Info("Prepared device inventory", "classes", len(snapshot.Classes), "slices", len(snapshot.Slices), "taintRules", len(snapshot.TaintRules), "duration", time.Since(start))
+	return c.inventory, nil
+}
+
+// explainRequests groups the reasons of the rejected nodes per claim
+// request: how many nodes failed it for which reason, with the first
+// node's explanation as example.
+func explainRequests(selection *allocator.Selection) string {
+	type group struct {
+		key     string
+		nodes   int
+		example string
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, rejected := range selection.Rejected {
+		if rejected.Explanation == nil {
+			continue
+		}
+		for i := range rejected.Explanation.Requests {
+			r := &rejected.Explanation.Requests[i]
+			key := "claim " + r.Claim
+			if r.Request != "" {
+				key += " request " + r.Request
+			}
+			key += ": " + string(r.Reason)
+			g := byKey[key]
+			if g == nil {
+				g = &group{key: key, example: fmt.Sprintf("node %s: %s", rejected.Node, r.Message())}
+				byKey[key] = g
+				groups = append(groups, g)
+			}
+			g.nodes++
+		}
+	}
+	parts := make([]string, 0, len(groups))
+	for _, g := range groups {
+		parts = append(parts, fmt.Sprintf("%s on %d nodes (%s)", g.key, g.nodes, g.example))
+	}
+	if len(parts) == 0 {
+		return selection.Summary()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// reportUnschedulable reports why the pod does not fit and parks it until the
+// cluster changes.
+func (c *Controller) reportUnschedulable(ctx context.Context, key string, pod *corev1.Pod, eventsBefore int64, d *decision) error {
+	logger := klog.FromContext(ctx)
+	allocationAttempts.WithLabelValues(resultUnschedulable).Inc()
+	c.markUnschedulable(key, eventsBefore)
+	message := truncate(d.summary, maxMessageLength)
+	logger.V(3).Info("Pod does not fit", "reason", message)
+	if pod.Spec.NodeName != "" {
+		// Bound by someone else: PodScheduled is not ours to change.
+		c.eventf(pod, corev1.EventTypeWarning, ReasonFailedAllocation, "Allocating claims on node %s: %s", pod.Spec.NodeName, truncate(d.details, maxMessageLength))
+		return errUnschedulable
+	}
+	c.eventf(pod, corev1.EventTypeWarning, ReasonFailedScheduling, "%s", truncate(d.details, maxMessageLength))
+	if err := c.setPodScheduledFalse(ctx, pod, message); err != nil {
+		return err
+	}
+	return errUnschedulable
+}
+
+// setPodScheduledFalse records PodScheduled=False with reason
+// Unschedulable, unless the pod says so already.
+func (c *Controller) setPodScheduledFalse(ctx context.Context, pod *corev1.Pod, message string) error {
+	transition := metav1.Now()
+	for _, condition := range pod.Status.Conditions {
+		if condition.Type != corev1.PodScheduled {
+			continue
+		}
+		if condition.Status == corev1.ConditionFalse && condition.Reason == ReasonUnschedulable && condition.Message == message {
+			return nil
+		}
+		if condition.Status == corev1.ConditionFalse {
+			transition = condition.LastTransitionTime
+		}
+	}
+	podApply := corev1apply.Pod(pod.Name, pod.Namespace).
+		WithUID(pod.UID).
+		WithStatus(corev1apply.PodStatus().WithConditions(corev1apply.PodCondition().
+			WithType(corev1.PodScheduled).
+			WithStatus(corev1.ConditionFalse).
+			WithReason(ReasonUnschedulable).
+			WithMessage(message).
+			WithLastTransitionTime(transition)))
+	if _, err := c.kubeClient.CoreV1().Pods(pod.Namespace).ApplyStatus(ctx, podApply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			// Gone or replaced: nothing to report.
+			return nil
+		}
+		return fmt.Errorf("set PodScheduled=False on pod %s: %w", klog.KObj(pod), err)
+	}
+	return nil
+}
+
+// commit writes the decision: allocations (with the delete protection
+// finalizer) and reservations, then the binding. Whatever fails undoes
+// what this attempt wrote.
+func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d *decision) error {
+	logger := klog.FromContext(ctx)
+	var done []*podClaim
+	fail := func(err error) error {
+		allocationAttempts.WithLabelValues(resultError).Inc()
+		if rollbackErr := c.rollback(ctx, pod, d, done); rollbackErr != nil {
+			err = errors.Join(err, rollbackErr)
+		}
+		return err
+	}
+	for _, pc := range d.claims {
+		var err error
+		switch {
+		case pc.newAllocation != nil:
+			err = c.writeAllocation(ctx, pod, pc)
+		case podclaims.IsReservedForPod(pod, pc.claim):
+			continue
+		default:
+			err = c.reserveForPod(ctx, pod, pc.claim)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		done = append(done, pc)
+	}
+
+	if pod.Spec.NodeName != "" {
+		allocationAttempts.WithLabelValues(resultAllocated).Inc()
+		c.clearUnschedulable(key)
+		logger.V(2).Info("Allocated claims for pod on its node", "node", pod.Spec.NodeName)
+		return nil
+	}
+
+	binding := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: d.node},
+	}
+	if err := c.kubeClient.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		// A lost response to a binding that worked is not a failure.
+		current, getErr := c.kubeClient.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if getErr != nil || current.UID != pod.UID || current.Spec.NodeName != d.node {
+			c.eventf(pod, corev1.EventTypeWarning, ReasonFailedScheduling, "Binding to node %s: %v", d.node, err)
+			return fail(fmt.Errorf("bind pod %s to node %s: %w", klog.KObj(pod), d.node, err))
+		}
+	}
+	c.bound.add(pod.UID, d.node)
+	c.clearUnschedulable(key)
+	allocationAttempts.WithLabelValues(resultPlaced).Inc()
+	podsPlaced.Inc()
+	podBindingLatency.Observe(time.Since(pod.CreationTimestamp.Time).Seconds())
+	c.eventf(pod, corev1.EventTypeNormal, ReasonScheduled, "Successfully assigned %s to %s", klog.KObj(pod), d.node)
+	logger.V(2).Info("Bound pod", "node", d.node)
+	return nil
+}
+
+// writeAllocation protects the claim with the finalizer, then writes the
+// allocation together with the pod's reservation. Nobody else can have
+// reserved a claim that is not allocated, so one status update sets
+// both; its resourceVersion makes sure that the claim was not allocated
+// meanwhile. Conflicts caused by other changes are retried.
+func (c *Controller) writeAllocation(ctx context.Context, pod *corev1.Pod, pc *podClaim) error {
+	claims := c.resourceClient.ResourceV1().ResourceClaims(pc.claim.Namespace)
+	allocation := &resourcev1.AllocationResult{}
+	if err := resourcev1.Convert_resource_AllocationResult_To_v1_AllocationResult(pc.newAllocation, allocation, nil); err != nil {
+		c.tracker.drop(pc.claim.UID)
+		return fmt.Errorf("convert allocation of claim %s: %w", klog.KObj(pc.claim), err)
+	}
+	claim := pc.claim
+	baseVersion := claim.ResourceVersion
+	refresh := false
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if refresh {
+			fresh, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			claim = fresh
+		}
+		refresh = true
+		switch {
+		case claim.UID != pc.claim.UID:
+			return fmt.Errorf("%w: claim %s was replaced", errClaimChanged, klog.KObj(claim))
+		case claim.DeletionTimestamp != nil:
+			return fmt.Errorf("%w: claim %s is being deleted", errClaimChanged, klog.KObj(claim))
+		case claim.Status.Allocation != nil:
+			return fmt.Errorf("%w: claim %s was allocated by someone else meanwhile", errClaimChanged, klog.KObj(claim))
+		}
+		if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+			claim = claim.DeepCopy()
+			claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+			baseVersion = claim.ResourceVersion
+			updated, err := claims.Update(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+			if err != nil {
+				return err
+			}
+			claim = updated
+		}
+		claim = claim.DeepCopy()
+		claim.Status.Allocation = allocation
+		claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID})
+		baseVersion = claim.ResourceVersion
+		updated, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err != nil {
+			return err
+		}
+		claim = updated
+		return nil
+	})
+	if err != nil {
+		if isDefinite(err) {
+			c.tracker.drop(pc.claim.UID)
+		} else {
+			c.tracker.uncertain(pc.claim.UID, baseVersion)
+		}
+		return fmt.Errorf("allocate claim %s for pod %s: %w", klog.KObj(pc.claim), klog.KObj(pod), err)
+	}
+	c.tracker.written(claim.UID, claim.ResourceVersion)
+	pc.claim = claim
+	klog.FromContext(ctx).V(4).Info("Allocated claim", "claim", klog.KObj(claim), "devices", len(allocation.Devices.Results))
+	return nil
+}
+
+// errClaimChanged: the claim cannot take the allocation any more.
+var errClaimChanged = errors.New("claim changed")
+
+// isDefinite: the server answered, so the write did not happen. Other
+// errors (connection lost, timeout) leave that open.
+func isDefinite(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status) || errors.Is(err, errClaimChanged)
+}
+
+// reserveForPod adds the pod to reservedFor of an allocated claim with a
+// strategic merge patch: concurrent additions by others need no
+// up-to-date copy and don't conflict; the server rejects the patch only
+// when the result is invalid (too many consumers, not allocated) or the
+// claim was replaced (uid).
+func (c *Controller) reserveForPod(ctx context.Context, pod *corev1.Pod, claim *resourcev1.ResourceClaim) error {
+	patch := map[string]any{
+		"metadata": map[string]any{"uid": claim.UID},
+		"status": map[string]any{
+			"reservedFor": []map[string]any{{"resource": "pods", "name": pod.Name, "uid": pod.UID}},
+		},
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("reserve claim %s for pod %s: %w", klog.KObj(claim), klog.KObj(pod), err)
+	}
+	if _, err := c.resourceClient.ResourceV1().ResourceClaims(claim.Namespace).Patch(ctx, claim.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
+		return fmt.Errorf("reserve claim %s for pod %s: %w", klog.KObj(claim), klog.KObj(pod), err)
+	}
+	klog.FromContext(ctx).V(4).Info("Reserved claim", "claim", klog.KObj(claim))
+	return nil
+}
+
+// rollback undoes an attempt that could not finish: the pod leaves
+// reservedFor of the claims it was added to, and claims this attempt
+// allocated are deallocated unless someone else uses them by now.
+// Allocations that were not written yet are forgotten.
+func (c *Controller) rollback(ctx context.Context, pod *corev1.Pod, d *decision, done []*podClaim) error {
+	logger := klog.FromContext(ctx)
+	var errs []error
+	for _, pc := range d.claims {
+		if pc.newAllocation != nil && !slices.Contains(done, pc) {
+			// writeAllocation has settled it already on failure;
+			// claims not attempted yet are only in the tracker.
+			c.tracker.dropIfWriting(pc.claim.UID)
+		}
+	}
+	for _, pc := range done {
+		claims := c.resourceClient.ResourceV1().ResourceClaims(pc.claim.Namespace)
+		deallocated := false
+		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			claim, err := claims.Get(ctx, pc.claim.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if claim.UID != pc.claim.UID {
+				return nil
+			}
+			claim = claim.DeepCopy()
+			remaining := slices.DeleteFunc(claim.Status.ReservedFor, func(consumer resourcev1.ResourceClaimConsumerReference) bool {
+				return consumer.UID == pod.UID
+			})
+			removed := len(remaining) < len(claim.Status.ReservedFor)
+			claim.Status.ReservedFor = remaining
+			deallocated = pc.newAllocation != nil && len(remaining) == 0 && claim.Status.Allocation != nil
+			if deallocated {
+				claim.Status.Allocation = nil
+			}
+			if !removed && !deallocated {
+				return nil
+			}
+			_, err = claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+			return err
+		})
+		switch {
+		case apierrors.IsNotFound(err):
+			c.tracker.drop(pc.claim.UID)
+		case err != nil:
+			// The allocation stays counted as pending, which is safe:
+			// the retry of the pod finds it and uses it.
+			errs = append(errs, fmt.Errorf("undo reservation of claim %s for pod %s: %w", klog.KObj(pc.claim), klog.KObj(pod), err))
+		default:
+			if deallocated {
+				// Still allocated otherwise (someone else uses it):
+				// the pending record stays until the informer has it.
+				c.tracker.drop(pc.claim.UID)
+			}
+			logger.V(2).Info("Undid reservation", "claim", klog.KObj(pc.claim), "deallocated", deallocated)
+		}
+	}
+	return errors.Join(errs...)
+}
