@@ -310,10 +310,10 @@ func TestPodTable(t *testing.T) {
 		t.Errorf("columns %v, want %v", headers, want)
 	}
 	want := [][]interface{}{
-		{"running", "1/1", "Running", int64(2), "node-a"},
-		{"crashing", "0/1", "CrashLoopBackOff", int64(0), "<none>"},
-		{"gated", "0/1", "SchedulingGated", int64(0), "<none>"},
-		{"terminating", "0/1", "Terminating", int64(0), "<none>"},
+		{"running", "1/1", "Running", "2", "node-a"},
+		{"crashing", "0/1", "CrashLoopBackOff", "0", "<none>"},
+		{"gated", "0/1", "SchedulingGated", "0", "<none>"},
+		{"terminating", "0/1", "Terminating", "0", "<none>"},
 	}
 	for i, row := range table.Rows {
 		got := []interface{}{row.Cells[0], row.Cells[1], row.Cells[2], row.Cells[3], row.Cells[5]}

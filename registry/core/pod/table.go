@@ -2,6 +2,7 @@ package pod
 
 import (
 	"fmt"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,7 +37,7 @@ var tableConvertor = table.Convertor[*corev1.Pod]{
 			pod.Name,
 			fmt.Sprintf("%d/%d", ready, len(pod.Spec.Containers)),
 			podStatusReason(pod),
-			int64(restarts),
+			strconv.Itoa(int(restarts)),
 			table.Age(pod.CreationTimestamp),
 			orNone(pod.Spec.NodeName),
 			orNone(pod.Status.PodIP),
