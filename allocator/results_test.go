@@ -278,6 +278,20 @@ func TestPackingWithinNode(t *testing.T) {
 	if got := res.Allocations[0].Devices.Results[0].Device; got != "gpu1-b" {
 		t.Errorf("picked %s, want gpu1-b", got)
 	}
+
+	// On an unused GPU, a request any size satisfies gets a half, not the
+	// whole GPU.
+	in.slices = split(mkSlice("p", "n1", []resourceapi.Device{
+		mkDev("gpu0", consumes("gpu0", "mem", 8)), mkDev("gpu0-a", consumes("gpu0", "mem", 4)), mkDev("gpu0-b", consumes("gpu0", "mem", 4)),
+	}, counterSet("gpu0", map[string]int64{"mem": 8})))
+	in.prior = nil
+	res, err = runChecked(context.Background(), newTestAllocator(), &in)
+	if err != nil || !res.Fits() {
+		t.Fatalf("%v %s", err, res.Explanation.Summary())
+	}
+	if got := res.Allocations[0].Devices.Results[0].Device; got != "gpu0-a" {
+		t.Errorf("picked %s, want gpu0-a", got)
+	}
 }
 
 // TestCELSelectors runs the default compiler, the allocator/cel environment.

@@ -624,35 +624,59 @@ func addReason(e *Explanation, r *RequestExplanation) *Explanation {
 	return e
 }
 
-// preferPacked orders candidates so that devices whose counter sets or
-// shares are already partly used come first: allocating those keeps whole
-// devices free for requests that need them.
+// preferPacked orders candidates so that allocating them keeps whole
+// devices free: first devices whose counter sets or shares are already
+// partly used, then the ones that take the smallest part of their counter
+// sets (a partition before the whole device). The order only chooses among
+// solutions; the search still tries every set.
 func preferPacked(cands []cand, st *State) {
 	if len(cands) < 2 {
 		return
 	}
-	rank := func(c *cand) int {
-		d := c.d
-		if d.multi && st.shared[d.index] {
-			return 0
-		}
-		for _, u := range d.counters {
-			if st.counterFree[u.counter] < st.inv.counterTotals[u.counter] {
-				return 0
-			}
-		}
-		return 1
-	}
-	mixed := false
+	partitioned := false
 	for i := range cands {
-		if rank(&cands[i]) == 0 {
-			mixed = true
+		if len(cands[i].d.counters) > 0 || cands[i].d.multi && st.shared[cands[i].d.index] {
+			partitioned = true
 			break
 		}
 	}
-	if mixed {
-		slices.SortStableFunc(cands, func(a, b cand) int { return rank(&a) - rank(&b) })
+	if !partitioned {
+		return
 	}
+	type key struct {
+		rank int
+		size float64
+	}
+	keyOf := func(c *cand) key {
+		d := c.d
+		if d.multi && st.shared[d.index] {
+			return key{0, 0}
+		}
+		k := key{rank: 1}
+		for _, u := range d.counters {
+			total := st.inv.counterTotals[u.counter]
+			if st.counterFree[u.counter] < total {
+				k.rank = 0
+			}
+			if total > 0 {
+				k.size += float64(u.amount) / float64(total)
+			}
+		}
+		return k
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int {
+		ka, kb := keyOf(&a), keyOf(&b)
+		if ka.rank != kb.rank {
+			return ka.rank - kb.rank
+		}
+		switch {
+		case ka.size < kb.size:
+			return -1
+		case ka.size > kb.size:
+			return 1
+		}
+		return 0
+	})
 }
 
 // exhaustedCounter is the first counter the device needs more of than is
