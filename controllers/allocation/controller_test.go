@@ -1,0 +1,659 @@
+package allocation
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+)
+
+const (
+	testNamespace = "default"
+	testDriver    = "gpu.example.com"
+	testClass     = "gpu"
+)
+
+var claimsResource = schema.GroupVersionResource{Group: "resource.draplane.dev", Version: "v1", Resource: "resourceclaims"}
+
+// --- object builders -------------------------------------------------
+
+type podOption func(*corev1.Pod)
+
+func makePod(name string, options ...podOption) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace, UID: types.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "ctr", Image: "busybox"}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	for _, option := range options {
+		option(pod)
+	}
+	return pod
+}
+
+// withGeneratedClaim: the pod claim uses a template and its claim is
+// recorded in the status as "<pod>-<podclaim>".
+func withGeneratedClaim(podClaim string) podOption {
+	return func(pod *corev1.Pod) {
+		template := "template"
+		name := pod.Name + "-" + podClaim
+		pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: podClaim, ResourceClaimTemplateName: &template})
+		pod.Status.ResourceClaimStatuses = append(pod.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: podClaim, ResourceClaimName: &name})
+	}
+}
+
+func withTemplateOnly(podClaim string) podOption {
+	return func(pod *corev1.Pod) {
+		template := "template"
+		pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: podClaim, ResourceClaimTemplateName: &template})
+	}
+}
+
+func withSharedClaim(podClaim, claimName string) podOption {
+	return func(pod *corev1.Pod) {
+		pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: podClaim, ResourceClaimName: &claimName})
+	}
+}
+
+func withNodeName(node string) podOption {
+	return func(pod *corev1.Pod) { pod.Spec.NodeName = node }
+}
+
+func withNodeSelector(key, value string) podOption {
+	return func(pod *corev1.Pod) { pod.Spec.NodeSelector = map[string]string{key: value} }
+}
+
+func withToleration(key string) podOption {
+	return func(pod *corev1.Pod) {
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists})
+	}
+}
+
+type claimOption func(*resourcev1.ResourceClaim)
+
+func makeClaim(name string, options ...claimOption) *resourcev1.ResourceClaim {
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace, UID: types.UID("uid-" + name), ResourceVersion: "5"},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "gpu",
+			Exactly: &resourcev1.ExactDeviceRequest{
+				DeviceClassName: testClass,
+				AllocationMode:  resourcev1.DeviceAllocationModeExactCount,
+				Count:           1,
+			},
+		}}}},
+	}
+	for _, option := range options {
+		option(claim)
+	}
+	return claim
+}
+
+// generatedClaim is the claim of withGeneratedClaim.
+func generatedClaim(pod *corev1.Pod, podClaim string, options ...claimOption) *resourcev1.ResourceClaim {
+	claim := makeClaim(pod.Name+"-"+podClaim, options...)
+	isTrue := true
+	claim.Annotations = map[string]string{resourceapi.PodClaimNameAnnotation: podClaim}
+	claim.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: &isTrue}}
+	return claim
+}
+
+func allocatedOn(node, device string) claimOption {
+	return func(claim *resourcev1.ResourceClaim) {
+		claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+		claim.Status.Allocation = &resourcev1.AllocationResult{
+			Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
+				Request: "gpu", Driver: testDriver, Pool: node, Device: device,
+			}}},
+			NodeSelector: nodeNameSelector(node),
+		}
+	}
+}
+
+func reservedFor(pods ...*corev1.Pod) claimOption {
+	return func(claim *resourcev1.ResourceClaim) {
+		for _, pod := range pods {
+			claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID})
+		}
+	}
+}
+
+func withSelector(expression string) claimOption {
+	return func(claim *resourcev1.ResourceClaim) {
+		claim.Spec.Devices.Requests[0].Exactly.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: expression}}}
+	}
+}
+
+func nodeNameSelector(node string) *corev1.NodeSelector {
+	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+	}}}
+}
+
+type nodeOption func(*corev1.Node)
+
+func makeNode(name string, options ...nodeOption) *corev1.Node {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+	for _, option := range options {
+		option(node)
+	}
+	return node
+}
+
+func notReady() nodeOption {
+	return func(node *corev1.Node) { node.Status.Conditions[0].Status = corev1.ConditionFalse }
+}
+
+func withLabel(key, value string) nodeOption {
+	return func(node *corev1.Node) { node.Labels[key] = value }
+}
+
+func withNodeTaint(key string) nodeOption {
+	return func(node *corev1.Node) {
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+	}
+}
+
+// makeSlice publishes the node's devices gpu-0..gpu-(n-1) with a "model"
+// attribute.
+func makeSlice(node string, devices int, model string) *resourcev1.ResourceSlice {
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus", UID: types.UID("uid-slice-" + node), ResourceVersion: "1"},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   testDriver,
+			Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			NodeName: &node,
+		},
+	}
+	for i := range devices {
+		slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{
+			Name:       fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"model": {StringValue: &model}},
+		})
+	}
+	return slice
+}
+
+func makeClass() *resourcev1.DeviceClass {
+	return &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: testClass},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + testDriver + `"`},
+		}}},
+	}
+}
+
+// --- fakes that behave like the server -------------------------------
+
+// serverLike makes the fakes check resourceVersions on claim updates and
+// implement pods/binding.
+func serverLike(kubeClient *kubefake.Clientset, resourceClient *resourcefake.Clientset, bindFailure error) {
+	nextRV := 100
+	resourceClient.PrependReactor("update", "resourceclaims", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		claim := action.(k8stesting.UpdateAction).GetObject().(*resourcev1.ResourceClaim)
+		stored, err := resourceClient.Tracker().Get(claimsResource, claim.Namespace, claim.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		storedMeta, _ := meta.Accessor(stored)
+		if claim.ResourceVersion != "" && claim.ResourceVersion != storedMeta.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(claimsResource.GroupResource(), claim.Name, errors.New("the object has been modified"))
+		}
+		nextRV++
+		claim.ResourceVersion = strconv.Itoa(nextRV)
+		return false, nil, nil
+	})
+	kubeClient.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "binding" {
+			return false, nil, nil
+		}
+		if bindFailure != nil {
+			return true, nil, bindFailure
+		}
+		binding := action.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
+		obj, err := kubeClient.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), binding.Namespace, binding.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		pod := obj.(*corev1.Pod).DeepCopy()
+		if pod.Spec.NodeName != "" {
+			return true, nil, apierrors.NewConflict(corev1.Resource("pods/binding"), pod.Name, fmt.Errorf("already assigned to %s", pod.Spec.NodeName))
+		}
+		pod.Spec.NodeName = binding.Target.Name
+		return true, nil, kubeClient.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), pod, pod.Namespace)
+	})
+}
+
+// --- test runner -----------------------------------------------------
+
+type testCase struct {
+	nodes  []*corev1.Node
+	slices []*resourcev1.ResourceSlice
+	pods   []*corev1.Pod
+	claims []*resourcev1.ResourceClaim
+	// keys are synced in order; default: every pod.
+	keys []string
+	// bindFailure makes every binding fail.
+	bindFailure error
+	// claimUpdateFailure makes every claim status update fail.
+	claimUpdateFailure error
+
+	expectedErrors []string
+	// expectedNodes maps pod name to spec.nodeName on the server.
+	expectedNodes map[string]string
+	// expectedAllocations maps claim name to "<node>/<device>"s, "" for
+	// not allocated.
+	expectedAllocations map[string]string
+	// expectedReservedFor maps claim name to the pods it is reserved for.
+	expectedReservedFor map[string][]string
+	// expectedUnschedulable maps pod name to a substring of its
+	// PodScheduled=False message.
+	expectedUnschedulable map[string]string
+	// expectedEvents are prefixes ("<type> <reason>") of the events.
+	expectedEvents []string
+	// expectedPending is the number of allocations still pending.
+	expectedPending int
+}
+
+func TestSyncPod(t *testing.T) {
+	three := []*corev1.Node{makeNode("node-a"), makeNode("node-b"), makeNode("node-c")}
+	threeSlices := []*resourcev1.ResourceSlice{makeSlice("node-a", 2, "a100"), makeSlice("node-b", 2, "a100"), makeSlice("node-c", 2, "h100")}
+	pod1 := makePod("pod-1", withGeneratedClaim("gpu"))
+	pod2 := makePod("pod-2", withGeneratedClaim("gpu"))
+	pod3 := makePod("pod-3", withGeneratedClaim("gpu"))
+	other := makePod("other")
+
+	tests := map[string]testCase{
+		"template claim is allocated, reserved and the pod bound": {
+			nodes: three, slices: threeSlices,
+			pods:                []*corev1.Pod{pod1},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			expectedNodes:       map[string]string{"pod-1": "node-a"},
+			expectedAllocations: map[string]string{"pod-1-gpu": "node-a/gpu-0"},
+			expectedReservedFor: map[string][]string{"pod-1-gpu": {"pod-1"}},
+			expectedEvents:      []string{"Normal Scheduled"},
+			expectedPending:     1,
+		},
+		"claim not generated yet: nothing happens": {
+			nodes: three, slices: threeSlices,
+			pods:          []*corev1.Pod{makePod("pod-1", withTemplateOnly("gpu"))},
+			expectedNodes: map[string]string{"pod-1": ""},
+		},
+		"generated claim not in the informer yet: nothing happens": {
+			nodes: three, slices: threeSlices,
+			pods:          []*corev1.Pod{pod1},
+			expectedNodes: map[string]string{"pod-1": ""},
+		},
+		"pods placed before the informer catches up get different devices": {
+			nodes:  []*corev1.Node{makeNode("node-a")},
+			slices: []*resourcev1.ResourceSlice{makeSlice("node-a", 2, "a100")},
+			pods:   []*corev1.Pod{pod1, pod2, pod3},
+			claims: []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu"), generatedClaim(pod2, "gpu"), generatedClaim(pod3, "gpu")},
+			keys:   []string{"default/pod-1", "default/pod-2", "default/pod-3"},
+			// The third pod does not fit: an error-free park.
+			expectedErrors:        []string{"", "", errUnschedulable.Error()},
+			expectedNodes:         map[string]string{"pod-1": "node-a", "pod-2": "node-a", "pod-3": ""},
+			expectedAllocations:   map[string]string{"pod-1-gpu": "node-a/gpu-0", "pod-2-gpu": "node-a/gpu-1", "pod-3-gpu": ""},
+			expectedUnschedulable: map[string]string{"pod-3": "0/1 nodes fit"},
+			expectedEvents:        []string{"Normal Scheduled", "Normal Scheduled", "Warning FailedScheduling"},
+			expectedPending:       2,
+		},
+		"devices allocated to others: unschedulable with a readable reason": {
+			nodes:  []*corev1.Node{makeNode("node-a")},
+			slices: []*resourcev1.ResourceSlice{makeSlice("node-a", 1, "a100")},
+			pods:   []*corev1.Pod{pod1},
+			claims: []*resourcev1.ResourceClaim{
+				generatedClaim(pod1, "gpu"),
+				makeClaim("taken", allocatedOn("node-a", "gpu-0"), reservedFor(other)),
+			},
+			expectedErrors:        []string{errUnschedulable.Error()},
+			expectedNodes:         map[string]string{"pod-1": ""},
+			expectedAllocations:   map[string]string{"pod-1-gpu": ""},
+			expectedUnschedulable: map[string]string{"pod-1": "already allocated"},
+			expectedEvents:        []string{"Warning FailedScheduling"},
+		},
+		"CEL selector picks the only matching node": {
+			nodes: three, slices: threeSlices,
+			pods:                []*corev1.Pod{pod1},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu", withSelector(`device.attributes["gpu.example.com"].model == "h100"`))},
+			expectedNodes:       map[string]string{"pod-1": "node-c"},
+			expectedAllocations: map[string]string{"pod-1-gpu": "node-c/gpu-0"},
+			expectedEvents:      []string{"Normal Scheduled"},
+			expectedPending:     1,
+		},
+		"not ready, unselected and tainted nodes are skipped": {
+			nodes: []*corev1.Node{
+				makeNode("node-a", notReady()),
+				makeNode("node-b", withLabel("pool", "blue")),
+				makeNode("node-c", withNodeTaint("dedicated")),
+				makeNode("node-d"),
+			},
+			slices:              []*resourcev1.ResourceSlice{makeSlice("node-a", 1, "a100"), makeSlice("node-b", 1, "a100"), makeSlice("node-c", 1, "a100"), makeSlice("node-d", 1, "a100")},
+			pods:                []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), withNodeSelector("pool", "red"))},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			expectedErrors:      []string{errUnschedulable.Error()},
+			expectedNodes:       map[string]string{"pod-1": ""},
+			expectedAllocations: map[string]string{"pod-1-gpu": ""},
+			expectedUnschedulable: map[string]string{
+				"pod-1": "0/4 nodes are available: 1 not ready, 0 unschedulable, 3 not matching the pod's node selector or affinity",
+			},
+			expectedEvents: []string{"Warning FailedScheduling"},
+		},
+		"tolerated node taint": {
+			nodes:               []*corev1.Node{makeNode("node-a", withNodeTaint("dedicated"))},
+			slices:              []*resourcev1.ResourceSlice{makeSlice("node-a", 1, "a100")},
+			pods:                []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), withToleration("dedicated"))},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			expectedNodes:       map[string]string{"pod-1": "node-a"},
+			expectedAllocations: map[string]string{"pod-1-gpu": "node-a/gpu-0"},
+			expectedEvents:      []string{"Normal Scheduled"},
+			expectedPending:     1,
+		},
+		"shared claim allocated elsewhere: pod follows it and only reserves": {
+			nodes: three, slices: threeSlices,
+			pods: []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "shared"))},
+			claims: []*resourcev1.ResourceClaim{
+				makeClaim("shared", allocatedOn("node-b", "gpu-1"), reservedFor(other)),
+			},
+			expectedNodes:       map[string]string{"pod-1": "node-b"},
+			expectedAllocations: map[string]string{"shared": "node-b/gpu-1"},
+			expectedReservedFor: map[string][]string{"shared": {"other", "pod-1"}},
+			expectedEvents:      []string{"Normal Scheduled"},
+		},
+		"shared claim used by two pods: allocated once, both on one node": {
+			nodes: three, slices: threeSlices,
+			pods: []*corev1.Pod{
+				makePod("pod-1", withSharedClaim("gpu", "shared")),
+				makePod("pod-2", withSharedClaim("gpu", "shared")),
+			},
+			claims:              []*resourcev1.ResourceClaim{makeClaim("shared")},
+			expectedNodes:       map[string]string{"pod-1": "node-a", "pod-2": "node-a"},
+			expectedAllocations: map[string]string{"shared": "node-a/gpu-0"},
+			expectedReservedFor: map[string][]string{"shared": {"pod-1", "pod-2"}},
+			expectedEvents:      []string{"Normal Scheduled", "Normal Scheduled"},
+			expectedPending:     1,
+		},
+		"shared claim at 256 consumers": {
+			nodes: three, slices: threeSlices,
+			pods: []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "shared"))},
+			claims: []*resourcev1.ResourceClaim{makeClaim("shared", allocatedOn("node-b", "gpu-1"), func(claim *resourcev1.ResourceClaim) {
+				for i := range resourceapi.ResourceClaimReservedForMaxSize {
+					claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: fmt.Sprintf("p%d", i), UID: types.UID(fmt.Sprintf("u%d", i))})
+				}
+			})},
+			expectedErrors:        []string{errUnschedulable.Error()},
+			expectedNodes:         map[string]string{"pod-1": ""},
+			expectedUnschedulable: map[string]string{"pod-1": "reserved for 256 consumers already"},
+			expectedEvents:        []string{"Warning FailedScheduling"},
+		},
+		"pod with spec.nodeName: allocated on that node, not bound": {
+			nodes: three, slices: threeSlices,
+			pods:                []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), withNodeName("node-c"))},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			expectedNodes:       map[string]string{"pod-1": "node-c"},
+			expectedAllocations: map[string]string{"pod-1-gpu": "node-c/gpu-0"},
+			expectedReservedFor: map[string][]string{"pod-1-gpu": {"pod-1"}},
+			expectedPending:     1,
+		},
+		"pod with spec.nodeName whose node has no matching device": {
+			nodes: three, slices: threeSlices,
+			pods:                []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), withNodeName("node-a"))},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu", withSelector(`device.attributes["gpu.example.com"].model == "h100"`))},
+			expectedErrors:      []string{errUnschedulable.Error()},
+			expectedNodes:       map[string]string{"pod-1": "node-a"},
+			expectedAllocations: map[string]string{"pod-1-gpu": ""},
+			expectedEvents:      []string{"Warning FailedResourceAllocation"},
+		},
+		"binding fails: claim unreserved and deallocated": {
+			nodes: three, slices: threeSlices,
+			pods:                []*corev1.Pod{pod1},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			bindFailure:         apierrors.NewInternalError(errors.New("injected")),
+			expectedErrors:      []string{"bind pod default/pod-1 to node node-a"},
+			expectedNodes:       map[string]string{"pod-1": ""},
+			expectedAllocations: map[string]string{"pod-1-gpu": ""},
+			expectedReservedFor: map[string][]string{"pod-1-gpu": nil},
+			expectedEvents:      []string{"Warning FailedScheduling"},
+		},
+		"binding fails: shared claim allocated before stays allocated": {
+			nodes: three, slices: threeSlices,
+			pods:                []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "shared"))},
+			claims:              []*resourcev1.ResourceClaim{makeClaim("shared", allocatedOn("node-b", "gpu-1"), reservedFor(other))},
+			bindFailure:         apierrors.NewInternalError(errors.New("injected")),
+			expectedErrors:      []string{"bind pod"},
+			expectedNodes:       map[string]string{"pod-1": ""},
+			expectedAllocations: map[string]string{"shared": "node-b/gpu-1"},
+			expectedReservedFor: map[string][]string{"shared": {"other"}},
+			expectedEvents:      []string{"Warning FailedScheduling"},
+		},
+		"claim status write fails: nothing bound, nothing pending": {
+			nodes: three, slices: threeSlices,
+			pods:                []*corev1.Pod{pod1},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			claimUpdateFailure:  apierrors.NewInternalError(errors.New("injected")),
+			expectedErrors:      []string{"allocate claim default/pod-1-gpu"},
+			expectedNodes:       map[string]string{"pod-1": ""},
+			expectedAllocations: map[string]string{"pod-1-gpu": ""},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) { runSyncTest(t, tc) })
+	}
+}
+
+type testController struct {
+	*Controller
+	kubeClient     *kubefake.Clientset
+	resourceClient *resourcefake.Clientset
+	podStore       cache.Store
+	claimStore     cache.Store
+	recorder       *record.FakeRecorder
+}
+
+func newTestController(t *testing.T, logger klog.Logger, tc testCase) *testController {
+	t.Helper()
+	var kubeObjects []runtime.Object
+	for _, pod := range tc.pods {
+		kubeObjects = append(kubeObjects, pod)
+	}
+	for _, node := range tc.nodes {
+		kubeObjects = append(kubeObjects, node)
+	}
+	resourceObjects := []runtime.Object{makeClass()}
+	for _, claim := range tc.claims {
+		resourceObjects = append(resourceObjects, claim)
+	}
+	for _, slice := range tc.slices {
+		resourceObjects = append(resourceObjects, slice)
+	}
+	kubeClient := kubefake.NewClientset(kubeObjects...)
+	resourceClient := resourcefake.NewSimpleClientset(resourceObjects...)
+	if tc.claimUpdateFailure != nil {
+		resourceClient.PrependReactor("update", "resourceclaims", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			if action.GetSubresource() == "status" {
+				return true, nil, tc.claimUpdateFailure
+			}
+			return false, nil, nil
+		})
+	}
+	serverLike(kubeClient, resourceClient, tc.bindFailure)
+
+	kubeInformers := informers.NewSharedInformerFactory(kubeClient, 0)
+	resourceInformers := resourceinformers.NewSharedInformerFactory(resourceClient, 0)
+	podInformer := kubeInformers.Core().V1().Pods()
+	nodeInformer := kubeInformers.Core().V1().Nodes()
+	claimInformer := resourceInformers.Resource().V1().ResourceClaims()
+	classInformer := resourceInformers.Resource().V1().DeviceClasses()
+	sliceInformer := resourceInformers.Resource().V1().ResourceSlices()
+	taintRuleInformer := resourceInformers.Resource().V1().DeviceTaintRules()
+	c, err := NewController(logger, kubeClient, resourceClient, podInformer, nodeInformer, claimInformer, classInformer, sliceInformer, taintRuleInformer, Options{})
+	if err != nil {
+		t.Fatalf("NewController: %v", err)
+	}
+	recorder := record.NewFakeRecorder(100)
+	c.recorder = recorder
+
+	// Fill the informer stores directly: the test decides what the
+	// controller has seen. Claims also go through the handler, which
+	// feeds the allocation tracker.
+	for _, pod := range tc.pods {
+		mustAdd(t, podInformer.Informer().GetStore(), pod)
+	}
+	for _, node := range tc.nodes {
+		mustAdd(t, nodeInformer.Informer().GetStore(), node)
+	}
+	for _, claim := range tc.claims {
+		mustAdd(t, claimInformer.Informer().GetStore(), claim)
+		c.onClaim(logger, claim, false)
+	}
+	mustAdd(t, classInformer.Informer().GetStore(), makeClass())
+	for _, slice := range tc.slices {
+		mustAdd(t, sliceInformer.Informer().GetStore(), slice)
+	}
+	return &testController{Controller: c, kubeClient: kubeClient, resourceClient: resourceClient,
+		podStore: podInformer.Informer().GetStore(), claimStore: claimInformer.Informer().GetStore(), recorder: recorder}
+}
+
+func runSyncTest(t *testing.T, tc testCase) {
+	_, ctx := ktesting.NewTestContext(t)
+	logger := klog.FromContext(ctx)
+	c := newTestController(t, logger, tc)
+
+	keys := tc.keys
+	if keys == nil {
+		for _, pod := range tc.pods {
+			keys = append(keys, podKey(pod))
+		}
+	}
+	for i, key := range keys {
+		err := c.syncPod(ctx, key)
+		expected := ""
+		if i < len(tc.expectedErrors) {
+			expected = tc.expectedErrors[i]
+		}
+		switch {
+		case expected == "" && err != nil:
+			t.Errorf("sync %d (%s): unexpected error: %v", i, key, err)
+		case expected != "" && err == nil:
+			t.Errorf("sync %d (%s): expected error containing %q, got none", i, key, expected)
+		case expected != "" && !strings.Contains(err.Error(), expected):
+			t.Errorf("sync %d (%s): expected error containing %q, got: %v", i, key, expected, err)
+		}
+		if errors.Is(err, errUnschedulable) && !c.isUnschedulable(key) {
+			t.Errorf("sync %d (%s): unschedulable pod not parked", i, key)
+		}
+	}
+
+	for name, expected := range tc.expectedNodes {
+		pod, err := c.kubeClient.CoreV1().Pods(testNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get pod %s: %v", name, err)
+		}
+		if pod.Spec.NodeName != expected {
+			t.Errorf("pod %s: expected node %q, got %q", name, expected, pod.Spec.NodeName)
+		}
+		var scheduled *corev1.PodCondition
+		for i := range pod.Status.Conditions {
+			if pod.Status.Conditions[i].Type == corev1.PodScheduled {
+				scheduled = &pod.Status.Conditions[i]
+			}
+		}
+		want, unschedulable := tc.expectedUnschedulable[name]
+		switch {
+		case unschedulable && (scheduled == nil || scheduled.Status != corev1.ConditionFalse || scheduled.Reason != corev1.PodReasonUnschedulable || !strings.Contains(scheduled.Message, want)):
+			t.Errorf("pod %s: expected PodScheduled=False/Unschedulable with message containing %q, got %+v", name, want, scheduled)
+		case !unschedulable && scheduled != nil:
+			t.Errorf("pod %s: unexpected PodScheduled condition %+v", name, scheduled)
+		}
+	}
+
+	for name, expected := range tc.expectedAllocations {
+		claim, err := c.resourceClient.ResourceV1().ResourceClaims(testNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get claim %s: %v", name, err)
+		}
+		if got := describeAllocation(claim); got != expected {
+			t.Errorf("claim %s: expected allocation %q, got %q", name, expected, got)
+		}
+		if claim.Status.Allocation != nil && !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+			t.Errorf("claim %s: allocated without finalizer", name)
+		}
+	}
+	for name, expected := range tc.expectedReservedFor {
+		claim, err := c.resourceClient.ResourceV1().ResourceClaims(testNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get claim %s: %v", name, err)
+		}
+		var got []string
+		for _, consumer := range claim.Status.ReservedFor {
+			got = append(got, consumer.Name)
+		}
+		sort.Strings(got)
+		if !slices.Equal(got, expected) {
+			t.Errorf("claim %s: expected reservedFor %v, got %v", name, expected, got)
+		}
+	}
+
+	close(c.recorder.Events)
+	var events []string
+	for event := range c.recorder.Events {
+		events = append(events, event)
+	}
+	if len(events) != len(tc.expectedEvents) {
+		t.Errorf("expected events %v, got %q", tc.expectedEvents, events)
+	} else {
+		for i, event := range events {
+			if !strings.HasPrefix(event, tc.expectedEvents[i]+" ") {
+				t.Errorf("event %d: expected %q..., got %q", i, tc.expectedEvents[i], event)
+			}
+		}
+	}
+	if got := c.tracker.pendingCount(); got != tc.expectedPending {
+		t.Errorf("expected %d pending allocations, got %d", tc.expectedPending, got)
+	}
+}
+
+// describeAllocation renders an allocation as "<node>/<device>,...".
+func describeAllocation(claim *resourcev1.ResourceClaim) string {
+	if claim.Status.Allocation == nil {
+		return ""
+	}
+	var devices []string
+	for _, result := range claim.Status.Allocation.Devices.Results {
+		devices = append(devices, result.Pool+"/"+result.Device)
+	}
+	return strings.Join(devices, ",")
+}
+
+func mustAdd(t *testing.T, store cache.Store, obj any) {
+	t.Helper()
+	if err := store.Add(obj); err != nil {
+		t.Fatalf("add to informer store: %v", err)
+	}
+}
