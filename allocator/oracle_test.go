@@ -319,3 +319,58 @@ func TestOracle(t *testing.T) {
 	}
 	t.Logf("%d instances, %d feasible, %d disagreements or invalid results", instances, feasible, failures)
 }
+
+// TestOracleSelectNode checks node selection on the same instances with a
+// second node: a node is chosen exactly when the oracle finds one that
+// fits, the chosen one fits, and its result is valid there.
+func TestOracleSelectNode(t *testing.T) {
+	a := New(Options{Selectors: fakeCompiler{}, NewShareID: func() types.UID { return "share" }})
+	n2 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{"zone": "z2"}}}
+	failures := 0
+	for seed := uint64(0); seed < 3000; seed++ {
+		in := randomInstance(seed)
+		nodes := []*corev1.Node{in.node, n2}
+		inv := a.Prepare(in.snapshot())
+		sel, err := a.SelectNode(context.Background(), inv.State(in.inUse()), in.claims, nodes)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		fits := map[string]bool{}
+		for _, n := range nodes {
+			on := *in
+			on.node = n
+			fits[n.Name] = oracleFeasible(&on)
+		}
+		var problem string
+		switch {
+		case sel.Chosen == nil && (fits["n1"] || fits["n2"]):
+			problem = fmt.Sprintf("no node chosen, oracle: %v; %s", fits, sel.Summary())
+		case sel.Chosen != nil && !fits[sel.Chosen.Node]:
+			problem = fmt.Sprintf("chose %s, oracle: %v", sel.Chosen.Node, fits)
+		case sel.Chosen != nil:
+			on := *in
+			on.node = nodes[0]
+			if sel.Chosen.Node == "n2" {
+				on.node = n2
+			}
+			if err := newRefWorld(&on).check(sel.Chosen.Allocations); err != nil {
+				problem = "invalid result: " + err.Error()
+			}
+		}
+		rejected := map[string]bool{}
+		for _, r := range sel.Rejected {
+			rejected[r.Node] = true
+		}
+		for _, n := range nodes {
+			if rejected[n.Name] == fits[n.Name] {
+				problem = fmt.Sprintf("node %s rejected=%v, oracle fits=%v", n.Name, rejected[n.Name], fits[n.Name])
+			}
+		}
+		if problem != "" {
+			failures++
+			if failures <= 10 {
+				t.Errorf("seed %d: %s", seed, problem)
+			}
+		}
+	}
+}
