@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"strings"
 	"reflect"
 	"testing"
 
@@ -296,6 +297,11 @@ func TestPackingWithinNode(t *testing.T) {
 
 // TestCELSelectors runs the default compiler, the allocator/cel environment.
 func TestCELSelectors(t *testing.T) {
+	var numbers []string
+	for i := 0; i < 100; i++ {
+		numbers = append(numbers, fmt.Sprint(i))
+	}
+	hundred := "[" + strings.Join(numbers, ",") + "]"
 	a := New(Options{})
 	cls := mkClass("gpu", `device.driver == "drv"`)
 	in := instance{classes: classes(cls), node: mkNode("n1"),
@@ -311,6 +317,8 @@ func TestCELSelectors(t *testing.T) {
 		// d2 has no mem attribute: evaluation fails there, d0 does not match.
 		{expr: `device.attributes["drv"].mem > 100`, reason: ReasonSelectorError},
 		{expr: `device.attributes[`, reason: ReasonSelectorInvalid},
+		// A million iterations exceed the runtime cost limit.
+		{expr: hundred + `.all(i, ` + hundred + `.all(j, ` + hundred + `.all(k, device.driver == "drv")))`, reason: ReasonSelectorError},
 	} {
 		in.claims = []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1, selector(tc.expr)))}
 		inv := a.Prepare(in.snapshot())
@@ -331,7 +339,7 @@ func TestCELSelectors(t *testing.T) {
 		if got := res.Explanation.Requests[0].Reason; got != tc.reason {
 			t.Errorf("%s: reason %s, want %s (%s)", tc.expr, got, tc.reason, res.Explanation.Summary())
 		}
-		t.Logf("%s: %s", tc.expr, res.Explanation.Summary())
+		t.Logf("%.60s: %s", tc.expr, res.Explanation.Summary())
 	}
 }
 
