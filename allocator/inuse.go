@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 )
@@ -13,6 +14,9 @@ import (
 type InUse struct {
 	exclusive map[DeviceID]int
 	shared    map[DeviceID]*sharedUse
+	// byClaim remembers what was recorded per claim so that recording a
+	// claim again replaces instead of double counting.
+	byClaim map[types.UID]*resourceapi.AllocationResult
 }
 
 // sharedUse sums the allocations of one device that allows multiple
@@ -24,18 +28,40 @@ type sharedUse struct {
 
 // NewInUse returns empty accounting.
 func NewInUse() *InUse {
-	return &InUse{exclusive: make(map[DeviceID]int), shared: make(map[DeviceID]*sharedUse)}
+	return &InUse{exclusive: make(map[DeviceID]int), shared: make(map[DeviceID]*sharedUse), byClaim: make(map[types.UID]*resourceapi.AllocationResult)}
 }
 
-// AddClaim records the allocation of a claim, if it has one.
+// AddClaim records the allocation of a claim (none if it is not
+// allocated), replacing what was recorded for the same claim UID before.
+// Feeding it every claim the informer delivers, and the allocations the
+// controller made itself under the claim's UID, counts each claim once.
 func (u *InUse) AddClaim(claim *resourceapi.ResourceClaim) {
-	if claim != nil && claim.Status.Allocation != nil {
+	if claim == nil {
+		return
+	}
+	if claim.UID == "" {
 		u.AddAllocation(claim.Status.Allocation)
+		return
+	}
+	u.SetClaim(claim.UID, claim.Status.Allocation)
+}
+
+// SetClaim records the allocation of the claim with this UID, replacing
+// what was recorded for it before; nil removes it.
+func (u *InUse) SetClaim(uid types.UID, alloc *resourceapi.AllocationResult) {
+	if old, ok := u.byClaim[uid]; ok {
+		u.apply(old, -1)
+		delete(u.byClaim, uid)
+	}
+	if alloc != nil {
+		u.apply(alloc, 1)
+		u.byClaim[uid] = alloc
 	}
 }
 
-// AddAllocation records the devices of one allocation. Admin access does
-// not make a device busy, so such results are not recorded.
+// AddAllocation records the devices of one allocation that is not tracked
+// by claim. Admin access does not make a device busy, so such results are
+// not recorded.
 func (u *InUse) AddAllocation(alloc *resourceapi.AllocationResult) {
 	u.apply(alloc, 1)
 }
@@ -90,6 +116,9 @@ func (u *InUse) Clone() *InUse {
 	c := NewInUse()
 	for id, n := range u.exclusive {
 		c.exclusive[id] = n
+	}
+	for uid, alloc := range u.byClaim {
+		c.byClaim[uid] = alloc
 	}
 	for id, s := range u.shared {
 		cs := &sharedUse{shares: s.shares, consumed: make(map[resourceapi.QualifiedName]resource.Quantity, len(s.consumed))}

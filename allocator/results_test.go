@@ -195,6 +195,23 @@ func TestInUseIncremental(t *testing.T) {
 	if !u2.Allocated(DeviceID{testDriver, "p", "d0"}) {
 		t.Error("AddClaim did not record d0")
 	}
+
+	// Recording a claim by UID twice (own allocation, then the informer's
+	// copy) counts it once; the shared capacity is not doubled.
+	claim.UID = "uid-1"
+	u3 := NewInUse()
+	u3.SetClaim(claim.UID, res3.Allocations[0])
+	u3.AddClaim(claim)
+	st := inv.State(u3)
+	nic := inv.byID[DeviceID{testDriver, "p", "nic"}]
+	if got := st.capUsed[nic.index]; len(got) != 1 || got[0] != 6000 {
+		t.Errorf("capacity used %v, want [6000]", got)
+	}
+	claim.Status.Allocation = nil
+	u3.AddClaim(claim)
+	if u3.Allocated(DeviceID{testDriver, "p", "d0"}) || len(u3.shared) != 0 {
+		t.Error("deallocated claim still recorded")
+	}
 }
 
 func TestSelectNode(t *testing.T) {
