@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -91,6 +92,16 @@ func (r *REST) ShortNames() []string { return []string{"po"} }
 
 // Categories implements rest.CategoriesProvider.
 func (r *REST) Categories() []string { return []string{"all"} }
+
+// Delete deletes a pod, gracefully if it is bound to a node.
+func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	return r.Store.Delete(withRequestedGracePeriod(ctx, options), name, deleteValidation, options)
+}
+
+// DeleteCollection deletes pods, each gracefully if it is bound to a node.
+func (r *REST) DeleteCollection(ctx context.Context, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions, listOptions *metainternalversion.ListOptions) (runtime.Object, error) {
+	return r.Store.DeleteCollection(withRequestedGracePeriod(ctx, options), deleteValidation, options, listOptions)
+}
 
 // New returns an empty pod.
 func (r *StatusREST) New() runtime.Object { return &corev1.Pod{} }
@@ -268,7 +279,7 @@ func (r *EvictionREST) Create(ctx context.Context, name string, obj runtime.Obje
 	if options != nil && len(options.DryRun) > 0 {
 		deleteOptions.DryRun = options.DryRun
 	}
-	if _, _, err := r.store.Delete(ctx, name, rest.ValidateAllObjectFunc, deleteOptions); err != nil {
+	if _, _, err := r.store.Delete(withRequestedGracePeriod(ctx, deleteOptions), name, rest.ValidateAllObjectFunc, deleteOptions); err != nil {
 		return nil, err
 	}
 	klog.FromContext(ctx).V(4).Info("Evicted pod", "pod", klog.KRef(eviction.Namespace, name))

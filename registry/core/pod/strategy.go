@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/draplane/draplane/registry/core/internal/corescheme"
@@ -91,10 +92,17 @@ func (podStrategy) CheckGracefulDelete(ctx context.Context, obj runtime.Object, 
 		return false
 	}
 	pod := obj.(*corev1.Pod)
+	requested := options.GracePeriodSeconds
+	// The store may call this first with a stale copy of the pod and then
+	// again with the current one, passing the options this func already
+	// changed; the request's own value is kept in ctx by REST.Delete.
+	if fromRequest, ok := ctx.Value(requestedGracePeriodKey{}).(*int64); ok {
+		requested = fromRequest
+	}
 	var period int64
 	switch {
-	case options.GracePeriodSeconds != nil:
-		period = *options.GracePeriodSeconds
+	case requested != nil:
+		period = *requested
 	case pod.Spec.TerminationGracePeriodSeconds != nil:
 		period = *pod.Spec.TerminationGracePeriodSeconds
 	}
@@ -106,6 +114,18 @@ func (podStrategy) CheckGracefulDelete(ctx context.Context, obj runtime.Object, 
 	}
 	options.GracePeriodSeconds = &period
 	return true
+}
+
+type requestedGracePeriodKey struct{}
+
+// withRequestedGracePeriod records the grace period a delete request asked
+// for (nil if none) for CheckGracefulDelete.
+func withRequestedGracePeriod(ctx context.Context, options *metav1.DeleteOptions) context.Context {
+	var requested *int64
+	if options != nil && options.GracePeriodSeconds != nil {
+		requested = ptr.To(*options.GracePeriodSeconds)
+	}
+	return context.WithValue(ctx, requestedGracePeriodKey{}, requested)
 }
 
 type podStatusStrategy struct {

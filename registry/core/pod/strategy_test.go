@@ -325,3 +325,32 @@ func TestPodTable(t *testing.T) {
 		}
 	}
 }
+
+// The store may run CheckGracefulDelete on a stale copy of a pod (say, from
+// before it was bound) and then on the current one with the same, already
+// changed options: the second call must still see what the request asked.
+func TestCheckGracefulDeleteRetriedWithCurrentPod(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		options *metav1.DeleteOptions
+		want    int64
+	}{
+		{name: "no grace period requested", options: &metav1.DeleteOptions{}, want: 30},
+		{name: "grace period requested", options: metav1.NewDeleteOptions(7), want: 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := withRequestedGracePeriod(context.Background(), tc.options)
+			stale := newPod("pod")
+			current := stale.DeepCopy()
+			current.Spec.NodeName = "node-a"
+			Strategy.CheckGracefulDelete(ctx, stale, tc.options)
+			if got := ptr.Deref(tc.options.GracePeriodSeconds, -1); got != 0 {
+				t.Fatalf("stale unbound pod: grace period %d, want 0", got)
+			}
+			Strategy.CheckGracefulDelete(ctx, current, tc.options)
+			if got := ptr.Deref(tc.options.GracePeriodSeconds, -1); got != tc.want {
+				t.Errorf("current bound pod: grace period %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
