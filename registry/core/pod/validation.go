@@ -80,6 +80,9 @@ func validatePodSpec(spec *corev1.PodSpec, fldPath *field.Path) field.ErrorList 
 	allErrs = append(allErrs, validateDNSLabel(spec.Subdomain, fldPath.Child("subdomain"))...)
 	allErrs = append(allErrs, metav1validation.ValidateLabels(spec.NodeSelector, fldPath.Child("nodeSelector"))...)
 	allErrs = append(allErrs, validateTolerations(spec.Tolerations, fldPath.Child("tolerations"))...)
+	if spec.Affinity != nil && spec.Affinity.NodeAffinity != nil {
+		allErrs = append(allErrs, validateNodeAffinity(spec.Affinity.NodeAffinity, fldPath.Child("affinity", "nodeAffinity"))...)
+	}
 	allErrs = append(allErrs, validateSchedulingGates(spec.SchedulingGates, fldPath.Child("schedulingGates"))...)
 	if spec.NodeName != "" && len(spec.SchedulingGates) > 0 {
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("nodeName"), "cannot be set until all schedulingGates have been cleared"))
@@ -458,6 +461,81 @@ func ValidatePodStatusUpdate(pod, oldPod *corev1.Pod) field.ErrorList {
 		}
 		if status.ResourceClaimName != nil {
 			allErrs = append(allErrs, validateRequiredDNSSubdomain(*status.ResourceClaimName, idxPath.Child("resourceClaimName"))...)
+		}
+	}
+	return allErrs
+}
+
+// validateNodeAffinity checks node affinity, which the allocation controller
+// may also write (a required term that pins the chosen node).
+func validateNodeAffinity(affinity *corev1.NodeAffinity, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if required := affinity.RequiredDuringSchedulingIgnoredDuringExecution; required != nil {
+		termsPath := fldPath.Child("requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+		if len(required.NodeSelectorTerms) == 0 {
+			allErrs = append(allErrs, field.Required(termsPath, "must have at least one node selector term"))
+		}
+		for i, term := range required.NodeSelectorTerms {
+			allErrs = append(allErrs, validateNodeSelectorTerm(term, termsPath.Index(i))...)
+		}
+	}
+	for i, preferred := range affinity.PreferredDuringSchedulingIgnoredDuringExecution {
+		idxPath := fldPath.Child("preferredDuringSchedulingIgnoredDuringExecution").Index(i)
+		if preferred.Weight < 1 || preferred.Weight > 100 {
+			allErrs = append(allErrs, field.Invalid(idxPath.Child("weight"), preferred.Weight, "must be in the range 1-100"))
+		}
+		allErrs = append(allErrs, validateNodeSelectorTerm(preferred.Preference, idxPath.Child("preference"))...)
+	}
+	return allErrs
+}
+
+var nodeSelectorOperators = []corev1.NodeSelectorOperator{
+	corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn, corev1.NodeSelectorOpExists,
+	corev1.NodeSelectorOpDoesNotExist, corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt,
+}
+
+func validateNodeSelectorTerm(term corev1.NodeSelectorTerm, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for i, requirement := range term.MatchExpressions {
+		idxPath := fldPath.Child("matchExpressions").Index(i)
+		allErrs = append(allErrs, metav1validation.ValidateLabelName(requirement.Key, idxPath.Child("key"))...)
+		valuesPath := idxPath.Child("values")
+		switch requirement.Operator {
+		case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+			if len(requirement.Values) == 0 {
+				allErrs = append(allErrs, field.Required(valuesPath, "must be specified when `operator` is 'In' or 'NotIn'"))
+			}
+		case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
+			if len(requirement.Values) > 0 {
+				allErrs = append(allErrs, field.Forbidden(valuesPath, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+			}
+		case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+			if len(requirement.Values) != 1 {
+				allErrs = append(allErrs, field.Required(valuesPath, "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+			}
+		default:
+			allErrs = append(allErrs, field.NotSupported(idxPath.Child("operator"), requirement.Operator, nodeSelectorOperators))
+		}
+		for j, value := range requirement.Values {
+			for _, msg := range validation.IsValidLabelValue(value) {
+				allErrs = append(allErrs, field.Invalid(valuesPath.Index(j), value, msg))
+			}
+		}
+	}
+	for i, requirement := range term.MatchFields {
+		idxPath := fldPath.Child("matchFields").Index(i)
+		if requirement.Key != "metadata.name" {
+			allErrs = append(allErrs, field.NotSupported(idxPath.Child("key"), requirement.Key, []string{"metadata.name"}))
+		}
+		if requirement.Operator != corev1.NodeSelectorOpIn && requirement.Operator != corev1.NodeSelectorOpNotIn {
+			allErrs = append(allErrs, field.NotSupported(idxPath.Child("operator"), requirement.Operator,
+				[]corev1.NodeSelectorOperator{corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn}))
+		}
+		if len(requirement.Values) != 1 {
+			allErrs = append(allErrs, field.Required(idxPath.Child("values"), "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
+		}
+		for j, value := range requirement.Values {
+			allErrs = append(allErrs, validateDNSSubdomain(value, idxPath.Child("values").Index(j))...)
 		}
 	}
 	return allErrs
