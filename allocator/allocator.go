@@ -4,9 +4,16 @@
 // back AllocationResults or an explanation of why the claims don't fit.
 //
 // The work is split so that repeated calls are cheap: Prepare groups slices
-// into pools once, Inventory.State folds in the devices in use once per
-// scheduling round, and per node the device list and per device the result
-// of every selector expression are computed once and cached.
+// into pools once (again when slices, classes or taint rules change),
+// Inventory.State folds in the devices in use once per scheduling round
+// (State.AddAllocation adds what the round allocates), and per node the
+// device list and per device the result of every selector expression are
+// computed once and cached. Allocate answers for one node, SelectNode
+// chooses among nodes.
+//
+// Semantics follow the structured allocator of Kubernetes 1.37; the
+// package's tests compare against an exhaustive search, and
+// testdata/upstream against the upstream allocator itself.
 package allocator
 
 import (

@@ -141,13 +141,15 @@ func benchmarkSelectNode(b *testing.B, w workload, cold bool) {
 	if sel.Chosen == nil {
 		b.Fatalf("no node fits: %s", sel.Summary())
 	}
+	st := inv.State(w.inUse)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		if cold {
 			inv = a.Prepare(Snapshot{Classes: w.classes, Slices: w.slices})
+			st = inv.State(w.inUse)
 		}
-		if _, err := a.SelectNode(ctx, inv.State(w.inUse), w.claims, w.nodes); err != nil {
+		if _, err := a.SelectNode(ctx, st, w.claims, w.nodes); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -167,16 +169,17 @@ var workloads = []struct {
 }
 
 // BenchmarkSelectNode reuses the prepared inventory, as the controller does
-// while no ResourceSlice or class changes, and folds in the devices in use
-// for every pod.
+// while no ResourceSlice or class changes, and the state of what is in use,
+// which the controller keeps current with State.AddAllocation.
 func BenchmarkSelectNode(b *testing.B) {
 	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) { benchmarkSelectNode(b, w.make(), false) })
 	}
 }
 
-// BenchmarkSelectNodeCold also prepares the inventory for every pod, so it
-// includes grouping the pools and evaluating every selector on every device.
+// BenchmarkSelectNodeCold also prepares the inventory and the state for
+// every pod, so it includes grouping the pools and evaluating the selectors
+// on the devices.
 func BenchmarkSelectNodeCold(b *testing.B) {
 	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) { benchmarkSelectNode(b, w.make(), true) })
@@ -200,5 +203,20 @@ func BenchmarkAllocateOneNode(b *testing.B) {
 		if _, err := a.Allocate(ctx, st, w.claims, node); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkState is the cost of folding what is in use into an inventory,
+// once per scheduling round.
+func BenchmarkState(b *testing.B) {
+	for _, numNodes := range []int{500, 5000} {
+		b.Run(fmt.Sprintf("%dx8/halfFull", numNodes), func(b *testing.B) {
+			w := simpleWorkload(numNodes, 8, "half")
+			inv := New(Options{}).Prepare(Snapshot{Classes: w.classes, Slices: w.slices})
+			b.ReportAllocs()
+			for b.Loop() {
+				inv.State(w.inUse)
+			}
+		})
 	}
 }

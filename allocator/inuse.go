@@ -192,6 +192,46 @@ func (inv *Inventory) State(u *InUse) *State {
 	return s
 }
 
+// AddAllocation folds one more allocation into the state, as if it had
+// been in the InUse the state was built from. The allocation controller can
+// use it to account for the pods it places during a round instead of
+// rebuilding the state. It must not run concurrently with Allocate or
+// SelectNode on the same State.
+func (s *State) AddAllocation(alloc *resourceapi.AllocationResult) {
+	if alloc == nil {
+		return
+	}
+	for _, r := range alloc.Devices.Results {
+		if r.AdminAccess != nil && *r.AdminAccess {
+			continue
+		}
+		d := s.inv.byID[DeviceID{r.Driver, r.Pool, r.Device}]
+		if d == nil {
+			continue
+		}
+		if !s.busy[d.index] && !s.shared[d.index] {
+			for _, c := range d.counters {
+				s.counterFree[c.counter] -= c.amount
+			}
+		}
+		if r.ShareID == nil {
+			s.busy[d.index] = true
+			continue
+		}
+		s.shared[d.index] = true
+		used := s.capUsed[d.index]
+		if used == nil {
+			used = make([]int64, len(d.caps))
+			s.capUsed[d.index] = used
+		}
+		for name, q := range r.ConsumedCapacity {
+			if i := capacityIndex(d, name); i >= 0 {
+				used[i] += q.MilliValue()
+			}
+		}
+	}
+}
+
 // capacityIndex finds a capacity of the device by name. Names must match
 // exactly, as in Kubernetes 1.37: "bw" and "<driver>/bw" are different.
 func capacityIndex(d *device, name resourceapi.QualifiedName) int {

@@ -390,3 +390,22 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	t.Log(first)
 }
+
+// TestStateAddAllocation checks that adding allocations to a state gives
+// the same state as building it from accounting that holds them.
+func TestStateAddAllocation(t *testing.T) {
+	a := newTestAllocator()
+	for seed := uint64(0); seed < 2000; seed++ {
+		in := randomInstance(seed)
+		inv := a.Prepare(in.snapshot())
+		want := inv.State(in.inUse())
+		got := inv.State(nil)
+		for _, p := range in.prior {
+			got.AddAllocation(p)
+		}
+		if !reflect.DeepEqual(got.busy, want.busy) || !reflect.DeepEqual(got.shared, want.shared) ||
+			!reflect.DeepEqual(got.counterFree, want.counterFree) || !reflect.DeepEqual(got.capUsed, want.capUsed) {
+			t.Fatalf("seed %d: state differs\n got %+v\nwant %+v", seed, *got, *want)
+		}
+	}
+}
