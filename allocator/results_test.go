@@ -3,8 +3,8 @@ package allocator
 import (
 	"context"
 	"fmt"
-	"strings"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"

@@ -154,8 +154,6 @@ func partitionable(numNodes int) workload {
 		claims: []*resourceapi.ResourceClaim{claim(1, `device.attributes["`+driver+`"].size == "quarter"`)}}
 }
 
-var debugErr = true
-
 var features = structured.Features{AdminAccess: true, ConsumableCapacity: true, DeviceBindingAndStatus: true, DeviceTaints: true, PartitionableDevices: true, PrioritizedList: true}
 
 func bench(b *testing.B, w workload) {
@@ -172,10 +170,6 @@ func bench(b *testing.B, w workload) {
 			res, err := a.Allocate(ctx, n, w.claims)
 			if err != nil {
 				// Errors that only concern one node (e.g. invalid pools) don't stop the scheduler.
-				if debugErr {
-					b.Log(err)
-					debugErr = false
-				}
 				continue
 			}
 			if res != nil {

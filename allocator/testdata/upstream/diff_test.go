@@ -142,6 +142,7 @@ func TestDifferential(t *testing.T) {
 	}
 	t.Logf("agree %d (%d feasible), disagree %d, upstream errors %d", agree, feasible, disagree, upstreamErrors)
 }
+
 // randomInstance builds a small random allocation problem from a seed.
 func randomInstance(seed uint64) *instance {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
@@ -327,4 +328,3 @@ func randomInstance(seed uint64) *instance {
 	}
 	return in
 }
-
