@@ -188,6 +188,45 @@ func TestPodStorage(t *testing.T) {
 		}
 	})
 
+	t.Run("dry run", func(t *testing.T) {
+		pod := createPod(ctx, t, storage, newPod("dry-run"))
+		binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: testNamespace}, Target: corev1.ObjectReference{Name: "node-a"}}
+		if _, err := storage.Binding.Create(ctx, pod.Name, binding, rest.ValidateAllObjectFunc, &metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Fatal(err)
+		}
+		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: testNamespace}}
+		if _, err := storage.Eviction.Create(ctx, pod.Name, eviction, rest.ValidateAllObjectFunc, &metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := getPod(ctx, t, storage, pod.Name)
+		if err != nil || got.Spec.NodeName != "" {
+			t.Errorf("after dry-run binding and eviction: %v, %v; want the pod unbound", got, err)
+		}
+	})
+
+	t.Run("delete collection", func(t *testing.T) {
+		collectionCtx := coretesting.Context(t, "collection")
+		for _, name := range []string{"bound", "unbound"} {
+			pod := newPod(name)
+			pod.Namespace = "collection"
+			created := createPod(collectionCtx, t, storage, pod)
+			if name == "bound" {
+				if err := bind(collectionCtx, storage, name, "node-a", created.UID); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := storage.Pod.DeleteCollection(collectionCtx, rest.ValidateAllObjectFunc, &metav1.DeleteOptions{}, &metainternalversion.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := getPod(collectionCtx, t, storage, "unbound"); !apierrors.IsNotFound(err) {
+			t.Errorf("unbound pod: got %v, want not found", err)
+		}
+		if pod, err := getPod(collectionCtx, t, storage, "bound"); err != nil || pod.DeletionTimestamp == nil {
+			t.Errorf("bound pod: got %v, %v; want it terminating", pod, err)
+		}
+	})
+
 	t.Run("eviction", func(t *testing.T) {
 		evict := func(name string, options *metav1.DeleteOptions) error {
 			eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace}, DeleteOptions: options}
