@@ -61,8 +61,7 @@ func setUp(ctx context.Context, t *testing.T, e *Env, name string, nodes int, de
 	e.CreateNamespace(ctx, t, name)
 	for i := range nodes {
 		node := fmt.Sprintf("%s-node-%d", name, i)
-		e.CreateReadyNode(ctx, t, node, tc.selector)
-		e.CreateSlice(ctx, t, node, devices(i))
+		e.CreateNode(ctx, t, node, tc.selector, devices(i))
 		tc.nodes = append(tc.nodes, node)
 	}
 	return tc

@@ -140,37 +140,41 @@ func (e *Env) CreateNamespace(ctx context.Context, tb testing.TB, name string) {
 	}
 }
 
-// CreateReadyNode creates a node with the labels and reports it Ready.
-func (e *Env) CreateReadyNode(ctx context.Context, tb testing.TB, name string, labels map[string]string) {
+// CreateNode creates a Ready node with the labels and publishes its
+// devices in a pool named after it.
+func (e *Env) CreateNode(ctx context.Context, tb testing.TB, name string, labels map[string]string, devices []resourcev1.Device) {
 	tb.Helper()
+	if err := e.AddNode(ctx, name, labels, devices); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// AddNode is CreateNode for use from several goroutines.
+func (e *Env) AddNode(ctx context.Context, name string, labels map[string]string, devices []resourcev1.Device) error {
 	node, err := e.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
 	if err != nil {
-		tb.Fatalf("create node %s: %v", name, err)
+		return fmt.Errorf("create node %s: %w", name, err)
 	}
 	node.Status.Conditions = []corev1.NodeCondition{{
 		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
 	}}
 	if _, err := e.Kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		tb.Fatalf("report node %s ready: %v", name, err)
+		return fmt.Errorf("report node %s ready: %w", name, err)
 	}
-}
-
-// CreateSlice publishes the devices of one node in a pool named after it.
-func (e *Env) CreateSlice(ctx context.Context, tb testing.TB, node string, devices []resourcev1.Device) {
-	tb.Helper()
 	slice := &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + "gpus"},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-gpus"},
 		Spec: resourcev1.ResourceSliceSpec{
 			Driver:   Driver,
-			Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
-			NodeName: &node,
+			Pool:     resourcev1.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1},
+			NodeName: &name,
 			Devices:  devices,
 		},
 	}
 	if _, err := e.Resource.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		tb.Fatalf("create slice for node %s: %v", node, err)
+		return fmt.Errorf("create slice for node %s: %w", name, err)
 	}
+	return nil
 }
 
 // GPUs returns n devices gpu-0... with the given string attributes.
