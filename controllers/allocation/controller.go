@@ -32,9 +32,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/allocator"
 	"github.com/draplane/draplane/controllers/podclaims"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
@@ -50,10 +50,10 @@ const (
 	FieldManager = "draplane-allocation-controller"
 
 	// Event reasons on pods.
-	ReasonFailedScheduling  = "FailedScheduling"
-	ReasonScheduled         = "Scheduled"
-	ReasonFailedAllocation  = "FailedResourceAllocation"
-	ReasonUnschedulable     = corev1.PodReasonUnschedulable
+	ReasonFailedScheduling = "FailedScheduling"
+	ReasonScheduled        = "Scheduled"
+	ReasonFailedAllocation = "FailedResourceAllocation"
+	ReasonUnschedulable    = corev1.PodReasonUnschedulable
 
 	// podsByClaimIndex maps "<namespace>/<claim name>" to the pods that
 	// use the claim, as far as the pod knows its name. The name differs

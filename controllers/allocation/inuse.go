@@ -6,8 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/allocator"
+	resourceapi "github.com/draplane/draplane/apis/resource"
 )
 
 // allocationTracker knows every allocation that holds devices: the ones
