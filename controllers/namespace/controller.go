@@ -62,8 +62,11 @@ func NewController(logger klog.Logger, client kubernetes.Interface, dynamicClien
 		discovery:     discovery,
 		namespaces:    informer.Lister(),
 		synced:        informer.Informer().HasSynced,
+		// Backoff is capped at 30s instead of the default 1000s: content
+		// often waits for another controller to drop a finalizer, and no
+		// event tells this controller when that happens.
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "namespace"},
 		),
 		now: time.Now,
