@@ -31,7 +31,7 @@ type Convertor[T runtime.Object] struct {
 // ConvertToTable implements rest.TableConvertor.
 func (c Convertor[T]) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
 	table := &metav1.Table{}
-	if opts, ok := tableOptions.(*metav1.TableOptions); !ok || !opts.NoHeaders {
+	if opts, ok := tableOptions.(*metav1.TableOptions); !ok || opts == nil || !opts.NoHeaders {
 		table.ColumnDefinitions = c.Columns
 	}
 	addRow := func(obj runtime.Object) error {
