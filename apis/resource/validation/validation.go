@@ -104,12 +104,14 @@ func ValidateResourceSliceUpdate(slice, old *resourceapi.ResourceSlice) field.Er
 func ValidateDeviceTaintRule(rule *resourceapi.DeviceTaintRule) field.ErrorList {
 	allErrs := validateObjectMeta(&rule.ObjectMeta, false)
 	allErrs = append(allErrs, validateDeviceTaintRuleSpec(&rule.Spec, nil, field.NewPath("spec"))...)
+	allErrs = append(allErrs, validateSelectAllConfirmed(rule, nil)...)
 	return append(allErrs, validateDeviceTaintRuleStatus(&rule.Status, field.NewPath("status"))...)
 }
 
 // ValidateDeviceTaintRuleUpdate validates a spec update of a DeviceTaintRule.
 func ValidateDeviceTaintRuleUpdate(rule, old *resourceapi.DeviceTaintRule) field.ErrorList {
 	allErrs := validateObjectMetaUpdate(&rule.ObjectMeta, &old.ObjectMeta, false)
+	allErrs = append(allErrs, validateSelectAllConfirmed(rule, old)...)
 	return append(allErrs, validateDeviceTaintRuleSpec(&rule.Spec, &old.Spec, field.NewPath("spec"))...)
 }
 
