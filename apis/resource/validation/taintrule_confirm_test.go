@@ -63,3 +63,11 @@ func TestValidateDeviceTaintRuleSelectAllConfirmation(t *testing.T) {
 		})
 	}
 }
+
+// selectAllConfirmed gives the rule an empty selector with the
+// confirmation; TestValidateDeviceTaintRuleSelectAllConfirmation covers
+// the unconfirmed cases.
+func selectAllConfirmed(r *resourceapi.DeviceTaintRule) {
+	r.Annotations = map[string]string{ConfirmSelectAllDevicesAnnotation: "true"}
+	r.Spec.DeviceSelector = &resourceapi.DeviceTaintSelector{}
+}

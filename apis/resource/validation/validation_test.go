@@ -334,11 +334,7 @@ func TestValidateDeviceTaintRule(t *testing.T) {
 	}{
 		"valid":          {mutate: func(*resourceapi.DeviceTaintRule) {}},
 		"no selector":    {mutate: func(r *resourceapi.DeviceTaintRule) { r.Spec.DeviceSelector = nil }},
-		"empty selector": {mutate: func(r *resourceapi.DeviceTaintRule) {
-			// Without the confirmation annotation: see taintrule_confirm_test.go.
-			r.Annotations = map[string]string{ConfirmSelectAllDevicesAnnotation: "true"}
-			r.Spec.DeviceSelector = &resourceapi.DeviceTaintSelector{}
-		}},
+		"empty selector": {mutate: selectAllConfirmed},
 		"effect None":    {mutate: func(r *resourceapi.DeviceTaintRule) { r.Spec.Taint.Effect = resourceapi.DeviceTaintEffectNone }},
 		"namespaced":     {mutate: func(r *resourceapi.DeviceTaintRule) { r.Namespace = "default" }, want: []string{forbidden("metadata.namespace")}},
 		"bad name":       {mutate: func(r *resourceapi.DeviceTaintRule) { r.Name = "UPPER" }, want: []string{invalid("metadata.name")}},
