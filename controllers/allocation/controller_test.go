@@ -474,6 +474,9 @@ type testController struct {
 	podStore       cache.Store
 	claimStore     cache.Store
 	recorder       *record.FakeRecorder
+	// t and logger are set by tests of the event handlers.
+	t      *testing.T
+	logger klog.Logger
 }
 
 func newTestController(t *testing.T, logger klog.Logger, tc testCase) *testController {
