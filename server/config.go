@@ -39,6 +39,8 @@ type ExtraConfig struct {
 	ServerURL string
 	// etcd is the embedded etcd, nil with --etcd-servers.
 	etcd *embeddedEtcd
+	// lock keeps a second server off the data dir.
+	lock *dataDirLock
 	// coreLite is set when core-lite is served.
 	coreLite *coreLite
 	codecs   serializer.CodecFactory
@@ -61,6 +63,10 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
+	lock, err := lockDataDir(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
 
 	// Etcd takes the longest to start; everything else is done meanwhile.
 	type etcdResult struct {
@@ -76,7 +82,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	} else {
 		etcdDone <- etcdResult{}
 	}
-	cfg := &Config{}
+	cfg := &Config{Extra: ExtraConfig{lock: lock}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -91,7 +97,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Extra = ExtraConfig{Scheme: scheme, codecs: codecs, DataDir: o.DataDir, CoreLite: o.CoreLite}
+	cfg.Extra = ExtraConfig{Scheme: scheme, codecs: codecs, DataDir: o.DataDir, CoreLite: o.CoreLite, lock: lock}
 
 	ca, err := loadOrCreatePKI(pkiDir(o.DataDir))
 	if err != nil {
@@ -203,6 +209,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 func (c *Config) Close() {
 	if c != nil {
 		c.Extra.etcd.Close()
+		c.Extra.lock.Unlock()
 	}
 }
 
@@ -284,6 +291,7 @@ func (s *Server) printKubeconfig(hookContext genericapiserver.PostStartHookConte
 
 // Run serves until ctx ends, then stops the embedded etcd.
 func (s *Server) Run(ctx context.Context) error {
+	defer s.extra.lock.Unlock()
 	defer s.extra.etcd.Close()
 	start := time.Now()
 	err := s.GenericAPIServer.PrepareRun().RunWithContext(ctx)

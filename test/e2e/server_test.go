@@ -253,3 +253,19 @@ func TestRequestSizeLimit(t *testing.T) {
 		t.Errorf("4 MiB body: status %d, want 413", resp.StatusCode)
 	}
 }
+
+// TestDataDirInUse: a second server on a data dir in use fails at once with
+// a message naming the holder, instead of blocking on etcd's files.
+func TestDataDirInUse(t *testing.T) {
+	dataDir := t.TempDir()
+	startServer(t, dataDir)
+	ctx, cancel := context.WithTimeout(context.Background(), pollTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, serverBinary, "--data-dir", dataDir, "--secure-port", "0").CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("second server on the same data dir did not exit within %v", pollTimeout)
+	}
+	if err == nil || !strings.Contains(string(out), "is in use by another dra-apiserver") {
+		t.Errorf("second server: %v\n%s", err, out)
+	}
+}
