@@ -82,16 +82,24 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	} else {
 		etcdDone <- etcdResult{}
 	}
-	cfg := &Config{Extra: ExtraConfig{lock: lock}}
+	var etcd etcdResult
+	etcdReceived := false
+	waitForEtcd := func() etcdResult {
+		if !etcdReceived {
+			etcd, etcdReceived = <-etcdDone, true
+		}
+		return etcd
+	}
 	ok := false
 	defer func() {
 		if !ok {
-			if r := <-etcdDone; r.etcd != nil {
+			if r := waitForEtcd(); r.etcd != nil {
 				r.etcd.Close()
 			}
-			cfg.Close()
+			lock.Unlock()
 		}
 	}()
+	cfg := &Config{}
 
 	scheme, codecs, err := newScheme(o.CoreLite)
 	if err != nil {
@@ -181,7 +189,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 		generic.AdmissionControl = admission.NewChainHandler()
 	}
 
-	r := <-etcdDone
+	r := waitForEtcd()
 	if r.err != nil {
 		return nil, r.err
 	}
