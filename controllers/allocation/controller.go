@@ -194,7 +194,7 @@ func NewController(
 	}{
 		{"pod", podInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onPod(logger, obj, false) },
-			UpdateFunc: func(_, obj any) { c.onPod(logger, obj, false) },
+			UpdateFunc: func(oldObj, obj any) { c.onPodUpdate(logger, oldObj, obj) },
 			DeleteFunc: func(obj any) { c.onPod(logger, obj, true) },
 		}},
 		{"node", nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
@@ -260,6 +260,10 @@ func (c *Controller) runWorker(ctx context.Context) {
 // growing so that a busy cluster does not retry it in a hot loop.
 var errUnschedulable = errors.New("pod is unschedulable")
 
+// errRetryLater: another worker is busy with something the pod needs;
+// not worth an error log.
+var errRetryLater = errors.New("retry later")
+
 func (c *Controller) processNextItem(ctx context.Context) bool {
 	key, shutdown := c.queue.Get()
 	if shutdown {
@@ -273,6 +277,9 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		c.queue.Forget(key)
 	case errors.Is(err, errUnschedulable):
 		// Parked until a cluster event; see markUnschedulable.
+	case errors.Is(err, errRetryLater):
+		klog.FromContext(ctx).V(4).Info("Retrying later", "pod", key, "reason", err)
+		c.queue.AddRateLimited(key)
 	default:
 		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "pod", key)
 		c.queue.AddRateLimited(key)
@@ -312,6 +319,23 @@ func (c *Controller) onPod(logger klog.Logger, obj any, deleted bool) {
 		}
 	}
 	c.queue.Add(key)
+}
+
+// onPodUpdate ignores updates of parked pods that cannot change whether
+// they fit, above all the PodScheduled condition this controller writes
+// itself: a parked pod waits for cluster events, not for its own status.
+func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, obj any) {
+	old, okOld := oldObj.(*corev1.Pod)
+	pod, ok := obj.(*corev1.Pod)
+	if okOld && ok && c.isUnschedulable(podKey(pod)) &&
+		old.UID == pod.UID &&
+		pod.DeletionTimestamp == nil &&
+		pod.Status.Phase == old.Status.Phase &&
+		equality.Semantic.DeepEqual(old.Spec, pod.Spec) &&
+		equality.Semantic.DeepEqual(old.Status.ResourceClaimStatuses, pod.Status.ResourceClaimStatuses) {
+		return
+	}
+	c.onPod(logger, obj, false)
 }
 
 // boundPodNeedsWork: a pod on a node whose claims all exist, are allocated

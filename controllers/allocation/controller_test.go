@@ -21,6 +21,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
@@ -263,6 +266,8 @@ type testCase struct {
 	bindFailure error
 	// claimUpdateFailure makes every claim status update fail.
 	claimUpdateFailure error
+	// before runs after the controller is set up.
+	before func(c *testController)
 
 	expectedErrors []string
 	// expectedNodes maps pod name to spec.nodeName on the server.
@@ -279,6 +284,8 @@ type testCase struct {
 	expectedEvents []string
 	// expectedPending is the number of allocations still pending.
 	expectedPending int
+	// expectedAttempts counts attempts by result.
+	expectedAttempts map[string]int
 }
 
 func TestSyncPod(t *testing.T) {
@@ -299,6 +306,7 @@ func TestSyncPod(t *testing.T) {
 			expectedReservedFor: map[string][]string{"pod-1-gpu": {"pod-1"}},
 			expectedEvents:      []string{"Normal Scheduled"},
 			expectedPending:     1,
+			expectedAttempts:    map[string]int{resultPlaced: 1},
 		},
 		"claim not generated yet: nothing happens": {
 			nodes: three, slices: threeSlices,
@@ -323,6 +331,7 @@ func TestSyncPod(t *testing.T) {
 			expectedUnschedulable: map[string]string{"pod-3": "0/1 nodes fit"},
 			expectedEvents:        []string{"Normal Scheduled", "Normal Scheduled", "Warning FailedScheduling"},
 			expectedPending:       2,
+			expectedAttempts:      map[string]int{resultPlaced: 2, resultUnschedulable: 1},
 		},
 		"devices allocated to others: unschedulable with a readable reason": {
 			nodes:  []*corev1.Node{makeNode("node-a")},
@@ -337,6 +346,7 @@ func TestSyncPod(t *testing.T) {
 			expectedAllocations:   map[string]string{"pod-1-gpu": ""},
 			expectedUnschedulable: map[string]string{"pod-1": "already allocated"},
 			expectedEvents:        []string{"Warning FailedScheduling"},
+			expectedAttempts:      map[string]int{resultUnschedulable: 1},
 		},
 		"CEL selector picks the only matching node": {
 			nodes: three, slices: threeSlices,
@@ -346,6 +356,7 @@ func TestSyncPod(t *testing.T) {
 			expectedAllocations: map[string]string{"pod-1-gpu": "node-c/gpu-0"},
 			expectedEvents:      []string{"Normal Scheduled"},
 			expectedPending:     1,
+			expectedAttempts:    map[string]int{resultPlaced: 1},
 		},
 		"not ready, unselected and tainted nodes are skipped": {
 			nodes: []*corev1.Node{
@@ -363,7 +374,8 @@ func TestSyncPod(t *testing.T) {
 			expectedUnschedulable: map[string]string{
 				"pod-1": "0/4 nodes are available: 1 not ready, 0 unschedulable, 3 not matching the pod's node selector or affinity",
 			},
-			expectedEvents: []string{"Warning FailedScheduling"},
+			expectedEvents:   []string{"Warning FailedScheduling"},
+			expectedAttempts: map[string]int{resultUnschedulable: 1},
 		},
 		"tolerated node taint": {
 			nodes:               []*corev1.Node{makeNode("node-a", withNodeTaint("dedicated"))},
@@ -374,6 +386,7 @@ func TestSyncPod(t *testing.T) {
 			expectedAllocations: map[string]string{"pod-1-gpu": "node-a/gpu-0"},
 			expectedEvents:      []string{"Normal Scheduled"},
 			expectedPending:     1,
+			expectedAttempts:    map[string]int{resultPlaced: 1},
 		},
 		"shared claim allocated elsewhere: pod follows it and only reserves": {
 			nodes: three, slices: threeSlices,
@@ -385,6 +398,7 @@ func TestSyncPod(t *testing.T) {
 			expectedAllocations: map[string]string{"shared": "node-b/gpu-1"},
 			expectedReservedFor: map[string][]string{"shared": {"other", "pod-1"}},
 			expectedEvents:      []string{"Normal Scheduled"},
+			expectedAttempts:    map[string]int{resultPlaced: 1},
 		},
 		"shared claim used by two pods: allocated once, both on one node": {
 			nodes: three, slices: threeSlices,
@@ -397,6 +411,21 @@ func TestSyncPod(t *testing.T) {
 			expectedAllocations: map[string]string{"shared": "node-a/gpu-0"},
 			expectedReservedFor: map[string][]string{"shared": {"pod-1", "pod-2"}},
 			expectedEvents:      []string{"Normal Scheduled", "Normal Scheduled"},
+			expectedPending:     1,
+			expectedAttempts:    map[string]int{resultPlaced: 2},
+		},
+		"shared claim being allocated by another worker: retry later": {
+			nodes: three, slices: threeSlices,
+			pods:   []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "shared"))},
+			claims: []*resourcev1.ResourceClaim{makeClaim("shared")},
+			before: func(c *testController) {
+				c.tracker.mutex.Lock()
+				defer c.tracker.mutex.Unlock()
+				c.tracker.addPendingLocked("uid-shared", "uid-other", &resourceapi.AllocationResult{})
+			},
+			expectedErrors:      []string{"claim default/shared is being allocated for another pod"},
+			expectedNodes:       map[string]string{"pod-1": ""},
+			expectedAllocations: map[string]string{"shared": ""},
 			expectedPending:     1,
 		},
 		"shared claim at 256 consumers": {
@@ -411,6 +440,7 @@ func TestSyncPod(t *testing.T) {
 			expectedNodes:         map[string]string{"pod-1": ""},
 			expectedUnschedulable: map[string]string{"pod-1": "reserved for 256 consumers already"},
 			expectedEvents:        []string{"Warning FailedScheduling"},
+			expectedAttempts:      map[string]int{resultUnschedulable: 1},
 		},
 		"pod with spec.nodeName: allocated on that node, not bound": {
 			nodes: three, slices: threeSlices,
@@ -420,6 +450,7 @@ func TestSyncPod(t *testing.T) {
 			expectedAllocations: map[string]string{"pod-1-gpu": "node-c/gpu-0"},
 			expectedReservedFor: map[string][]string{"pod-1-gpu": {"pod-1"}},
 			expectedPending:     1,
+			expectedAttempts:    map[string]int{resultAllocated: 1},
 		},
 		"pod with spec.nodeName whose node has no matching device": {
 			nodes: three, slices: threeSlices,
@@ -429,6 +460,7 @@ func TestSyncPod(t *testing.T) {
 			expectedNodes:       map[string]string{"pod-1": "node-a"},
 			expectedAllocations: map[string]string{"pod-1-gpu": ""},
 			expectedEvents:      []string{"Warning FailedResourceAllocation"},
+			expectedAttempts:    map[string]int{resultUnschedulable: 1},
 		},
 		"binding fails: claim unreserved and deallocated": {
 			nodes: three, slices: threeSlices,
@@ -440,6 +472,7 @@ func TestSyncPod(t *testing.T) {
 			expectedAllocations: map[string]string{"pod-1-gpu": ""},
 			expectedReservedFor: map[string][]string{"pod-1-gpu": nil},
 			expectedEvents:      []string{"Warning FailedScheduling"},
+			expectedAttempts:    map[string]int{resultError: 1},
 		},
 		"binding fails: shared claim allocated before stays allocated": {
 			nodes: three, slices: threeSlices,
@@ -451,6 +484,7 @@ func TestSyncPod(t *testing.T) {
 			expectedAllocations: map[string]string{"shared": "node-b/gpu-1"},
 			expectedReservedFor: map[string][]string{"shared": {"other"}},
 			expectedEvents:      []string{"Warning FailedScheduling"},
+			expectedAttempts:    map[string]int{resultError: 1},
 		},
 		"claim status write fails: nothing bound, nothing pending": {
 			nodes: three, slices: threeSlices,
@@ -460,6 +494,7 @@ func TestSyncPod(t *testing.T) {
 			expectedErrors:      []string{"allocate claim default/pod-1-gpu"},
 			expectedNodes:       map[string]string{"pod-1": ""},
 			expectedAllocations: map[string]string{"pod-1-gpu": ""},
+			expectedAttempts:    map[string]int{resultError: 1},
 		},
 	}
 	for name, tc := range tests {
@@ -547,6 +582,13 @@ func runSyncTest(t *testing.T, tc testCase) {
 	_, ctx := ktesting.NewTestContext(t)
 	logger := klog.FromContext(ctx)
 	c := newTestController(t, logger, tc)
+	if tc.before != nil {
+		tc.before(c)
+	}
+
+	attemptsBefore := attemptCounts(t)
+	placedBefore := counterValue(t, podsPlaced)
+	latenciesBefore := histogramCount(t)
 
 	keys := tc.keys
 	if keys == nil {
@@ -640,6 +682,48 @@ func runSyncTest(t *testing.T, tc testCase) {
 	if got := c.tracker.pendingCount(); got != tc.expectedPending {
 		t.Errorf("expected %d pending allocations, got %d", tc.expectedPending, got)
 	}
+
+	attemptsAfter := attemptCounts(t)
+	for _, result := range []string{resultPlaced, resultAllocated, resultUnschedulable, resultError} {
+		if delta := attemptsAfter[result] - attemptsBefore[result]; delta != tc.expectedAttempts[result] {
+			t.Errorf("attempts with result %q: expected %d, got %d", result, tc.expectedAttempts[result], delta)
+		}
+	}
+	placed := tc.expectedAttempts[resultPlaced]
+	if delta := int(counterValue(t, podsPlaced) - placedBefore); delta != placed {
+		t.Errorf("pods placed: expected %d, got %d", placed, delta)
+	}
+	if delta := int(histogramCount(t) - latenciesBefore); delta != placed {
+		t.Errorf("binding latencies observed: expected %d, got %d", placed, delta)
+	}
+}
+
+func attemptCounts(t *testing.T) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for _, result := range []string{resultPlaced, resultAllocated, resultUnschedulable, resultError} {
+		counts[result] = int(counterValue(t, allocationAttempts.WithLabelValues(result)))
+	}
+	return counts
+}
+
+func counterValue(t *testing.T, counter metrics.CounterMetric) float64 {
+	t.Helper()
+	value, err := testutil.GetCounterMetricValue(counter)
+	if err != nil {
+		t.Fatalf("read counter: %v", err)
+	}
+	return value
+}
+
+func histogramCount(t *testing.T) uint64 {
+	t.Helper()
+	vec, err := testutil.GetHistogramVecFromGatherer(legacyregistry.DefaultGatherer, "draplane_allocation_controller_pod_creation_to_binding_seconds", nil)
+	if err != nil {
+		// Not gathered before the first observation.
+		return 0
+	}
+	return vec.GetAggregatedSampleCount()
 }
 
 // describeAllocation renders an allocation as "<node>/<device>,...".

@@ -1,6 +1,7 @@
 package allocation
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -113,7 +114,7 @@ func TestEventHandlers(t *testing.T) {
 	tests := map[string]struct {
 		parked []string
 		event  func(c *testController)
-		// expectedQueue are the keys queued, in order.
+		// expectedQueue are the keys queued, sorted.
 		expectedQueue []string
 		// expectedRateLimited counts requeues through the limiter.
 		expectedRateLimited int
@@ -145,6 +146,30 @@ func TestEventHandlers(t *testing.T) {
 				bound := makePod("pod-1", withGeneratedClaim("gpu"), withNodeName("node-a"))
 				mustAdd(c.t, c.claimStore, generatedClaim(bound, "gpu"))
 				c.onPod(c.logger, bound, false)
+			},
+			expectedQueue: []string{"default/pod-1"},
+		},
+		"own status update of a parked pod is ignored": {
+			parked: []string{"default/pod-1"},
+			event: func(c *testController) {
+				updated := pod.DeepCopy()
+				updated.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+				c.onPodUpdate(c.logger, pod, updated)
+			},
+		},
+		"claim status update of a parked pod is queued": {
+			parked: []string{"default/pod-1"},
+			event: func(c *testController) {
+				updated := makePod("pod-1", withGeneratedClaim("gpu"), withGeneratedClaim("nic"))
+				c.onPodUpdate(c.logger, pod, updated)
+			},
+			expectedQueue: []string{"default/pod-1"},
+		},
+		"status update of a pod that is not parked is queued": {
+			event: func(c *testController) {
+				updated := pod.DeepCopy()
+				updated.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+				c.onPodUpdate(c.logger, pod, updated)
 			},
 			expectedQueue: []string{"default/pod-1"},
 		},
@@ -212,6 +237,8 @@ func TestEventHandlers(t *testing.T) {
 				queued = append(queued, key)
 				c.queue.Done(key)
 			}
+			// Parked pods come back in no particular order.
+			slices.Sort(queued)
 			if len(queued) != len(tc.expectedQueue) {
 				t.Fatalf("expected queue %v, got %v", tc.expectedQueue, queued)
 			}

@@ -92,6 +92,9 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 
 	eventsBefore := c.clusterEvents.Load()
 	d, err := c.decide(ctx, pod, claims)
+	if errors.Is(err, errRetryLater) {
+		return err
+	}
 	if err != nil {
 		allocationAttempts.WithLabelValues(resultError).Inc()
 		return err
@@ -152,6 +155,11 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 	var toAllocate []*resourceapi.ResourceClaim
 	var allocatedSelectors []*corev1.NodeSelector
 	for _, claim := range claims {
+		if p, ok := t.pending[claim.UID]; ok && p.writing && p.podUID != pod.UID {
+			// A shared claim that another worker is allocating right
+			// now: reserving it before that write lands would fail.
+			return nil, fmt.Errorf("%w: claim %s is being allocated for another pod", errRetryLater, klog.KObj(claim))
+		}
 		pc := &podClaim{claim: claim, allocation: t.allocationLocked(claim.UID)}
 		d.claims = append(d.claims, pc)
 		if pc.allocation != nil {
