@@ -147,3 +147,41 @@ spec:
 		})
 	}
 }
+
+// TestPodDeletion: with no kubelet, a pod never bound to a node goes at
+// once; a bound pod takes the graceful path (deletionTimestamp first).
+func TestPodDeletion(t *testing.T) {
+	s := sharedServer(t)
+	pod := func(name, node string) string {
+		manifest := `apiVersion: v1
+kind: Pod
+metadata:
+  name: ` + name + `
+  namespace: default
+spec:
+  terminationGracePeriodSeconds: 600
+  containers:
+  - name: main
+    image: registry.k8s.io/pause:3.10
+`
+		if node != "" {
+			manifest = strings.Replace(manifest, "spec:\n", "spec:\n  nodeName: "+node+"\n", 1)
+		}
+		return manifest
+	}
+	s.MustKubectl(t, pod("unbound-pod", ""), "create", "-f", "-")
+	s.MustKubectl(t, "", "delete", "pod", "unbound-pod", "-n", "default", "--wait=false")
+	if out, err := s.Kubectl(t, "", "get", "pod", "unbound-pod", "-n", "default"); err == nil {
+		t.Errorf("unbound pod still exists after delete:\n%s", out)
+	}
+
+	s.MustKubectl(t, pod("bound-pod", "some-node"), "create", "-f", "-")
+	t.Cleanup(func() {
+		_, _ = s.Kubectl(t, "", "delete", "pod", "bound-pod", "-n", "default", "--grace-period=0", "--force")
+	})
+	s.MustKubectl(t, "", "delete", "pod", "bound-pod", "-n", "default", "--wait=false")
+	out := s.MustKubectl(t, "", "get", "pod", "bound-pod", "-n", "default", "-o", "jsonpath={.metadata.deletionTimestamp}")
+	if strings.TrimSpace(out) == "" {
+		t.Error("bound pod deleted without a grace period")
+	}
+}
