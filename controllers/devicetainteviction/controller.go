@@ -153,6 +153,11 @@ type Controller struct {
 	// pending are the evictions that are scheduled, by pod
 	// "<namespace>/<name>".
 	pending map[string]*pendingEviction
+	// evicted are the pods deleted by this controller that the informer
+	// may still show as they were, by pod key. A bound pod stays around,
+	// terminating, after the delete; until the cache says so it must not
+	// be evicted (and counted) a second time.
+	evicted map[string]types.UID
 	// progress counts, by rule UID, what happened to the pods the rule
 	// evicts, since this controller started.
 	progress map[types.UID]*ruleProgress
@@ -259,6 +264,7 @@ func newController(
 		rulesSynced:      taintRuleInformer.Informer().HasSynced,
 		evictionLimiter:  flowcontrol.NewTokenBucketRateLimiterWithClock(float32(opts.EvictionsPerSecond), opts.EvictionBurst, clock),
 		pending:          make(map[string]*pendingEviction),
+		evicted:          make(map[string]types.UID),
 		progress:         make(map[types.UID]*ruleProgress),
 		lastStatusUpdate: make(map[string]time.Time),
 	}
@@ -417,9 +423,9 @@ func (c *Controller) onPod(logger klog.Logger, obj any, deleted bool) {
 		return
 	}
 	key := pod.Namespace + "/" + pod.Name
-	if c.isPending(key) {
-		// A deleted pod needs its pending eviction dropped, a changed
-		// one (say, finished) may no longer need one.
+	if c.isTracked(key) {
+		// A deleted pod needs its pending eviction or eviction record
+		// dropped, a changed one (say, finished) may no longer need one.
 		c.queue.Add(podKeyPrefix + key)
 		return
 	}
@@ -560,9 +566,11 @@ func ruleOf(obj any) *resourcev1.DeviceTaintRule {
 	return rule
 }
 
-func (c *Controller) isPending(podKey string) bool {
+// isTracked reports whether the pod has a pending eviction or was evicted.
+func (c *Controller) isTracked(podKey string) bool {
 	c.mutex.Lock()
 	defer c.mutex.Unlock()
-	_, ok := c.pending[podKey]
-	return ok
+	_, pending := c.pending[podKey]
+	_, evicted := c.evicted[podKey]
+	return pending || evicted
 }

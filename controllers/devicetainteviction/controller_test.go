@@ -296,6 +296,20 @@ func TestEviction(t *testing.T) {
 			},
 			steps: []step{{name: "running pod evicted", wantDeleted: []string{"a"}}},
 		},
+		"deleted pod still in the cache is not evicted twice": {
+			objects: testObjects{
+				pods:       []*corev1.Pod{pod("a")},
+				claims:     []*resourcev1.ResourceClaim{claim("claim-a", gpu0, consumer("a"))},
+				rules:      []*resourcev1.DeviceTaintRule{rule(ruleName, "gpu-0", noExecute("example.com/broken"))},
+				staleCache: true,
+			},
+			steps: []step{
+				{name: "evicted", wantDeleted: []string{"a"}},
+				{name: "pod queued again", advance: DefaultStatusUpdateInterval, do: func(e *testEnv) { e.queue.Add(podKeyPrefix + testNamespace + "/a") },
+					wantDeleted:   []string{"a"},
+					wantCondition: cond(metav1.ConditionFalse, ReasonCompleted, "0 pods pending eviction, 1 pods evicted, 0 evictions cancelled")},
+			},
+		},
 		"rate limit": {
 			opts:    Options{EvictionsPerSecond: 1, EvictionBurst: 2},
 			objects: fivePods,

@@ -77,14 +77,17 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string) error 
 	pod, err := c.podLister.Pods(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		// Gone, by our hand or another's: nothing left to do or cancel.
-		c.dropPending(ctx, key)
+		c.dropPending(ctx, key, true)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("get pod %s from cache: %w", key, err)
 	}
+	if c.alreadyEvicted(key, pod.UID) {
+		return nil
+	}
 	if pod.DeletionTimestamp != nil || podclaims.IsDone(pod) {
-		c.dropPending(ctx, key)
+		c.dropPending(ctx, key, false)
 		return nil
 	}
 
@@ -127,7 +130,7 @@ func (c *Controller) evict(ctx context.Context, pod *corev1.Pod, decision *evict
 	podApply := corev1apply.Pod(pod.Name, pod.Namespace).WithStatus(corev1apply.PodStatus().WithConditions(condition))
 	if _, err := c.kubeClient.CoreV1().Pods(pod.Namespace).ApplyStatus(ctx, podApply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
 		if apierrors.IsNotFound(err) {
-			c.dropPending(ctx, key)
+			c.dropPending(ctx, key, false)
 			return nil
 		}
 		return fmt.Errorf("add condition %s to pod %s: %w", corev1.DisruptionTarget, key, err)
@@ -141,7 +144,7 @@ func (c *Controller) evict(ctx context.Context, pod *corev1.Pod, decision *evict
 		// Deleted meanwhile, or replaced by a pod of the same name
 		// which gets its own evaluation.
 		logger.V(4).Info("Pod gone before eviction", "pod", klog.KObj(pod), "err", err)
-		c.dropPending(ctx, key)
+		c.dropPending(ctx, key, false)
 		return nil
 	}
 	if err != nil {
@@ -155,6 +158,7 @@ func (c *Controller) evict(ctx context.Context, pod *corev1.Pod, decision *evict
 
 	c.mutex.Lock()
 	delete(c.pending, key)
+	c.evicted[key] = pod.UID
 	for _, rule := range decision.rules() {
 		c.progressOf(rule.UID).evicted++
 	}
@@ -225,12 +229,30 @@ func (c *Controller) cancelPending(ctx context.Context, pod *corev1.Pod) {
 	}
 }
 
+// alreadyEvicted reports whether this pod instance was evicted by this
+// controller; an eviction record of an earlier pod of that name is
+// forgotten.
+func (c *Controller) alreadyEvicted(podKey string, uid types.UID) bool {
+	c.mutex.Lock()
+	defer c.mutex.Unlock()
+	evictedUID, ok := c.evicted[podKey]
+	if ok && evictedUID != uid {
+		delete(c.evicted, podKey)
+		return false
+	}
+	return ok
+}
+
 // dropPending forgets the pending eviction of a pod that is gone or going
-// anyway; that is no cancellation.
-func (c *Controller) dropPending(ctx context.Context, podKey string) {
+// anyway; that is no cancellation. Once the pod is gone from the cache
+// (goneFromCache), its eviction record goes too.
+func (c *Controller) dropPending(ctx context.Context, podKey string, goneFromCache bool) {
 	c.mutex.Lock()
 	previous := c.pending[podKey]
 	delete(c.pending, podKey)
+	if goneFromCache {
+		delete(c.evicted, podKey)
+	}
 	c.mutex.Unlock()
 	if previous != nil {
 		klog.FromContext(ctx).V(4).Info("Pod gone, eviction no longer pending", "pod", podKey)

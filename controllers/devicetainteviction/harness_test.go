@@ -121,6 +121,9 @@ type testObjects struct {
 	claims []*resourcev1.ResourceClaim
 	slices []*resourcev1.ResourceSlice
 	rules  []*resourcev1.DeviceTaintRule
+	// staleCache keeps deleted pods in the cache unchanged, as an
+	// informer that has not caught up yet would.
+	staleCache bool
 }
 
 func newTestEnv(t *testing.T, opts Options, objects testObjects) *testEnv {
@@ -168,6 +171,9 @@ func newTestEnv(t *testing.T, opts Options, objects testObjects) *testEnv {
 	// A deleted pod leaves the cache as it would with a running informer.
 	kube.PrependReactor("delete", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		del := action.(k8stesting.DeleteAction)
+		if objects.staleCache {
+			return false, nil, nil
+		}
 		if obj, exists, _ := e.pods.GetByKey(del.GetNamespace() + "/" + del.GetName()); exists {
 			_ = e.pods.Delete(obj)
 			defer c.onPod(klog.FromContext(ctx), obj, true)
