@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -398,6 +399,16 @@ func (e *testEnv) statusWrites() int {
 // condition first, then a delete of exactly that pod instance, plus the
 // events on pod and rule.
 func TestEvictionWrites(t *testing.T) {
+	setupMetrics()
+	evictedBefore, err := testutil.GetCounterMetricValue(podsEvicted.WithLabelValues("rule"))
+	if err != nil {
+		t.Fatalf("read pods evicted metric: %v", err)
+	}
+	latencyCountBefore, err := testutil.GetHistogramMetricCount(evictionLatency.ObserverMetric)
+	if err != nil {
+		t.Fatalf("read eviction latency metric: %v", err)
+	}
+
 	e := newTestEnv(t, Options{}, testObjects{
 		pods:   []*corev1.Pod{pod("a")},
 		claims: []*resourcev1.ResourceClaim{claim("claim-a", []string{"gpu-0"}, consumer("a"))},
@@ -431,6 +442,13 @@ func TestEvictionWrites(t *testing.T) {
 		ReasonEvicting:       "device gpu.example.com/node-1/gpu-0 has taint example.com/broken:NoExecute from DeviceTaintRule maintenance",
 		ReasonRulePodEvicted: "Evicted pod default/a",
 	}
+	if evicted, _ := testutil.GetCounterMetricValue(podsEvicted.WithLabelValues("rule")); evicted-evictedBefore != 1 {
+		t.Errorf("pods evicted metric grew by %v, want 1", evicted-evictedBefore)
+	}
+	if count, _ := testutil.GetHistogramMetricCount(evictionLatency.ObserverMetric); count-latencyCountBefore != 1 {
+		t.Errorf("eviction latency metric got %d samples, want 1", count-latencyCountBefore)
+	}
+
 	for reason, want := range wantEvents {
 		events := e.eventsWithReason(reason)
 		if len(events) != 1 || !strings.Contains(events[0], want) {
