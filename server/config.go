@@ -33,6 +33,8 @@ type ExtraConfig struct {
 	Scheme   *runtime.Scheme
 	DataDir  string
 	CoreLite bool
+	// Controllers says whether and how the controllers run.
+	Controllers *ControllerOptions
 	// KubeconfigPath is the admin kubeconfig written for this server.
 	KubeconfigPath string
 	// ServerURL is where clients reach the API.
@@ -105,7 +107,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Extra = ExtraConfig{Scheme: scheme, codecs: codecs, DataDir: o.DataDir, CoreLite: o.CoreLite, lock: lock}
+	cfg.Extra = ExtraConfig{Scheme: scheme, codecs: codecs, DataDir: o.DataDir, CoreLite: o.CoreLite, Controllers: o.Controllers, lock: lock}
 
 	ca, err := loadOrCreatePKI(pkiDir(o.DataDir))
 	if err != nil {
@@ -280,6 +282,15 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	if c.Extra.coreLite != nil {
 		if err := c.Extra.coreLite.install(generic, c.Extra.Scheme, c.Extra.codecs, optsGetter); err != nil {
+			return nil, err
+		}
+	}
+	if c.Extra.Controllers != nil && c.Extra.Controllers.Run {
+		if c.Extra.coreLite == nil {
+			// Pods, nodes and leases live in a host cluster then; running
+			// against one is the aggregated mode's job.
+			klog.Background().Info("Not running controllers: they need core-lite (pods, nodes, leases) in this mode")
+		} else if err := generic.AddPostStartHook("start-controllers", c.Extra.Controllers.startControllers); err != nil {
 			return nil, err
 		}
 	}

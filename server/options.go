@@ -47,6 +47,7 @@ type Options struct {
 	// off when a real cluster serves them (aggregated mode).
 	CoreLite bool
 
+	Controllers    *ControllerOptions
 	Etcd           *genericoptions.EtcdOptions
 	EmbeddedEtcd   *EmbeddedEtcdOptions
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
@@ -59,6 +60,7 @@ type Options struct {
 func NewOptions() *Options {
 	o := &Options{
 		CoreLite:       true,
+		Controllers:    NewControllerOptions(),
 		Etcd:           genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(etcdPrefix, nil)),
 		EmbeddedEtcd:   NewEmbeddedEtcdOptions(),
 		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
@@ -98,6 +100,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	generic.BoolVar(&o.CoreLite, "core-lite", o.CoreLite,
 		"Serve core/v1 namespaces, pods, nodes, events and coordination.k8s.io/v1 leases (standalone). Turn off when a cluster serves them.")
 
+	o.Controllers.AddFlags(fss.FlagSet("controllers"))
 	o.Etcd.AddFlags(fss.FlagSet("etcd"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("embedded etcd (when --etcd-servers is empty)"))
 	serving := fss.FlagSet("secure serving")
@@ -146,6 +149,7 @@ func (o *Options) Validate() error {
 	} else {
 		errs = append(errs, o.Etcd.Validate()...)
 	}
+	errs = append(errs, o.Controllers.Validate()...)
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.Authentication.Validate()...)
 	errs = append(errs, o.Authorization.Validate()...)
