@@ -6,11 +6,27 @@
 // status.reservedFor is evicted once its tolerationSeconds, if any, have
 // run out: the pod gets the condition DisruptionTarget and is deleted.
 //
-// Evictions are rate limited, so that a mistaken rule cannot empty the
-// cluster at once, and they are cancelled (with an event) when the taint
-// goes away or becomes tolerated before they are due. Each
-// DeviceTaintRule reports its progress in the condition
-// EvictionInProgress.
+// Evictions are rate limited (Options.EvictionsPerSecond, token bucket),
+// so that a mistaken rule cannot empty the cluster at once, and they are
+// cancelled (with an event on the pod and the rule) when the taint goes
+// away or becomes tolerated before they are due. All work happens in
+// queue workers; event handlers only queue keys, delayed evictions wait
+// in the queue until they are due.
+//
+// Each DeviceTaintRule reports its progress in the condition
+// EvictionInProgress, written with server-side apply at most once per
+// Options.StatusUpdateInterval: True/PodsPendingEviction while pods are
+// waiting for their tolerationSeconds or the rate limit, False/Completed
+// when none are left, with counts of pending, evicted and cancelled pods
+// in the message; False/NotStarted for effects NoSchedule and None, with
+// the number of pods that use selected devices without tolerating the
+// taint. The evicted and cancelled counts are kept in memory: they start
+// at zero when this controller (or a new leader) starts.
+//
+// A rule with an empty selector, which matches every device, is only
+// admitted with the annotation
+// resource.draplane.dev/confirm-select-all-devices: "true"
+// (validation.ConfirmSelectAllDevicesAnnotation).
 package devicetainteviction
 
 import (
@@ -66,7 +82,7 @@ const (
 
 	// Work item prefixes.
 	podKeyPrefix      = "pod:"      // evaluate (and maybe evict) one pod
-	rulePodsKeyPrefix = "rulepods:" // re-evaluate the pods a rule touches
+	rulePodsKeyPrefix = "rulepods:" // re-evaluate the pods a rule touches, then its status
 	ruleKeyPrefix     = "rule:"     // update the status of one rule
 	// allRulesKey updates the status of every rule, after claims changed.
 	allRulesKey = "allrules"
@@ -538,9 +554,9 @@ func (c *Controller) queueConsumersOfDevice(id deviceID) int {
 	return queued
 }
 
-// onRule queues the rule's pods (a worker finds them: a rule may select
-// many devices) and its status. Status-only updates, our own included,
-// change nothing.
+// onRule queues the rule's pods: a worker finds them, since a rule may
+// select many devices, and then queues the rule's status. Status-only
+// updates, our own included, change nothing.
 func (c *Controller) onRule(logger klog.Logger, oldObj, newObj any) {
 	oldRule, newRule := ruleOf(oldObj), ruleOf(newObj)
 	rule := newRule
@@ -555,7 +571,6 @@ func (c *Controller) onRule(logger klog.Logger, oldObj, newObj any) {
 	}
 	logger.V(5).Info("DeviceTaintRule changed", "rule", klog.KObj(rule), "deleted", newRule == nil)
 	c.queue.Add(rulePodsKeyPrefix + rule.Name)
-	c.queue.Add(ruleKeyPrefix + rule.Name)
 }
 
 func ruleOf(obj any) *resourcev1.DeviceTaintRule {

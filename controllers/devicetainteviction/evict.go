@@ -127,7 +127,9 @@ func (c *Controller) evict(ctx context.Context, pod *corev1.Pod, decision *evict
 		WithReason(PodConditionReason).
 		WithMessage(message).
 		WithLastTransitionTime(metav1.NewTime(c.clock.Now()))
-	podApply := corev1apply.Pod(pod.Name, pod.Namespace).WithStatus(corev1apply.PodStatus().WithConditions(condition))
+	// The UID makes the write fail rather than mark a new pod of the same
+	// name.
+	podApply := corev1apply.Pod(pod.Name, pod.Namespace).WithUID(pod.UID).WithStatus(corev1apply.PodStatus().WithConditions(condition))
 	if _, err := c.kubeClient.CoreV1().Pods(pod.Namespace).ApplyStatus(ctx, podApply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.dropPending(ctx, key, false)
@@ -290,7 +292,8 @@ func (c *Controller) progressOf(uid types.UID) *ruleProgress {
 
 // syncRulePods queues every pod whose claims use a device the rule
 // selects, and every pod whose pending eviction names the rule (the rule
-// may be gone or select other devices now).
+// may be gone or select other devices now); then the rule's status, which
+// thus mostly sees the pods already evaluated.
 func (c *Controller) syncRulePods(ctx context.Context, name string) error {
 	queued := 0
 	c.mutex.Lock()
@@ -326,6 +329,7 @@ func (c *Controller) syncRulePods(ctx context.Context, name string) error {
 		}
 	}
 	klog.FromContext(ctx).V(4).Info("Checking pods of DeviceTaintRule", "rule", klog.KObj(rule), "pods", queued)
+	c.queue.Add(ruleKeyPrefix + name)
 	return nil
 }
 
