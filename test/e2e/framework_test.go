@@ -329,7 +329,10 @@ func sharedServer(t testing.TB) *testServer {
 		if sharedErr != nil {
 			return
 		}
-		shared = &testServer{dataDir: sharedDataDir}
+		// The shared server checks what the API stores and serves; the
+		// controllers would write to the same objects, so they are off
+		// here and tested with servers of their own.
+		shared = &testServer{dataDir: sharedDataDir, args: []string{"--controllers=false"}}
 		sharedErr = shared.start()
 	})
 	if sharedErr != nil {

@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// TestControllersPlaceAPod: with the controllers running (the default),
+// the quickstart's pod gets a claim generated from its template, the claim
+// is allocated on the node that has the devices and reserved for the pod,
+// and the pod is bound there. Deleting the pod releases and deletes the
+// claim. Leader election is on, so this also shows the lease being taken.
+func TestControllersPlaceAPod(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	ctx := context.Background()
+	kube, err := kubernetes.NewForConfig(s.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.MustKubectl(t, `apiVersion: v1
+kind: Node
+metadata:
+  name: node-1
+`, "apply", "-f", "-")
+	s.MustKubectl(t, "", "patch", "node", "node-1", "--subresource=status", "--type=merge",
+		"-p", `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Test","message":"test node"}]}}`)
+	s.MustKubectl(t, "", "apply", "-f", filepath.Join(repoRoot, "examples"))
+
+	var claimName string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		pod, err := kube.CoreV1().Pods("default").Get(ctx, "gpu-job", metav1.GetOptions{})
+		if err != nil || pod.Spec.NodeName == "" || len(pod.Status.ResourceClaimStatuses) != 1 || pod.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+			return false, nil
+		}
+		claimName = *pod.Status.ResourceClaimStatuses[0].ResourceClaimName
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("pod not bound with its claim recorded: %v\n%s", err, s.MustKubectl(t, "", "get", "pods,resourceclaims", "-A", "-o", "wide"))
+	}
+	if !strings.HasPrefix(claimName, "gpu-job-gpu-") {
+		t.Errorf("generated claim name %q lacks the <pod>-<podclaim>- prefix", claimName)
+	}
+	claim, err := s.Client(t).ResourceV1().ResourceClaims("default").Get(ctx, claimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claim.Status.Allocation == nil || len(claim.Status.Allocation.Devices.Results) != 1 {
+		t.Fatalf("claim not allocated one device: %+v", claim.Status)
+	}
+	if got := claim.Status.Allocation.Devices.Results[0].Pool; got != "node-1" {
+		t.Errorf("allocated from pool %q, want node-1", got)
+	}
+	if len(claim.Status.ReservedFor) != 1 || claim.Status.ReservedFor[0].Name != "gpu-job" {
+		t.Errorf("claim not reserved for the pod: %+v", claim.Status.ReservedFor)
+	}
+	if out := s.MustKubectl(t, "", "get", "leases", "-n", "kube-system", "draplane-controllers", "-o", "jsonpath={.spec.holderIdentity}"); out == "" {
+		t.Errorf("no holder of the controller lease")
+	}
+
+	s.MustKubectl(t, "", "delete", "pod", "gpu-job", "--grace-period=1")
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := s.Client(t).ResourceV1().ResourceClaims("default").Get(ctx, claimName, metav1.GetOptions{})
+		return err != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("generated claim not deleted after its pod: %v\n%s", err, s.MustKubectl(t, "", "get", "pods,resourceclaims", "-A", "-o", "wide"))
+	}
+}
