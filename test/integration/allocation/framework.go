@@ -46,14 +46,18 @@ type Env struct {
 }
 
 // StartServer runs dra-apiserver in this process on a free port with its
-// own data directory and returns an admin client config without client
-// side rate limits.
+// own data directory and without its own controllers, and returns an
+// admin client config without client side rate limits.
 func StartServer(ctx context.Context, tb testing.TB, wg *sync.WaitGroup) *rest.Config {
 	tb.Helper()
 	options := server.NewOptions()
 	options.DataDir = tb.TempDir()
 	options.SecureServing.BindPort = 0
 	options.EmbeddedEtcd.UnsafeNoFsync = true
+	// The tests run the controllers themselves: a second set inside the
+	// server would generate a second claim per pod claim and allocate
+	// without knowing this set's pending allocations.
+	options.Controllers.Run = false
 	if err := options.Complete(); err != nil {
 		tb.Fatalf("complete options: %v", err)
 	}
