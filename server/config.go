@@ -35,6 +35,8 @@ type ExtraConfig struct {
 	CoreLite bool
 	// Controllers says whether and how the controllers run.
 	Controllers *ControllerOptions
+	// Simulator says whether and what the simulator simulates.
+	Simulator *SimulatorOptions
 	// KubeconfigPath is the admin kubeconfig written for this server.
 	KubeconfigPath string
 	// ServerURL is where clients reach the API.
@@ -107,7 +109,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Extra = ExtraConfig{Scheme: scheme, codecs: codecs, DataDir: o.DataDir, CoreLite: o.CoreLite, Controllers: o.Controllers, lock: lock}
+	cfg.Extra = ExtraConfig{Scheme: scheme, codecs: codecs, DataDir: o.DataDir, CoreLite: o.CoreLite, Controllers: o.Controllers, Simulator: o.Simulator, lock: lock}
 
 	ca, err := loadOrCreatePKI(pkiDir(o.DataDir))
 	if err != nil {
@@ -291,6 +293,14 @@ func (c CompletedConfig) New() (*Server, error) {
 			// against one is the aggregated mode's job.
 			klog.Background().Info("Not running controllers: they need core-lite (pods, nodes, leases) in this mode")
 		} else if err := generic.AddPostStartHook("start-controllers", c.Extra.Controllers.startControllers); err != nil {
+			return nil, err
+		}
+	}
+	if c.Extra.Simulator.enabled() {
+		if c.Extra.coreLite == nil {
+			// Simulated nodes and their pods live in core-lite.
+			klog.Background().Info("Not running the simulator: it needs core-lite (pods, nodes, leases)")
+		} else if err := generic.AddPostStartHook("start-simulator", c.Extra.Simulator.startSimulator(c.Extra.Controllers)); err != nil {
 			return nil, err
 		}
 	}

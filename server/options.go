@@ -48,6 +48,7 @@ type Options struct {
 	CoreLite bool
 
 	Controllers    *ControllerOptions
+	Simulator      *SimulatorOptions
 	Etcd           *genericoptions.EtcdOptions
 	EmbeddedEtcd   *EmbeddedEtcdOptions
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
@@ -61,6 +62,7 @@ func NewOptions() *Options {
 	o := &Options{
 		CoreLite:       true,
 		Controllers:    NewControllerOptions(),
+		Simulator:      NewSimulatorOptions(),
 		Etcd:           genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(etcdPrefix, nil)),
 		EmbeddedEtcd:   NewEmbeddedEtcdOptions(),
 		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
@@ -101,6 +103,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Serve core/v1 namespaces, pods, nodes, events and coordination.k8s.io/v1 leases (standalone). Turn off when a cluster serves them.")
 
 	o.Controllers.AddFlags(fss.FlagSet("controllers"))
+	o.Simulator.AddFlags(fss.FlagSet("simulator"))
 	o.Etcd.AddFlags(fss.FlagSet("etcd"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("embedded etcd (when --etcd-servers is empty)"))
 	serving := fss.FlagSet("secure serving")
@@ -150,6 +153,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.Etcd.Validate()...)
 	}
 	errs = append(errs, o.Controllers.Validate()...)
+	errs = append(errs, o.Simulator.Validate()...)
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.Authentication.Validate()...)
 	errs = append(errs, o.Authorization.Validate()...)

@@ -1,0 +1,528 @@
+// Package simulator stands in for nodes, their kubelets and a DRA driver
+// in standalone mode, so whole flows run with no real machine: it
+// registers N Ready nodes, publishes per node one ResourceSlice of a fake
+// GPU driver, keeps the nodes' Ready condition fresh, and plays kubelet for
+// the pods bound to its nodes (Running with started, ready containers;
+// optionally Succeeded after a while, so claims get released and deleted).
+//
+// Like a real node agent, it removes the slices of its driver on its nodes
+// when it starts and publishes them anew, so no orphans of an earlier run
+// survive; slices and nodes of an earlier run that simulated more nodes are
+// removed too.
+package simulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/generated/clientset/versioned"
+)
+
+const (
+	// ControllerName names the simulator in logs and its work queue.
+	ControllerName = "simulator"
+	// NodePrefix starts the name of every simulated node: sim-node-0, ...
+	NodePrefix = "sim-node-"
+	// DefaultDriver is the fake driver's name.
+	DefaultDriver = "gpu.sim.draplane.dev"
+	// DefaultDevicesPerNode is how many GPUs each simulated node has.
+	DefaultDevicesPerNode = 8
+	// DefaultHeartbeatInterval is how often the nodes' Ready condition is
+	// renewed. Nothing here times nodes out, so it only has to show that
+	// the node is alive; a kubelet reports an unchanged status every 5m.
+	DefaultHeartbeatInterval = time.Minute
+	// LabelSimulatedBy marks the nodes and slices the simulator owns; its
+	// value is the driver name. Only objects with it are removed when
+	// they are no longer simulated.
+	LabelSimulatedBy = "simulator.draplane.dev/driver"
+	// DeviceModel is the model attribute of every simulated GPU.
+	DeviceModel = "SIM-GPU-80GB"
+	// DeviceMemory is the memory capacity of every simulated GPU.
+	DeviceMemory = "80Gi"
+	// DriverVersion is the driverVersion attribute of every device.
+	DriverVersion = "1.0.0"
+	// PCIeRootsPerNode: the node's GPUs are split evenly over this many
+	// PCIe roots, so a claim can ask for GPUs behind the same root with
+	// matchAttribute "<driver>/pcieRoot".
+	PCIeRootsPerNode = 2
+	// ReasonSimulated is the reason on the conditions the simulator sets.
+	ReasonSimulated = "Simulated"
+)
+
+// Options say what is simulated.
+type Options struct {
+	// Nodes is how many nodes are simulated: sim-node-0 .. sim-node-<N-1>.
+	Nodes int
+	// DevicesPerNode is how many GPUs each node's slice has.
+	DevicesPerNode int
+	// Driver is the fake driver's name (a DNS subdomain).
+	Driver string
+	// PodDuration, when positive, makes a pod that cannot restart
+	// (restartPolicy Never or OnFailure) Succeed this long after it
+	// started. Zero keeps pods Running until they are deleted.
+	PodDuration time.Duration
+	// HeartbeatInterval is how often the nodes' Ready condition is renewed.
+	HeartbeatInterval time.Duration
+	// SeedWorkers bound the concurrent writes while seeding nodes and slices.
+	SeedWorkers int
+}
+
+// NodeName is the name of simulated node i.
+func NodeName(i int) string { return fmt.Sprintf("%s%d", NodePrefix, i) }
+
+// SliceName is the name of the slice the driver publishes for a node.
+func SliceName(nodeName, driver string) string { return nodeName + "-" + driver }
+
+// Simulator plays kubelet and DRA driver for its nodes.
+type Simulator struct {
+	opts           Options
+	kubeClient     kubernetes.Interface
+	resourceClient versioned.Interface
+	podLister      corelisters.PodLister
+	podSynced      cache.InformerSynced
+	queue          workqueue.TypedRateLimitingInterface[string]
+	clock          clock.Clock
+	// nodes is the set of simulated node names.
+	nodes map[string]bool
+}
+
+// New wires the pod informer. Call it before starting the informer factory.
+func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient versioned.Interface, podInformer coreinformers.PodInformer, opts Options) (*Simulator, error) {
+	if opts.Nodes < 1 {
+		return nil, fmt.Errorf("simulator needs at least one node, got %d", opts.Nodes)
+	}
+	if opts.DevicesPerNode < 1 {
+		return nil, fmt.Errorf("simulator needs at least one device per node, got %d", opts.DevicesPerNode)
+	}
+	if opts.Driver == "" {
+		opts.Driver = DefaultDriver
+	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if opts.SeedWorkers < 1 {
+		opts.SeedWorkers = 16
+	}
+	s := &Simulator{
+		opts:           opts,
+		kubeClient:     kubeClient,
+		resourceClient: resourceClient,
+		podLister:      podInformer.Lister(),
+		podSynced:      podInformer.Informer().HasSynced,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName},
+		),
+		clock: clock.RealClock{},
+		nodes: make(map[string]bool, opts.Nodes),
+	}
+	for i := range opts.Nodes {
+		s.nodes[NodeName(i)] = true
+	}
+	_, err := podInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    s.enqueuePod,
+		UpdateFunc: func(_, obj any) { s.enqueuePod(obj) },
+	}, cache.HandlerOptions{Logger: &logger})
+	if err != nil {
+		return nil, fmt.Errorf("add pod event handler: %w", err)
+	}
+	return s, nil
+}
+
+// Run seeds nodes and slices, then plays kubelet for the pods on its nodes
+// and renews the nodes' heartbeat until ctx is done.
+func (s *Simulator) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer s.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting simulator", "nodes", s.opts.Nodes, "devicesPerNode", s.opts.DevicesPerNode, "driver", s.opts.Driver, "podDuration", s.opts.PodDuration)
+	defer logger.Info("Shutting down simulator")
+
+	// Seeding fails only when the API does; keep trying, like a kubelet
+	// that cannot register yet.
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 1 << 30, Cap: 30 * time.Second}
+	for {
+		err := s.Seed(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		delay := backoff.Step()
+		logger.Error(err, "Seeding simulated nodes failed, retrying", "after", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.podSynced) {
+		return
+	}
+	for range workers {
+		go wait.UntilWithContext(ctx, s.runWorker, time.Second)
+	}
+	go wait.UntilWithContext(ctx, s.heartbeat, s.opts.HeartbeatInterval)
+	<-ctx.Done()
+}
+
+// Seed registers every simulated node as Ready, removes the stale slices
+// of the driver and publishes one slice per node. Large numbers of nodes
+// log their progress.
+func (s *Simulator) Seed(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	start := s.clock.Now()
+	generations, err := s.removeStale(ctx)
+	if err != nil {
+		return err
+	}
+	var done atomic.Int64
+	total := int64(s.opts.Nodes)
+	err = s.forEachNode(ctx, func(ctx context.Context, name string) error {
+		if err := s.registerNode(ctx, name); err != nil {
+			return err
+		}
+		if err := s.publishSlice(ctx, name, generations[name]+1); err != nil {
+			return err
+		}
+		// Progress in tenths, so 500 nodes log ten lines, not 500.
+		if n := done.Add(1); total >= 50 && n*10/total != (n-1)*10/total {
+			logger.Info("Seeding simulated nodes", "done", n, "total", total)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	logger.Info("Simulated nodes ready", "nodes", s.opts.Nodes, "devices", s.opts.Nodes*s.opts.DevicesPerNode,
+		"driver", s.opts.Driver, "duration", s.clock.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// forEachNode runs f for every simulated node on SeedWorkers goroutines
+// and returns the first error.
+func (s *Simulator) forEachNode(ctx context.Context, f func(context.Context, string) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	names := make(chan string)
+	errs := make(chan error, s.opts.SeedWorkers)
+	var wg sync.WaitGroup
+	for range min(s.opts.SeedWorkers, s.opts.Nodes) {
+		wg.Go(func() {
+			for name := range names {
+				if err := f(ctx, name); err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+			}
+		})
+	}
+feed:
+	for i := range s.opts.Nodes {
+		select {
+		case names <- NodeName(i):
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(names)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// removeStale deletes the driver's slices on the simulated nodes (a node
+// agent starts from a clean slate) and the slices and nodes of an earlier
+// run that are no longer simulated. It returns the highest pool generation
+// seen per node, so the new slices supersede the old ones.
+func (s *Simulator) removeStale(ctx context.Context) (map[string]int64, error) {
+	logger := klog.FromContext(ctx)
+	slices, err := s.resourceClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.driver", s.opts.Driver).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list slices of driver %s: %w", s.opts.Driver, err)
+	}
+	generations := map[string]int64{}
+	removed := 0
+	for i := range slices.Items {
+		slice := &slices.Items[i]
+		nodeName := ptr.Deref(slice.Spec.NodeName, "")
+		ours := slice.Labels[LabelSimulatedBy] == s.opts.Driver
+		if slice.Spec.Driver != s.opts.Driver || !(s.nodes[nodeName] || ours) {
+			// Another driver's, or published by hand for a node we
+			// do not simulate: not ours to remove.
+			continue
+		}
+		if s.nodes[nodeName] {
+			generations[nodeName] = max(generations[nodeName], slice.Spec.Pool.Generation)
+		}
+		err := s.resourceClient.ResourceV1().ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &slice.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("remove stale slice %s: %w", slice.Name, err)
+		}
+		removed++
+	}
+	nodes, err := s.kubeClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{LabelSimulatedBy: s.opts.Driver}).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list simulated nodes: %w", err)
+	}
+	removedNodes := 0
+	for i := range nodes.Items {
+		node := &nodes.Items[i]
+		if s.nodes[node.Name] || node.Labels[LabelSimulatedBy] != s.opts.Driver {
+			continue
+		}
+		err := s.kubeClient.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &node.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("remove node %s that is no longer simulated: %w", node.Name, err)
+		}
+		removedNodes++
+	}
+	if removed > 0 || removedNodes > 0 {
+		logger.Info("Removed stale objects of the simulated driver", "slices", removed, "nodes", removedNodes)
+	}
+	return generations, nil
+}
+
+// registerNode creates the node if needed, makes sure it carries the
+// simulator's labels and reports it Ready.
+func (s *Simulator) registerNode(ctx context.Context, name string) error {
+	nodes := s.kubeClient.CoreV1().Nodes()
+	node, err := nodes.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		node, err = nodes.Create(ctx, s.desiredNode(name), metav1.CreateOptions{FieldManager: ControllerName})
+		if apierrors.IsAlreadyExists(err) {
+			node, err = nodes.Get(ctx, name, metav1.GetOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("register node %s: %w", name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("get node %s: %w", name, err)
+	}
+	if missing := missingLabels(node.Labels, s.nodeLabels(name)); len(missing) > 0 {
+		node = node.DeepCopy()
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		for key, value := range missing {
+			node.Labels[key] = value
+		}
+		if node, err = nodes.Update(ctx, node, metav1.UpdateOptions{FieldManager: ControllerName}); err != nil {
+			return fmt.Errorf("label node %s: %w", name, err)
+		}
+	}
+	return s.reportReady(ctx, node)
+}
+
+// reportReady writes the node status a kubelet would: capacity, address
+// and a Ready condition with a fresh heartbeat.
+func (s *Simulator) reportReady(ctx context.Context, node *corev1.Node) error {
+	node = node.DeepCopy()
+	now := metav1.NewTime(s.clock.Now())
+	desired := s.desiredNode(node.Name).Status
+	node.Status.Capacity = desired.Capacity
+	node.Status.Allocatable = desired.Allocatable
+	node.Status.Addresses = desired.Addresses
+	node.Status.NodeInfo = desired.NodeInfo
+	ready := corev1.NodeCondition{
+		Type:               corev1.NodeReady,
+		Status:             corev1.ConditionTrue,
+		Reason:             ReasonSimulated,
+		Message:            "simulated by dra-apiserver --simulate-nodes",
+		LastHeartbeatTime:  now,
+		LastTransitionTime: now,
+	}
+	found := false
+	for i := range node.Status.Conditions {
+		c := &node.Status.Conditions[i]
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
+			ready.LastTransitionTime = c.LastTransitionTime
+		}
+		*c = ready
+		found = true
+	}
+	if !found {
+		node.Status.Conditions = append(node.Status.Conditions, ready)
+	}
+	if _, err := s.kubeClient.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: ControllerName}); err != nil {
+		return fmt.Errorf("report node %s ready: %w", node.Name, err)
+	}
+	return nil
+}
+
+// heartbeat renews the Ready condition of every node and registers nodes
+// that were deleted again, as a kubelet would.
+func (s *Simulator) heartbeat(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	err := s.forEachNode(ctx, func(ctx context.Context, name string) error {
+		node, err := s.kubeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			logger.Info("Simulated node was deleted, registering it again", "node", name)
+			err = s.registerNode(ctx, name)
+		} else if err == nil {
+			err = s.reportReady(ctx, node)
+		}
+		if err != nil && ctx.Err() == nil {
+			// One node's failure must not stop the others' heartbeat.
+			logger.Error(err, "Node heartbeat failed", "node", name)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		logger.Error(err, "Node heartbeat failed")
+	}
+}
+
+func (s *Simulator) nodeLabels(name string) map[string]string {
+	return map[string]string{
+		corev1.LabelHostname:   name,
+		corev1.LabelOSStable:   "linux",
+		corev1.LabelArchStable: "amd64",
+		LabelSimulatedBy:       s.opts.Driver,
+	}
+}
+
+func missingLabels(have, want map[string]string) map[string]string {
+	missing := map[string]string{}
+	for key, value := range want {
+		if have[key] != value {
+			missing[key] = value
+		}
+	}
+	return missing
+}
+
+// desiredNode is the node as the simulator registers it.
+func (s *Simulator) desiredNode(name string) *corev1.Node {
+	index := strings.TrimPrefix(name, NodePrefix)
+	resources := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.nodeLabels(name)},
+		Status: corev1.NodeStatus{
+			Capacity:    resources,
+			Allocatable: resources,
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeHostName, Address: name},
+				{Type: corev1.NodeInternalIP, Address: nodeIP(index)},
+			},
+			NodeInfo: corev1.NodeSystemInfo{
+				OSImage:                 "draplane simulated node",
+				OperatingSystem:         "linux",
+				Architecture:            "amd64",
+				KubeletVersion:          "draplane-simulator",
+				ContainerRuntimeVersion: "sim://" + DriverVersion,
+			},
+		},
+	}
+}
+
+// nodeIP gives node i an address in 10.128.0.0/9 that is stable across runs.
+func nodeIP(index string) string {
+	var i int
+	fmt.Sscan(index, &i)
+	return fmt.Sprintf("10.%d.%d.%d", 128+(i>>16)&127, (i>>8)&255, i&255)
+}
+
+// publishSlice creates the node's slice, replacing one that appeared in
+// the meantime.
+func (s *Simulator) publishSlice(ctx context.Context, nodeName string, generation int64) error {
+	slices := s.resourceClient.ResourceV1().ResourceSlices()
+	slice := s.DesiredSlice(nodeName, generation)
+	_, err := slices.Create(ctx, slice, metav1.CreateOptions{FieldManager: ControllerName})
+	if apierrors.IsAlreadyExists(err) {
+		var existing *resourcev1.ResourceSlice
+		existing, err = slices.Get(ctx, slice.Name, metav1.GetOptions{})
+		if err == nil {
+			slice.ResourceVersion = existing.ResourceVersion
+			slice.Spec.Pool.Generation = existing.Spec.Pool.Generation + 1
+			_, err = slices.Update(ctx, slice, metav1.UpdateOptions{FieldManager: ControllerName})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("publish slice of node %s: %w", nodeName, err)
+	}
+	return nil
+}
+
+// DesiredSlice is the slice the fake driver publishes for a node: one
+// pool named after the node with DevicesPerNode GPUs gpu-0, gpu-1, ...
+// Each has the attributes model, index, pcieRoot (the GPUs are split over
+// PCIeRootsPerNode roots) and driverVersion, and a memory capacity.
+func (s *Simulator) DesiredSlice(nodeName string, generation int64) *resourcev1.ResourceSlice {
+	devices := make([]resourcev1.Device, s.opts.DevicesPerNode)
+	perRoot := (s.opts.DevicesPerNode + PCIeRootsPerNode - 1) / PCIeRootsPerNode
+	for i := range devices {
+		devices[i] = resourcev1.Device{
+			Name: fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"model":         {StringValue: ptr.To(DeviceModel)},
+				"index":         {IntValue: ptr.To(int64(i))},
+				"pcieRoot":      {StringValue: ptr.To(fmt.Sprintf("pci0000:%02x", i/perRoot))},
+				"driverVersion": {VersionValue: ptr.To(DriverVersion)},
+			},
+			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
+				"memory": {Value: resource.MustParse(DeviceMemory)},
+			},
+		}
+	}
+	return &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   SliceName(nodeName, s.opts.Driver),
+			Labels: map[string]string{LabelSimulatedBy: s.opts.Driver},
+		},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   s.opts.Driver,
+			NodeName: ptr.To(nodeName),
+			Pool: resourcev1.ResourcePool{
+				Name:               nodeName,
+				Generation:         generation,
+				ResourceSliceCount: 1,
+			},
+			Devices: devices,
+		},
+	}
+}
