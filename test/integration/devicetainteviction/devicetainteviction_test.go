@@ -57,7 +57,7 @@ func TestDeviceTaintEviction(t *testing.T) {
 		wg.Wait()
 	})
 
-	e := startServer(ctx, t, &wg)
+	e := startServer(ctx, t, &wg, false)
 	startEvictionController(ctx, t, &wg, e)
 
 	t.Run("NoExecute rule evicts every consumer of a shared claim", func(t *testing.T) { testSharedClaim(ctx, t, e) })
@@ -70,9 +70,13 @@ func TestDeviceTaintEviction(t *testing.T) {
 	t.Run("NoSchedule evicts nothing and blocks new allocations", func(t *testing.T) { testNoSchedule(ctx, t, e) })
 }
 
-func startServer(ctx context.Context, t *testing.T, wg *sync.WaitGroup) *env {
+// startServer runs dra-apiserver in this process; withControllers turns
+// on the server's own controllers, otherwise the test starts the ones it
+// needs.
+func startServer(ctx context.Context, t *testing.T, wg *sync.WaitGroup, withControllers bool) *env {
 	t.Helper()
 	options := server.NewOptions()
+	options.Controllers.Run = withControllers
 	options.DataDir = t.TempDir()
 	options.SecureServing.BindPort = 0
 	options.EmbeddedEtcd.UnsafeNoFsync = true
