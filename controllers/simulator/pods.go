@@ -157,7 +157,16 @@ func runningStatus(pod *corev1.Pod, now time.Time) *corev1.Pod {
 
 // succeededStatus is what a kubelet reports once every container exited 0.
 func succeededStatus(pod *corev1.Pod, now time.Time) *corev1.Pod {
-	pod = pod.DeepCopy()
+	if len(pod.Status.ContainerStatuses) != len(pod.Spec.Containers) {
+		// Marked Running by someone else: fill in what we would have.
+		started := now
+		if pod.Status.StartTime != nil {
+			started = pod.Status.StartTime.Time
+		}
+		pod = runningStatus(pod, started)
+	} else {
+		pod = pod.DeepCopy()
+	}
 	t := metav1.NewTime(now)
 	pod.Status.Phase = corev1.PodSucceeded
 	for _, c := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.ContainersReady, corev1.PodReady} {

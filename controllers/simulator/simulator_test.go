@@ -1,0 +1,351 @@
+package simulator
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
+)
+
+const driver = "gpu.sim.draplane.dev"
+
+func newSimulator(t *testing.T, opts Options, kubeObjects []runtime.Object, resourceObjects []runtime.Object) (*Simulator, *fake.Clientset, *resourcefake.Clientset, informers.SharedInformerFactory, context.Context) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	kube := fake.NewClientset(kubeObjects...)
+	resource := resourcefake.NewSimpleClientset(resourceObjects...)
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	s, err := New(klog.FromContext(ctx), kube, resource, factory.Core().V1().Pods(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, kube, resource, factory, ctx
+}
+
+func slice(name, sliceDriver, node string, generation int64, owned bool) *resourcev1.ResourceSlice {
+	s := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)},
+		Spec: resourcev1.ResourceSliceSpec{Driver: sliceDriver, NodeName: ptr.To(node),
+			Pool: resourcev1.ResourcePool{Name: node, Generation: generation, ResourceSliceCount: 1}},
+	}
+	if owned {
+		s.Labels = map[string]string{LabelSimulatedBy: sliceDriver}
+	}
+	return s
+}
+
+func simNode(name string, ready corev1.ConditionStatus) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{LabelSimulatedBy: driver}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}},
+	}
+}
+
+// TestSeed: the simulated nodes end up Ready and labelled, each with
+// exactly one slice of the driver; stale slices of the driver on them are
+// replaced with a higher pool generation; slices and nodes of an earlier,
+// larger run are removed; everything else is left alone.
+func TestSeed(t *testing.T) {
+	tests := []struct {
+		name            string
+		nodes           int
+		devicesPerNode  int
+		kubeObjects     []runtime.Object
+		resourceObjects []runtime.Object
+		wantNodes       []string
+		wantSlices      map[string]int64 // slice name -> pool generation
+	}{
+		{
+			name: "empty store", nodes: 3, devicesPerNode: 8,
+			wantNodes: []string{"sim-node-0", "sim-node-1", "sim-node-2"},
+			wantSlices: map[string]int64{
+				"sim-node-0-" + driver: 1, "sim-node-1-" + driver: 1, "sim-node-2-" + driver: 1,
+			},
+		},
+		{
+			name: "stale slices of the driver on simulated nodes are replaced", nodes: 2, devicesPerNode: 4,
+			kubeObjects: []runtime.Object{simNode("sim-node-0", corev1.ConditionFalse)},
+			resourceObjects: []runtime.Object{
+				slice("sim-node-0-"+driver, driver, "sim-node-0", 4, true),
+				// Published by hand (no label) for a simulated node: a
+				// node agent removes every slice of its driver.
+				slice("leftover", driver, "sim-node-1", 7, false),
+			},
+			wantNodes:  []string{"sim-node-0", "sim-node-1"},
+			wantSlices: map[string]int64{"sim-node-0-" + driver: 5, "sim-node-1-" + driver: 8},
+		},
+		{
+			name: "objects of nodes no longer simulated are removed, others kept", nodes: 1, devicesPerNode: 2,
+			kubeObjects: []runtime.Object{
+				simNode("sim-node-5", corev1.ConditionTrue),
+				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}},
+			},
+			resourceObjects: []runtime.Object{
+				slice("sim-node-5-"+driver, driver, "sim-node-5", 1, true),
+				slice("node-1-"+driver, driver, "node-1", 3, false),
+				slice("sim-node-0-other", "other.example.com", "sim-node-0", 2, false),
+			},
+			wantNodes: []string{"node-1", "sim-node-0"},
+			wantSlices: map[string]int64{
+				"sim-node-0-" + driver: 1, "node-1-" + driver: 3, "sim-node-0-other": 2,
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, kube, resource, _, ctx := newSimulator(t, Options{Nodes: tc.nodes, DevicesPerNode: tc.devicesPerNode, Driver: driver, SeedWorkers: 2},
+				tc.kubeObjects, tc.resourceObjects)
+			if err := s.Seed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, node := range nodes.Items {
+				names = append(names, node.Name)
+				if !s.nodes[node.Name] {
+					continue
+				}
+				if !nodeReady(&node) {
+					t.Errorf("node %s not Ready: %+v", node.Name, node.Status.Conditions)
+				}
+				for key, value := range map[string]string{corev1.LabelHostname: node.Name, LabelSimulatedBy: driver} {
+					if node.Labels[key] != value {
+						t.Errorf("node %s label %s=%q, want %q", node.Name, key, node.Labels[key], value)
+					}
+				}
+			}
+			slices.Sort(names)
+			if !slices.Equal(names, tc.wantNodes) {
+				t.Errorf("nodes %v, want %v", names, tc.wantNodes)
+			}
+			list, err := resource.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int64{}
+			for _, sl := range list.Items {
+				got[sl.Name] = sl.Spec.Pool.Generation
+				if s.nodes[ptr.Deref(sl.Spec.NodeName, "")] && sl.Spec.Driver == driver && len(sl.Spec.Devices) != tc.devicesPerNode {
+					t.Errorf("slice %s has %d devices, want %d", sl.Name, len(sl.Spec.Devices), tc.devicesPerNode)
+				}
+			}
+			if len(got) != len(tc.wantSlices) {
+				t.Errorf("slices %v, want %v", got, tc.wantSlices)
+			}
+			for name, generation := range tc.wantSlices {
+				if g, ok := got[name]; !ok || g != generation {
+					t.Errorf("slice %s: present=%v generation=%d, want generation %d (all: %v)", name, ok, g, generation, got)
+				}
+			}
+		})
+	}
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// TestDesiredSlice: one pool per node named after it, devices with the
+// documented attributes, split over two PCIe roots.
+func TestDesiredSlice(t *testing.T) {
+	tests := []struct {
+		devices   int
+		wantRoots []string
+	}{
+		{devices: 1, wantRoots: []string{"pci0000:00"}},
+		{devices: 4, wantRoots: []string{"pci0000:00", "pci0000:00", "pci0000:01", "pci0000:01"}},
+		{devices: 3, wantRoots: []string{"pci0000:00", "pci0000:00", "pci0000:01"}},
+	}
+	for _, tc := range tests {
+		s := &Simulator{opts: Options{DevicesPerNode: tc.devices, Driver: driver}}
+		sl := s.DesiredSlice("sim-node-3", 2)
+		if sl.Name != "sim-node-3-"+driver || sl.Spec.Pool.Name != "sim-node-3" || sl.Spec.Pool.Generation != 2 || ptr.Deref(sl.Spec.NodeName, "") != "sim-node-3" {
+			t.Errorf("%d devices: slice %s pool %+v node %v", tc.devices, sl.Name, sl.Spec.Pool, sl.Spec.NodeName)
+		}
+		var roots []string
+		for i, d := range sl.Spec.Devices {
+			roots = append(roots, ptr.Deref(d.Attributes["pcieRoot"].StringValue, ""))
+			if got := ptr.Deref(d.Attributes["index"].IntValue, -1); got != int64(i) {
+				t.Errorf("device %s index %d, want %d", d.Name, got, i)
+			}
+			if ptr.Deref(d.Attributes["model"].StringValue, "") != DeviceModel || ptr.Deref(d.Attributes["driverVersion"].VersionValue, "") != DriverVersion {
+				t.Errorf("device %s attributes %+v", d.Name, d.Attributes)
+			}
+			if m := d.Capacity["memory"].Value; m.String() != DeviceMemory {
+				t.Errorf("device %s memory %s, want %s", d.Name, m.String(), DeviceMemory)
+			}
+		}
+		if !slices.Equal(roots, tc.wantRoots) {
+			t.Errorf("%d devices: PCIe roots %v, want %v", tc.devices, roots, tc.wantRoots)
+		}
+	}
+}
+
+// TestHeartbeat: a NotReady simulated node is reported Ready again and a
+// deleted one is registered again.
+func TestHeartbeat(t *testing.T) {
+	s, kube, _, _, ctx := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver},
+		[]runtime.Object{simNode("sim-node-0", corev1.ConditionFalse)}, nil)
+	s.heartbeat(ctx)
+	for _, name := range []string{"sim-node-0", "sim-node-1"} {
+		node, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("node %s: %v", name, err)
+			continue
+		}
+		if !nodeReady(node) {
+			t.Errorf("node %s not Ready after heartbeat: %+v", name, node.Status.Conditions)
+		}
+	}
+}
+
+// TestSyncPod: the kubelet part, one step per sync.
+func TestSyncPod(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	pod := func(node string, phase corev1.PodPhase, restart corev1.RestartPolicy, started time.Duration) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
+			Spec: corev1.PodSpec{NodeName: node, RestartPolicy: restart,
+				Containers: []corev1.Container{{Name: "main", Image: "busybox"}, {Name: "side", Image: "busybox"}}},
+			Status: corev1.PodStatus{Phase: phase},
+		}
+		if phase == corev1.PodRunning {
+			p = runningStatus(p, now.Add(-started))
+		}
+		return p
+	}
+	terminating := pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyNever, 0)
+	terminating.DeletionTimestamp = &metav1.Time{Time: now}
+	tests := []struct {
+		name        string
+		duration    time.Duration
+		pod         *corev1.Pod
+		wantPhase   corev1.PodPhase
+		wantReady   corev1.ConditionStatus
+		wantRequeue time.Duration
+	}{
+		{name: "pending on a simulated node: Running", pod: pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0),
+			wantPhase: corev1.PodRunning, wantReady: corev1.ConditionTrue},
+		{name: "pending with a duration: Running, look again then", duration: time.Minute,
+			pod:       pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyNever, 0),
+			wantPhase: corev1.PodRunning, wantReady: corev1.ConditionTrue, wantRequeue: time.Minute},
+		{name: "not on a simulated node: left alone", pod: pod("node-1", corev1.PodPending, corev1.RestartPolicyNever, 0),
+			wantPhase: corev1.PodPending},
+		{name: "unbound: left alone", pod: pod("", corev1.PodPending, corev1.RestartPolicyNever, 0),
+			wantPhase: corev1.PodPending},
+		{name: "terminating: left alone", pod: terminating, wantPhase: corev1.PodPending},
+		{name: "running, duration not over: look again when it is", duration: time.Minute,
+			pod:       pod("sim-node-1", corev1.PodRunning, corev1.RestartPolicyOnFailure, 20*time.Second),
+			wantPhase: corev1.PodRunning, wantRequeue: 40 * time.Second},
+		{name: "running, duration over: Succeeded", duration: time.Minute,
+			pod:       pod("sim-node-1", corev1.PodRunning, corev1.RestartPolicyNever, time.Minute),
+			wantPhase: corev1.PodSucceeded, wantReady: corev1.ConditionFalse},
+		{name: "restartPolicy Always runs on", duration: time.Minute,
+			pod:       pod("sim-node-1", corev1.PodRunning, corev1.RestartPolicyAlways, time.Hour),
+			wantPhase: corev1.PodRunning},
+		{name: "no duration: runs on", pod: pod("sim-node-1", corev1.PodRunning, corev1.RestartPolicyNever, time.Hour),
+			wantPhase: corev1.PodRunning},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, kube, _, factory, ctx := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver, PodDuration: tc.duration},
+				[]runtime.Object{tc.pod}, nil)
+			s.clock = testingclock.NewFakeClock(now)
+			if err := factory.Core().V1().Pods().Informer().GetIndexer().Add(tc.pod); err != nil {
+				t.Fatal(err)
+			}
+			requeue, err := s.syncPod(ctx, "ns/p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if requeue != tc.wantRequeue {
+				t.Errorf("requeue after %v, want %v", requeue, tc.wantRequeue)
+			}
+			got, err := kube.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Phase != tc.wantPhase {
+				t.Errorf("phase %q, want %q", got.Status.Phase, tc.wantPhase)
+			}
+			if tc.wantReady == "" {
+				return
+			}
+			for _, c := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady} {
+				if status := condition(got, c); status != tc.wantReady {
+					t.Errorf("condition %s=%q, want %q", c, status, tc.wantReady)
+				}
+			}
+			if status := condition(got, corev1.PodInitialized); status != corev1.ConditionTrue {
+				t.Errorf("condition Initialized=%q, want True", status)
+			}
+			if len(got.Status.ContainerStatuses) != 2 {
+				t.Fatalf("container statuses %+v, want one per container", got.Status.ContainerStatuses)
+			}
+			for _, cs := range got.Status.ContainerStatuses {
+				running := tc.wantPhase == corev1.PodRunning
+				if cs.Ready != running || ptr.Deref(cs.Started, !running) != running {
+					t.Errorf("container %s ready=%v started=%v, want %v", cs.Name, cs.Ready, cs.Started, running)
+				}
+				if running && cs.State.Running == nil || !running && (cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0) {
+					t.Errorf("container %s state %+v", cs.Name, cs.State)
+				}
+			}
+		})
+	}
+}
+
+func condition(pod *corev1.Pod, conditionType corev1.PodConditionType) corev1.ConditionStatus {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == conditionType {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// TestEnqueuePod: only pods on simulated nodes with a step ahead are queued.
+func TestEnqueuePod(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{name: "pending on sim node", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "sim-node-1"}}, want: true},
+		{name: "other node", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "node-1"}}},
+		{name: "beyond the simulated nodes", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "sim-node-2"}}},
+		{name: "succeeded", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "sim-node-0"},
+			Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _, _, _ := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver}, nil, nil)
+			s.enqueuePod(tc.pod)
+			if got := s.queue.Len() == 1; got != tc.want {
+				t.Errorf("queued=%v, want %v", got, tc.want)
+			}
+		})
+	}
+}
