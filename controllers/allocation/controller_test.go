@@ -428,6 +428,24 @@ func TestSyncPod(t *testing.T) {
 			expectedAllocations: map[string]string{"shared": ""},
 			expectedPending:     1,
 		},
+		"shared claim that does not exist: unschedulable until it is created": {
+			nodes: three, slices: threeSlices,
+			pods:                  []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "missing"))},
+			expectedErrors:        []string{errUnschedulable.Error()},
+			expectedNodes:         map[string]string{"pod-1": ""},
+			expectedUnschedulable: map[string]string{"pod-1": "ResourceClaim missing does not exist"},
+			expectedEvents:        []string{"Warning FailedScheduling"},
+			expectedAttempts:      map[string]int{resultUnschedulable: 1},
+		},
+		"pod with scheduling gates waits": {
+			nodes: three, slices: threeSlices,
+			pods: []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), func(pod *corev1.Pod) {
+				pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
+			})},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			expectedNodes:       map[string]string{"pod-1": ""},
+			expectedAllocations: map[string]string{"pod-1-gpu": ""},
+		},
 		"shared claim at 256 consumers": {
 			nodes: three, slices: threeSlices,
 			pods: []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "shared"))},

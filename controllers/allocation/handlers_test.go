@@ -112,6 +112,8 @@ func (l *countingLimiter) NumRequeues(item string) int    { return l.calls[item]
 func TestEventHandlers(t *testing.T) {
 	pod := makePod("pod-1", withGeneratedClaim("gpu"))
 	tests := map[string]struct {
+		// pods are in the informer.
+		pods   []*corev1.Pod
 		parked []string
 		event  func(c *testController)
 		// expectedQueue are the keys queued, sorted.
@@ -211,6 +213,14 @@ func TestEventHandlers(t *testing.T) {
 			expectedQueue:       []string{"default/pod-2"},
 			expectedRateLimited: 1,
 		},
+		"created claim brings back the pod that names it": {
+			pods:   []*corev1.Pod{makePod("pod-3", withSharedClaim("gpu", "missing"))},
+			parked: []string{"default/pod-3"},
+			event: func(c *testController) {
+				c.onClaim(c.logger, makeClaim("missing"), false)
+			},
+			expectedQueue: []string{"default/pod-3"},
+		},
 		"newly allocated claim does not retry parked pods": {
 			parked: []string{"default/pod-2"},
 			event: func(c *testController) {
@@ -221,7 +231,7 @@ func TestEventHandlers(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
-			c := newTestController(t, logger, testCase{})
+			c := newTestController(t, logger, testCase{pods: tc.pods})
 			c.t, c.logger = t, logger
 			limiter := &countingLimiter{calls: map[string]int{}}
 			c.queue = workqueue.NewTypedRateLimitingQueue[string](limiter)

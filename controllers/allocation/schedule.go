@@ -73,6 +73,11 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 	if !podclaims.HasClaims(pod) || podclaims.IsDone(pod) || pod.DeletionTimestamp != nil {
 		return nil
 	}
+	if pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) > 0 {
+		// Not ready for scheduling; removing the gates is an update.
+		logger.V(5).Info("Pod has scheduling gates")
+		return nil
+	}
 	if pod.Spec.NodeName == "" {
 		if node, ok := c.bound.get(pod.UID); ok {
 			logger.V(5).Info("Pod bound already, waiting for the informer", "node", node)
@@ -121,6 +126,12 @@ func (c *Controller) claimsOfPod(pod *corev1.Pod) (claims []*resourcev1.Resource
 		}
 		claim, err := c.claimLister.ResourceClaims(pod.Namespace).Get(*name)
 		if apierrors.IsNotFound(err) {
+			if pc.ClaimName != nil {
+				// Someone has to create it: tell them. Its creation
+				// brings the pod back.
+				return nil, "", fmt.Errorf("ResourceClaim %s does not exist", *name)
+			}
+			// The resource claim controller is about to create it.
 			return nil, fmt.Sprintf("claim %s does not exist yet", *name), nil
 		}
 		if err != nil {
