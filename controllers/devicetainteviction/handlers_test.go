@@ -114,4 +114,3 @@ func TestHandlers(t *testing.T) {
 		})
 	}
 }
-
