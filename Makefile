@@ -13,6 +13,10 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/component-base/version.buildDate=$(BUILD_DATE)
 TEST_TIMEOUT ?= 30m
+# `make run` starts the quickstart's setup: four simulated nodes with eight
+# GPUs each (test/e2e/quickstart_test.go reads this line). RUN_ARGS= runs
+# without the simulator.
+RUN_ARGS ?= --simulate-nodes=4
 
 .PHONY: help
 help: ## List the targets.
@@ -24,7 +28,7 @@ build: ## Build the dra-apiserver binary into _output/bin.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dra-apiserver ./cmd/dra-apiserver
 
 .PHONY: run
-run: build ## Start the standalone control plane (embedded etcd, no flags needed).
+run: build ## Start the standalone control plane with 4 simulated nodes (RUN_ARGS overrides the flags).
 	$(BIN)/dra-apiserver $(RUN_ARGS)
 
 .PHONY: test
@@ -57,6 +61,10 @@ verify: fmt vet verify-codegen test ## gofmt, go vet, verify-codegen and the tes
 .PHONY: bench
 bench: ## Allocator benchmarks (ns/op, B/op, allocs/op).
 	$(GO) test -run '^$$' -bench . -benchmem ./allocator/
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 60s).
+	FUZZTIME=$(or $(FUZZTIME),60s) hack/fuzz.sh
 
 .PHONY: update-fixtures
 update-fixtures: ## Rewrite the HEAD wire fixtures from the current types.

@@ -1,0 +1,144 @@
+package resource_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/apis/resource/install"
+	"github.com/draplane/draplane/apis/resource/v1beta1"
+	"github.com/draplane/draplane/apis/resource/validation"
+)
+
+// The fuzz targets below run their seeds in every `go test`; `make fuzz`
+// runs each with -fuzz for longer. Seeds are the frozen wire fixtures of
+// every kind and version (testdata/HEAD) plus the corpus in
+// testdata/fuzz/<target>.
+
+var fuzzScheme, fuzzCodecs = func() (*runtime.Scheme, serializer.CodecFactory) {
+	scheme := runtime.NewScheme()
+	install.Install(scheme)
+	return scheme, serializer.NewCodecFactory(scheme)
+}()
+
+func addFixtureSeeds(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("testdata", "HEAD", "*"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"apiVersion":"resource.draplane.dev/v1beta1","kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns"},"spec":{"devices":{"requests":[{"name":"r","deviceClassName":"c","firstAvailable":[{"name":"a","deviceClassName":"c"}]}]}}}`))
+	f.Add([]byte(`{"apiVersion":"resource.draplane.dev/v1","kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"driver":"d.example.com","pool":{"name":"p","resourceSliceCount":1},"allNodes":true,"devices":[{"name":"x","attributes":{"a":{"int":1}}}]}}`))
+}
+
+// decodeToHub decodes any of our kinds, JSON or YAML, into the hub with
+// defaulting, as the server does for a request body.
+func decodeToHub(data []byte) (runtime.Object, *schema.GroupVersionKind, error) {
+	return fuzzCodecs.UniversalDecoder(resourceapi.SchemeGroupVersion).Decode(data, nil, nil)
+}
+
+// FuzzDecode: whatever decodes must encode in its own version, and that
+// encoding must decode and encode again to the same bytes (compared as
+// encodings, since embedded raw JSON keeps its whitespace when decoded);
+// nothing panics.
+func FuzzDecode(f *testing.F) {
+	addFixtureSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		obj, gvk, err := fuzzCodecs.UniversalDeserializer().Decode(data, nil, nil)
+		if err != nil {
+			return
+		}
+		encoder := fuzzCodecs.LegacyCodec(gvk.GroupVersion())
+		var first bytes.Buffer
+		if err := encoder.Encode(obj, &first); err != nil {
+			// An object that decodes but can't be encoded would be lost
+			// when stored.
+			t.Fatalf("decoded %v but cannot encode it: %v", gvk, err)
+		}
+		again, _, err := fuzzCodecs.UniversalDeserializer().Decode(first.Bytes(), nil, nil)
+		if err != nil {
+			t.Fatalf("re-decode of our own encoding failed: %v\n%s", err, first.String())
+		}
+		var second bytes.Buffer
+		if err := encoder.Encode(again, &second); err != nil {
+			t.Fatalf("encode after re-decode: %v", err)
+		}
+		if !bytes.Equal(first.Bytes(), second.Bytes()) {
+			t.Fatalf("encode/decode is not stable:\nfirst:  %s\nsecond: %s", first.String(), second.String())
+		}
+	})
+}
+
+// FuzzValidate: validation never panics on any decodable object, create
+// and update alike.
+func FuzzValidate(f *testing.F) {
+	addFixtureSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		obj, _, err := decodeToHub(data)
+		if err != nil {
+			return
+		}
+		switch o := obj.(type) {
+		case *resourceapi.DeviceClass:
+			_ = validation.ValidateDeviceClass(o)
+			_ = validation.ValidateDeviceClassUpdate(o, o.DeepCopy())
+		case *resourceapi.ResourceClaim:
+			_ = validation.ValidateResourceClaim(o)
+			_ = validation.ValidateResourceClaimUpdate(o, o.DeepCopy())
+			_ = validation.ValidateResourceClaimStatusUpdate(o, &resourceapi.ResourceClaim{ObjectMeta: o.ObjectMeta, Spec: o.Spec})
+		case *resourceapi.ResourceClaimTemplate:
+			_ = validation.ValidateResourceClaimTemplate(o)
+			_ = validation.ValidateResourceClaimTemplateUpdate(o, o.DeepCopy())
+		case *resourceapi.ResourceSlice:
+			_ = validation.ValidateResourceSlice(o)
+			_ = validation.ValidateResourceSliceUpdate(o, o.DeepCopy())
+		case *resourceapi.DeviceTaintRule:
+			_ = validation.ValidateDeviceTaintRule(o)
+			_ = validation.ValidateDeviceTaintRuleUpdate(o, o.DeepCopy())
+			_ = validation.ValidateDeviceTaintRuleStatusUpdate(o, o.DeepCopy())
+		}
+	})
+}
+
+// FuzzV1beta1Conversion: a v1beta1 object converted to the hub, back to
+// v1beta1 and to the hub again gives the same hub object: the hand-written
+// conversion loses nothing the hub can hold.
+func FuzzV1beta1Conversion(f *testing.F) {
+	addFixtureSeeds(f)
+	betaGV := v1beta1.SchemeGroupVersion
+	hubGV := resourceapi.SchemeGroupVersion
+	f.Fuzz(func(t *testing.T, data []byte) {
+		obj, gvk, err := fuzzCodecs.UniversalDeserializer().Decode(data, nil, nil)
+		if err != nil || gvk.GroupVersion() != betaGV {
+			return
+		}
+		hub, err := fuzzScheme.ConvertToVersion(obj, hubGV)
+		if err != nil {
+			t.Fatalf("v1beta1 -> hub: %v", err)
+		}
+		beta, err := fuzzScheme.ConvertToVersion(hub.DeepCopyObject(), betaGV)
+		if err != nil {
+			t.Fatalf("hub -> v1beta1: %v", err)
+		}
+		hubAgain, err := fuzzScheme.ConvertToVersion(beta, hubGV)
+		if err != nil {
+			t.Fatalf("v1beta1 -> hub again: %v", err)
+		}
+		if !apiequality.Semantic.DeepEqual(hub, hubAgain) {
+			t.Fatalf("conversion is not stable:\nfirst:  %#v\nsecond: %#v", hub, hubAgain)
+		}
+	})
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for FUZZTIME (default 60s) one after the other
+# (go test -fuzz takes one target at a time) and prints executions per
+# target. Seeds: the frozen fixtures and the corpora under testdata/fuzz.
+set -o errexit -o nounset -o pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+FUZZTIME="${FUZZTIME:-60s}"
+
+targets=(
+  "./apis/resource FuzzDecode"
+  "./apis/resource FuzzValidate"
+  "./apis/resource FuzzV1beta1Conversion"
+  "./allocator/cel FuzzCompile"
+)
+for entry in "${targets[@]}"; do
+  read -r pkg target <<<"${entry}"
+  log="$(mktemp)"
+  if ! go test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME}" "${pkg}" >"${log}" 2>&1; then
+    cat "${log}"
+    echo "FAIL: ${target} in ${pkg}" >&2
+    exit 1
+  fi
+  execs="$(grep -o 'execs: [0-9]*' "${log}" | tail -1)"
+  echo "ok ${pkg} ${target} (${FUZZTIME}, ${execs})"
+  rm -f "${log}"
+done
