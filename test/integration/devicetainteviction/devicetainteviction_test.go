@@ -377,6 +377,21 @@ func testSharedClaim(ctx context.Context, t *testing.T, e *env) {
 		}
 	}
 	waitRuleCondition(ctx, t, e, "shared-gpu-0", devicetainteviction.ReasonCompleted, "0 pods pending eviction, 3 pods evicted, 0 evictions cancelled")
+
+	// Events about a cluster-scoped object land in namespace default.
+	waitFor(ctx, t, "an event on the rule for each evicted pod", func() (bool, error) {
+		events, err := e.kube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		evicted := map[string]bool{}
+		for _, event := range events.Items {
+			if event.InvolvedObject.Kind == "DeviceTaintRule" && event.InvolvedObject.Name == "shared-gpu-0" && event.Reason == devicetainteviction.ReasonRulePodEvicted {
+				evicted[event.Message] = true
+			}
+		}
+		return len(evicted) == len(pods), nil
+	})
 }
 
 // testTolerationSeconds: the claim tolerates the taint for 5 seconds, so
