@@ -144,6 +144,10 @@ func reservedFor(pods ...*corev1.Pod) claimOption {
 	}
 }
 
+func withResourceVersion(rv string) claimOption {
+	return func(claim *resourcev1.ResourceClaim) { claim.ResourceVersion = rv }
+}
+
 func withSelector(expression string) claimOption {
 	return func(claim *resourcev1.ResourceClaim) {
 		claim.Spec.Devices.Requests[0].Exactly.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: expression}}}
@@ -266,6 +270,11 @@ type testCase struct {
 	bindFailure error
 	// claimUpdateFailure makes every claim status update fail.
 	claimUpdateFailure error
+	// serverClaims replace claims of the same name on the server: the
+	// informer lags behind.
+	serverClaims []*resourcev1.ResourceClaim
+	// claimPatchFailure makes every claim patch fail.
+	claimPatchFailure error
 	// before runs after the controller is set up.
 	before func(c *testController)
 
@@ -504,6 +513,45 @@ func TestSyncPod(t *testing.T) {
 			expectedEvents:      []string{"Warning FailedScheduling"},
 			expectedAttempts:    map[string]int{resultError: 1},
 		},
+		"claim changed on the server meanwhile: conflict retried": {
+			nodes: three, slices: threeSlices,
+			pods:   []*corev1.Pod{pod1},
+			claims: []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			serverClaims: []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu", func(claim *resourcev1.ResourceClaim) {
+				claim.ResourceVersion = "7"
+				claim.Labels = map[string]string{"touched": "by someone"}
+			})},
+			expectedNodes:       map[string]string{"pod-1": "node-a"},
+			expectedAllocations: map[string]string{"pod-1-gpu": "node-a/gpu-0"},
+			expectedReservedFor: map[string][]string{"pod-1-gpu": {"pod-1"}},
+			expectedEvents:      []string{"Normal Scheduled"},
+			expectedPending:     1,
+			expectedAttempts:    map[string]int{resultPlaced: 1},
+		},
+		"claim allocated by someone else meanwhile: attempt fails, nothing pending": {
+			nodes: three, slices: threeSlices,
+			pods:                []*corev1.Pod{pod1},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			serverClaims:        []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu", allocatedOn("node-c", "gpu-1"), withResourceVersion("7"))},
+			expectedErrors:      []string{"was allocated by someone else meanwhile"},
+			expectedNodes:       map[string]string{"pod-1": ""},
+			expectedAllocations: map[string]string{"pod-1-gpu": "node-c/gpu-1"},
+			expectedAttempts:    map[string]int{resultError: 1},
+		},
+		"reservation of the second claim fails: the first is deallocated again": {
+			nodes: three, slices: threeSlices,
+			pods: []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), withSharedClaim("shared", "shared"))},
+			claims: []*resourcev1.ResourceClaim{
+				generatedClaim(pod1, "gpu"),
+				makeClaim("shared", allocatedOn("node-b", "gpu-1"), reservedFor(other)),
+			},
+			claimPatchFailure:   apierrors.NewInternalError(errors.New("injected")),
+			expectedErrors:      []string{"reserve claim default/shared for pod default/pod-1"},
+			expectedNodes:       map[string]string{"pod-1": ""},
+			expectedAllocations: map[string]string{"pod-1-gpu": "", "shared": "node-b/gpu-1"},
+			expectedReservedFor: map[string][]string{"pod-1-gpu": nil, "shared": {"other"}},
+			expectedAttempts:    map[string]int{resultError: 1},
+		},
 		"claim status write fails: nothing bound, nothing pending": {
 			nodes: three, slices: threeSlices,
 			pods:                []*corev1.Pod{pod1},
@@ -543,6 +591,9 @@ func newTestController(t *testing.T, logger klog.Logger, tc testCase) *testContr
 	}
 	resourceObjects := []runtime.Object{makeClass()}
 	for _, claim := range tc.claims {
+		if i := slices.IndexFunc(tc.serverClaims, func(c *resourcev1.ResourceClaim) bool { return c.Name == claim.Name }); i >= 0 {
+			claim = tc.serverClaims[i]
+		}
 		resourceObjects = append(resourceObjects, claim)
 	}
 	for _, slice := range tc.slices {
@@ -556,6 +607,11 @@ func newTestController(t *testing.T, logger klog.Logger, tc testCase) *testContr
 				return true, nil, tc.claimUpdateFailure
 			}
 			return false, nil, nil
+		})
+	}
+	if tc.claimPatchFailure != nil {
+		resourceClient.PrependReactor("patch", "resourceclaims", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, tc.claimPatchFailure
 		})
 	}
 	serverLike(kubeClient, resourceClient, tc.bindFailure)
