@@ -26,10 +26,10 @@ const (
 	PodConditionReason = "DeletionByDeviceTaintEviction"
 
 	// Event reasons on pods and DeviceTaintRules.
-	ReasonEvicting           = "DeviceTaintEviction"
-	ReasonEvictionCancelled  = "DeviceTaintEvictionCancelled"
-	ReasonRulePodEvicted     = "PodEvicted"
-	ReasonRuleEvictionCancel = "PodEvictionCancelled"
+	ReasonEvicting              = "DeviceTaintEviction"
+	ReasonEvictionCancelled     = "DeviceTaintEvictionCancelled"
+	ReasonRulePodEvicted        = "PodEvicted"
+	ReasonRuleEvictionCancelled = "PodEvictionCancelled"
 )
 
 // taintsOf lists the taints that apply to a device: those in its slice
@@ -221,12 +221,12 @@ func (c *Controller) cancelPending(ctx context.Context, pod *corev1.Pod) {
 	for _, reason := range previous.decision.reasons {
 		reasons = append(reasons, reason.String())
 	}
-	message := fmt.Sprintf("Eviction cancelled: no longer true or no longer untolerated: %s", strings.Join(slices.Compact(reasons), "; "))
+	message := fmt.Sprintf("Eviction cancelled: the taint is gone or now tolerated (was: %s)", strings.Join(slices.Compact(reasons), "; "))
 	klog.FromContext(ctx).V(2).Info("Pod eviction cancelled", "pod", klog.KObj(pod), "reasons", reasons)
 	evictionsCancelled.Inc()
 	c.recordEvent(pod, corev1.EventTypeNormal, ReasonEvictionCancelled, message)
 	for _, rule := range rules {
-		c.recordEvent(rule, corev1.EventTypeNormal, ReasonRuleEvictionCancel, fmt.Sprintf("Eviction of pod %s cancelled", key))
+		c.recordEvent(rule, corev1.EventTypeNormal, ReasonRuleEvictionCancelled, fmt.Sprintf("Eviction of pod %s cancelled", key))
 		c.queue.Add(ruleKeyPrefix + rule.Name)
 	}
 }
