@@ -300,8 +300,14 @@ func (c CompletedConfig) New() (*Server, error) {
 		if c.Extra.coreLite == nil {
 			// Simulated nodes and their pods live in core-lite.
 			klog.Background().Info("Not running the simulator: it needs core-lite (pods, nodes, leases)")
-		} else if err := generic.AddPostStartHook("start-simulator", c.Extra.Simulator.startSimulator(c.Extra.Controllers)); err != nil {
-			return nil, err
+		} else {
+			runner := newSimulatorRunner(c.Extra.Simulator, c.Extra.Controllers)
+			if err := generic.AddReadyzChecks(runner.readyzCheck()); err != nil {
+				return nil, err
+			}
+			if err := generic.AddPostStartHook("start-simulator", runner.start); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := generic.AddPostStartHook("print-kubeconfig", s.printKubeconfig); err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,6 +15,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -89,34 +92,63 @@ func (o *SimulatorOptions) Validate() []error {
 
 func (o *SimulatorOptions) enabled() bool { return o != nil && o.Nodes > 0 }
 
-// startSimulator is the post-start hook that runs the simulator against
-// this server through the loopback connection, behind its own lease.
-func (o *SimulatorOptions) startSimulator(controllers *ControllerOptions) genericapiserver.PostStartHookFunc {
-	return func(hook genericapiserver.PostStartHookContext) error {
-		config := rest.CopyConfig(hook.LoopbackClientConfig)
-		config.QPS, config.Burst = controllers.ClientQPS, controllers.ClientBurst
-		kubeClient, err := kubernetes.NewForConfig(config)
-		if err != nil {
-			return fmt.Errorf("simulator: kube client: %w", err)
-		}
-		resourceClient, err := versioned.NewForConfig(config)
-		if err != nil {
-			return fmt.Errorf("simulator: resource client: %w", err)
-		}
-		ctx := klog.NewContext(hook, klog.Background().WithName("simulator"))
-		run := func(ctx context.Context) { o.run(ctx, kubeClient, resourceClient, controllers.Workers) }
-		if !controllers.LeaderElect {
-			go run(ctx)
+// simulatorRunner runs the simulator and tells /readyz about it.
+type simulatorRunner struct {
+	opts        *SimulatorOptions
+	controllers *ControllerOptions
+	// seeded: this replica registered every simulated node and slice.
+	seeded atomic.Bool
+	// otherLeader: another replica runs the simulator.
+	otherLeader atomic.Bool
+}
+
+func newSimulatorRunner(opts *SimulatorOptions, controllers *ControllerOptions) *simulatorRunner {
+	return &simulatorRunner{opts: opts, controllers: controllers}
+}
+
+// readyzCheck keeps /readyz failing until the simulated nodes exist, so
+// that what `make run` prints is usable at once: `kubectl get nodes` right
+// after the server is ready lists every node Ready. A replica that does
+// not lead the simulator is ready as soon as it knows who does.
+func (r *simulatorRunner) readyzCheck() healthz.HealthChecker {
+	return healthz.NamedCheck("simulator", func(*http.Request) error {
+		if r.seeded.Load() || r.otherLeader.Load() {
 			return nil
 		}
-		go o.leadAndRun(ctx, kubeClient, controllers, run)
+		return errors.New("simulated nodes not registered yet")
+	})
+}
+
+// start is the post-start hook that runs the simulator against this
+// server through the loopback connection, behind its own lease.
+func (r *simulatorRunner) start(hook genericapiserver.PostStartHookContext) error {
+	o, controllers := r.opts, r.controllers
+	config := rest.CopyConfig(hook.LoopbackClientConfig)
+	config.QPS, config.Burst = controllers.ClientQPS, controllers.ClientBurst
+	kubeClient, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("simulator: kube client: %w", err)
+	}
+	resourceClient, err := versioned.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("simulator: resource client: %w", err)
+	}
+	ctx := klog.NewContext(hook, klog.Background().WithName("simulator"))
+	run := func(ctx context.Context) {
+		o.run(ctx, kubeClient, resourceClient, controllers.Workers, func() { r.seeded.Store(true) })
+	}
+	if !controllers.LeaderElect {
+		go run(ctx)
 		return nil
 	}
+	go r.leadAndRun(ctx, kubeClient, run)
+	return nil
 }
 
 // leadAndRun campaigns for the simulator's lease until the server stops;
 // each term of leadership gets a fresh simulator.
-func (o *SimulatorOptions) leadAndRun(ctx context.Context, kubeClient kubernetes.Interface, controllers *ControllerOptions, run func(context.Context)) {
+func (r *simulatorRunner) leadAndRun(ctx context.Context, kubeClient kubernetes.Interface, run func(context.Context)) {
+	o, controllers := r.opts, r.controllers
 	logger := klog.FromContext(ctx)
 	hostname, _ := os.Hostname()
 	identity := hostname + "_" + uuid.NewString()
@@ -142,6 +174,12 @@ func (o *SimulatorOptions) leadAndRun(ctx context.Context, kubeClient kubernetes
 				OnStoppedLeading: func() {
 					logger.Info("Stopped leading the simulator", "identity", identity)
 				},
+				OnNewLeader: func(current string) {
+					r.otherLeader.Store(current != identity)
+					if current != identity {
+						logger.Info("Another replica runs the simulator", "leader", current)
+					}
+				},
 			},
 		})
 	}
@@ -149,7 +187,7 @@ func (o *SimulatorOptions) leadAndRun(ctx context.Context, kubeClient kubernetes
 
 // run builds the simulator with its own pod informer and runs it until
 // ctx ends.
-func (o *SimulatorOptions) run(ctx context.Context, kubeClient kubernetes.Interface, resourceClient versioned.Interface, workers int) {
+func (o *SimulatorOptions) run(ctx context.Context, kubeClient kubernetes.Interface, resourceClient versioned.Interface, workers int, onSeeded func()) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 	factory := informers.NewSharedInformerFactory(kubeClient, 0)
@@ -159,6 +197,7 @@ func (o *SimulatorOptions) run(ctx context.Context, kubeClient kubernetes.Interf
 		Driver:            o.Driver,
 		PodDuration:       o.PodDuration,
 		HeartbeatInterval: o.HeartbeatInterval,
+		OnSeeded:          onSeeded,
 	})
 	if err != nil {
 		logger.Error(err, "Cannot run the simulator")

@@ -88,6 +88,8 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// SeedWorkers bound the concurrent writes while seeding nodes and slices.
 	SeedWorkers int
+	// OnSeeded, if set, is called once every node is Ready with its slice.
+	OnSeeded func()
 }
 
 // NodeName is the name of simulated node i.
@@ -179,6 +181,9 @@ func (s *Simulator) Run(ctx context.Context, workers int) {
 			return
 		case <-time.After(delay):
 		}
+	}
+	if s.opts.OnSeeded != nil {
+		s.opts.OnSeeded()
 	}
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.podSynced) {
 		return
