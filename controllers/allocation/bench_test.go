@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 
 	allocationintegration "github.com/draplane/draplane/test/integration/allocation"
@@ -88,6 +90,22 @@ func BenchmarkPodsBoundPerSecond(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(benchPods*b.N)/elapsed.Seconds(), "pods/s")
+	logMetrics(b)
+}
+
+// logMetrics shows the controller's attempts by result and the mean
+// creation-to-binding time, to tell a slow controller from a slow server.
+func logMetrics(b *testing.B) {
+	attempts, err := testutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, "draplane_allocation_controller_attempts_total", map[string]string{}, "result")
+	if err != nil {
+		b.Logf("attempts: %v", err)
+	}
+	latency, err := testutil.GetHistogramVecFromGatherer(legacyregistry.DefaultGatherer, "draplane_allocation_controller_pod_creation_to_binding_seconds", nil)
+	if err != nil {
+		b.Logf("latency: %v", err)
+		return
+	}
+	b.Logf("attempts by result: %v; creation to binding: mean %.2fs over %d pods", attempts, latency.Average(), latency.GetAggregatedSampleCount())
 }
 
 // inParallel runs fn for 0..n-1 with benchClients goroutines.

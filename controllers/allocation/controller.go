@@ -339,7 +339,9 @@ func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, obj any) {
 }
 
 // boundPodNeedsWork: a pod on a node whose claims all exist, are allocated
-// and reserved for it needs nothing from us.
+// and reserved for it needs nothing from us. That includes claims this
+// controller allocated and reserved for it that the informer does not
+// show yet: the binding often comes back before the claim does.
 func (c *Controller) boundPodNeedsWork(pod *corev1.Pod) bool {
 	for _, podClaim := range podclaims.ClaimsOf(pod) {
 		name, _, err := podclaims.ClaimName(pod, podClaim)
@@ -354,7 +356,7 @@ func (c *Controller) boundPodNeedsWork(pod *corev1.Pod) bool {
 			// Comes back through the claim handler once it exists.
 			continue
 		}
-		if claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim) {
+		if (claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim)) && !c.tracker.writtenFor(claim.UID, pod.UID) {
 			return true
 		}
 	}

@@ -295,6 +295,8 @@ type testCase struct {
 	expectedPending int
 	// expectedAttempts counts attempts by result.
 	expectedAttempts map[string]int
+	// expectNoClaimWrites: the sync must not write claims.
+	expectNoClaimWrites bool
 }
 
 func TestSyncPod(t *testing.T) {
@@ -478,6 +480,24 @@ func TestSyncPod(t *testing.T) {
 			expectedReservedFor: map[string][]string{"pod-1-gpu": {"pod-1"}},
 			expectedPending:     1,
 			expectedAttempts:    map[string]int{resultAllocated: 1},
+		},
+		"pod bound by this controller before the informer shows its claim: nothing to do": {
+			nodes: three, slices: threeSlices,
+			pods:   []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), withNodeName("node-a"))},
+			claims: []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			before: func(c *testController) {
+				c.tracker.mutex.Lock()
+				c.tracker.addPendingLocked("uid-pod-1-gpu", "uid-pod-1", &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+					Request: "gpu", Driver: testDriver, Pool: "node-a", Device: "gpu-0",
+				}}}})
+				c.tracker.mutex.Unlock()
+				c.tracker.written("uid-pod-1-gpu", "200")
+				c.resourceClient.ClearActions()
+			},
+			expectedNodes:       map[string]string{"pod-1": "node-a"},
+			expectedReservedFor: map[string][]string{"pod-1-gpu": nil},
+			expectedPending:     1,
+			expectNoClaimWrites: true,
 		},
 		"pod with spec.nodeName whose node has no matching device": {
 			nodes: three, slices: threeSlices,
@@ -755,6 +775,14 @@ func runSyncTest(t *testing.T, tc testCase) {
 	}
 	if got := c.tracker.pendingCount(); got != tc.expectedPending {
 		t.Errorf("expected %d pending allocations, got %d", tc.expectedPending, got)
+	}
+
+	if tc.expectNoClaimWrites {
+		for _, action := range c.resourceClient.Actions() {
+			if action.GetVerb() != "get" && action.GetVerb() != "list" && action.GetVerb() != "watch" {
+				t.Errorf("unexpected claim write: %v", action)
+			}
+		}
 	}
 
 	attemptsAfter := attemptCounts(t)

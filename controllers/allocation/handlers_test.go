@@ -143,6 +143,18 @@ func TestEventHandlers(t *testing.T) {
 				c.onPod(c.logger, bound, false)
 			},
 		},
+		"bound pod whose claim this controller allocated, informer behind: ignored": {
+			event: func(c *testController) {
+				bound := makePod("pod-1", withGeneratedClaim("gpu"), withNodeName("node-a"))
+				claim := generatedClaim(bound, "gpu")
+				mustAdd(c.t, c.claimStore, claim)
+				c.tracker.mutex.Lock()
+				c.tracker.addPendingLocked(claim.UID, bound.UID, &resourceapi.AllocationResult{})
+				c.tracker.mutex.Unlock()
+				c.tracker.written(claim.UID, "200")
+				c.onPod(c.logger, bound, false)
+			},
+		},
 		"bound pod with unallocated claim is queued": {
 			event: func(c *testController) {
 				bound := makePod("pod-1", withGeneratedClaim("gpu"), withNodeName("node-a"))

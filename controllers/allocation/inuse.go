@@ -148,6 +148,16 @@ func (t *allocationTracker) drop(uid types.UID) {
 	delete(t.pending, uid)
 }
 
+// writtenFor reports whether the controller wrote an allocation of the
+// claim together with a reservation for the pod, which the informer may
+// not show yet.
+func (t *allocationTracker) writtenFor(uid, podUID types.UID) bool {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	p, ok := t.pending[uid]
+	return ok && !p.writing && p.podUID == podUID
+}
+
 // dropIfWriting forgets an allocation whose write was never attempted.
 func (t *allocationTracker) dropIfWriting(uid types.UID) {
 	t.mutex.Lock()

@@ -440,6 +440,7 @@ func (c *Controller) setPodScheduledFalse(ctx context.Context, pod *corev1.Pod, 
 func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d *decision) error {
 	logger := klog.FromContext(ctx)
 	var done []*podClaim
+	wrote := false
 	fail := func(err error) error {
 		allocationAttempts.WithLabelValues(resultError).Inc()
 		if rollbackErr := c.rollback(ctx, pod, d, done); rollbackErr != nil {
@@ -452,7 +453,7 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 		switch {
 		case pc.newAllocation != nil:
 			err = c.writeAllocation(ctx, pod, pc)
-		case podclaims.IsReservedForPod(pod, pc.claim):
+		case podclaims.IsReservedForPod(pod, pc.claim) || c.tracker.writtenFor(pc.claim.UID, pod.UID):
 			continue
 		default:
 			err = c.reserveForPod(ctx, pod, pc.claim)
@@ -461,12 +462,15 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 			return fail(err)
 		}
 		done = append(done, pc)
+		wrote = true
 	}
 
 	if pod.Spec.NodeName != "" {
-		allocationAttempts.WithLabelValues(resultAllocated).Inc()
 		c.clearUnschedulable(key)
-		logger.V(2).Info("Allocated claims for pod on its node", "node", pod.Spec.NodeName)
+		if wrote {
+			allocationAttempts.WithLabelValues(resultAllocated).Inc()
+			logger.V(2).Info("Allocated claims for pod on its node", "node", pod.Spec.NodeName)
+		}
 		return nil
 	}
 
