@@ -175,7 +175,7 @@ func (r *simulatorRunner) leadAndRun(ctx context.Context, kubeClient kubernetes.
 					logger.Info("Stopped leading the simulator", "identity", identity)
 				},
 				OnNewLeader: func(current string) {
-					r.otherLeader.Store(current != identity)
+					r.otherLeader.Store(current != "" && current != identity)
 					if current != identity {
 						logger.Info("Another replica runs the simulator", "leader", current)
 					}

@@ -11,6 +11,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 )
 
 // The README's quickstart lies between these markers. Its ```sh blocks are
@@ -387,5 +396,144 @@ func TestParseQuickstart(t *testing.T) {
 		if _, err := parseQuickstart(bad); err == nil {
 			t.Errorf("%s: parsed without error", name)
 		}
+	}
+}
+
+// TestSimulatedPodLifecycle: with --simulate-pod-duration, pods that cannot
+// restart run and then Succeed; their generated claims are created,
+// allocated, reserved and deleted, and the freed devices go to pods that
+// waited for them (two nodes with one GPU each, three pods).
+func TestSimulatedPodLifecycle(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--simulate-nodes=2", "--simulate-devices-per-node=1", "--simulate-pod-duration=2s")
+	ctx := context.Background()
+	kube, err := kubernetes.NewForConfig(s.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := s.Client(t).ResourceV1().ResourceClaims("default")
+	watcher, err := claims.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Stop()
+
+	s.MustKubectl(t, "", "apply", "-f", filepath.Join(repoRoot, "examples", "quickstart", "01-deviceclass.yaml"),
+		"-f", filepath.Join(repoRoot, "examples", "quickstart", "02-resourceclaimtemplates.yaml"))
+	var pods strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&pods, `apiVersion: v1
+kind: Pod
+metadata:
+  name: job-%d
+  namespace: default
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      claims:
+      - name: gpu
+  resourceClaims:
+  - name: gpu
+    resourceClaimTemplateName: one-gpu
+---
+`, i)
+	}
+	s.MustKubectl(t, pods.String(), "apply", "-f", "-")
+
+	// Follow the generated claims until all three were deleted again.
+	reserved, deleted := map[string]bool{}, map[string]bool{}
+	timeout := time.After(pollTimeout)
+	for len(deleted) < 3 {
+		select {
+		case event, ok := <-watcher.ResultChan():
+			if !ok {
+				t.Fatal("claim watch closed")
+			}
+			claim, ok := event.Object.(*resourcev1.ResourceClaim)
+			if !ok {
+				continue
+			}
+			switch {
+			case event.Type == watch.Deleted:
+				deleted[claim.Name] = true
+			case claim.Status.Allocation != nil && len(claim.Status.ReservedFor) == 1:
+				reserved[claim.Name] = true
+			}
+		case <-timeout:
+			t.Fatalf("claims reserved %v, deleted %v after %v\n%s", reserved, deleted, pollTimeout,
+				s.MustKubectl(t, "", "get", "pods,resourceclaims", "-o", "wide"))
+		}
+	}
+	for name := range deleted {
+		if !reserved[name] {
+			t.Errorf("claim %s was deleted without having been seen allocated and reserved", name)
+		}
+	}
+	for i := range 3 {
+		pod, err := kube.CoreV1().Pods("default").Get(ctx, fmt.Sprintf("job-%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pod.Status.Phase != corev1.PodSucceeded || !strings.HasPrefix(pod.Spec.NodeName, "sim-node-") {
+			t.Errorf("pod %s on %q is %s, want Succeeded on a simulated node", pod.Name, pod.Spec.NodeName, pod.Status.Phase)
+		}
+		for _, status := range pod.Status.ContainerStatuses {
+			if status.State.Terminated == nil || status.State.Terminated.ExitCode != 0 {
+				t.Errorf("pod %s container %s: %+v, want terminated with exit code 0", pod.Name, status.Name, status.State)
+			}
+		}
+	}
+}
+
+// TestSimulatorRestart: a restart with fewer nodes removes the nodes and
+// slices no longer simulated and publishes the others' slices anew with a
+// higher pool generation; a hand-written slice of the same driver for
+// another node is left alone.
+func TestSimulatorRestart(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--simulate-nodes=3", "--simulate-devices-per-node=2")
+	ctx := context.Background()
+	s.MustKubectl(t, `apiVersion: resource.draplane.dev/v1
+kind: ResourceSlice
+metadata:
+  name: by-hand
+spec:
+  driver: gpu.sim.draplane.dev
+  nodeName: node-1
+  pool:
+    name: node-1
+    generation: 1
+    resourceSliceCount: 1
+`, "apply", "-f", "-")
+
+	s.Stop()
+	s.args = []string{"--simulate-nodes=2", "--simulate-devices-per-node=4"}
+	s.Restart(t)
+	// The stopped server could not release its lease, so the restarted
+	// simulator starts once the lease expires.
+	client := s.Client(t)
+	want := map[string]string{
+		"sim-node-0-gpu.sim.draplane.dev": "generation 2, 4 devices",
+		"sim-node-1-gpu.sim.draplane.dev": "generation 2, 4 devices",
+		"by-hand":                         "generation 1, 0 devices",
+	}
+	var got map[string]string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		got = map[string]string{}
+		for _, slice := range list.Items {
+			got[slice.Name] = fmt.Sprintf("generation %d, %d devices", slice.Spec.Pool.Generation, len(slice.Spec.Devices))
+		}
+		return fmt.Sprint(got) == fmt.Sprint(want), nil
+	})
+	if err != nil {
+		t.Fatalf("slices after restart: %v\n%v\nwant\n%v", err, got, want)
+	}
+	if out := s.MustKubectl(t, "", "get", "nodes", "-o", "name"); out != "node/sim-node-0\nnode/sim-node-1\n" {
+		t.Errorf("nodes after restart:\n%s", out)
 	}
 }
