@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
@@ -50,7 +54,12 @@ func BenchmarkPodsBoundPerSecond(b *testing.B) {
 		wg.Wait()
 	}()
 	config := allocationintegration.StartServer(ctx, b, &wg)
-	e := allocationintegration.StartControllers(ctx, b, &wg, config, benchWorkers)
+	// The controllers' requests are counted by kind, to see what the
+	// server spends its time on.
+	requests := &requestCounter{counts: map[string]int{}}
+	controllerConfig := rest.CopyConfig(config)
+	controllerConfig.Wrap(func(rt http.RoundTripper) http.RoundTripper { requests.next = rt; return requests })
+	e := allocationintegration.StartControllers(ctx, b, &wg, controllerConfig, benchWorkers)
 	e.CreateClass(ctx, b, "gpu")
 	inParallel(b, benchNodes, func(i int) error {
 		return e.AddNode(ctx, fmt.Sprintf("bench-node-%03d", i), nil, allocationintegration.GPUs(benchDevicesPerNode, nil))
@@ -63,6 +72,7 @@ func BenchmarkPodsBoundPerSecond(b *testing.B) {
 		e.CreateNamespace(ctx, b, namespace)
 		e.CreateTemplate(ctx, b, namespace, "gpu", allocationintegration.OneDevice("gpu"))
 		boundPods, stop := watchBound(ctx, b, e, namespace)
+		requests.reset()
 		b.StartTimer()
 
 		start := time.Now()
@@ -78,7 +88,7 @@ func BenchmarkPodsBoundPerSecond(b *testing.B) {
 			b.Fatalf("burst %d: not all %d pods bound after 10 minutes", i, benchPods)
 		}
 		elapsed += time.Since(start)
-		b.Logf("burst %d: %d pods created in %v, all bound after %v", i, benchPods, created, time.Since(start))
+		b.Logf("burst %d: %d pods created in %v, all bound after %v; controller writes: %v", i, benchPods, created, time.Since(start), requests.writes())
 
 		b.StopTimer()
 		stop()
@@ -91,6 +101,40 @@ func BenchmarkPodsBoundPerSecond(b *testing.B) {
 	}
 	b.ReportMetric(float64(benchPods*b.N)/elapsed.Seconds(), "pods/s")
 	logMetrics(b)
+}
+
+// requestCounter counts writes by method and path shape.
+type requestCounter struct {
+	next   http.RoundTripper
+	mutex  sync.Mutex
+	counts map[string]int
+}
+
+var namespacedPath = regexp.MustCompile(`^/apis?/(?:[^/]+/)?v1/namespaces/[^/]+/([^/]+)(?:/[^/]+(/[^/]+)?)?$`)
+
+func (r *requestCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet {
+		kind := req.URL.Path
+		if match := namespacedPath.FindStringSubmatch(req.URL.Path); match != nil {
+			kind = match[1] + match[2]
+		}
+		r.mutex.Lock()
+		r.counts[req.Method+" "+kind]++
+		r.mutex.Unlock()
+	}
+	return r.next.RoundTrip(req)
+}
+
+func (r *requestCounter) reset() {
+	r.mutex.Lock()
+	defer r.mutex.Unlock()
+	clear(r.counts)
+}
+
+func (r *requestCounter) writes() map[string]int {
+	r.mutex.Lock()
+	defer r.mutex.Unlock()
+	return maps.Clone(r.counts)
 }
 
 // logMetrics shows the controller's attempts by result and the mean
