@@ -457,6 +457,17 @@ func TestSyncPod(t *testing.T) {
 			expectedNodes:       map[string]string{"pod-1": ""},
 			expectedAllocations: map[string]string{"pod-1-gpu": ""},
 		},
+		"claim named twice: allocated and reserved once": {
+			nodes: three, slices: threeSlices,
+			pods:                []*corev1.Pod{makePod("pod-1", withSharedClaim("a", "shared"), withSharedClaim("b", "shared"))},
+			claims:              []*resourcev1.ResourceClaim{makeClaim("shared")},
+			expectedNodes:       map[string]string{"pod-1": "node-a"},
+			expectedAllocations: map[string]string{"shared": "node-a/gpu-0"},
+			expectedReservedFor: map[string][]string{"shared": {"pod-1"}},
+			expectedEvents:      []string{"Normal Scheduled"},
+			expectedPending:     1,
+			expectedAttempts:    map[string]int{resultPlaced: 1},
+		},
 		"shared claim at 256 consumers": {
 			nodes: three, slices: threeSlices,
 			pods: []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "shared"))},

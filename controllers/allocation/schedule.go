@@ -29,6 +29,9 @@ const (
 	// maxMessageLength keeps condition messages and events readable and
 	// within what the API accepts.
 	maxMessageLength = 1024
+
+	// maxClaimsPerPod is what the allocator takes in one search.
+	maxClaimsPerPod = 64
 )
 
 // podClaim is one claim of the pod being placed.
@@ -148,6 +151,10 @@ func (c *Controller) claimsOfPod(pod *corev1.Pod) (claims []*resourcev1.Resource
 		if len(claim.Status.ReservedFor) >= resourceapi.ResourceClaimReservedForMaxSize && !podclaims.IsReservedForPod(pod, claim) {
 			return nil, "", fmt.Errorf("ResourceClaim %s is reserved for %d consumers already, the maximum", claim.Name, len(claim.Status.ReservedFor))
 		}
+		if slices.ContainsFunc(claims, func(other *resourcev1.ResourceClaim) bool { return other.UID == claim.UID }) {
+			// Named by two pod claims: allocated and reserved once.
+			continue
+		}
 		claims = append(claims, claim)
 	}
 	return claims, "", nil
@@ -205,6 +212,12 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 		return d, nil
 	}
 
+	if len(toAllocate) > maxClaimsPerPod {
+		d.unschedulable = true
+		d.summary = fmt.Sprintf("the pod needs %d claims allocated, at most %d can be allocated together", len(toAllocate), maxClaimsPerPod)
+		d.details = d.summary
+		return d, nil
+	}
 	inv, err := c.currentInventoryLocked(logger)
 	if err != nil {
 		return nil, err
