@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -121,6 +122,16 @@ type search struct {
 	keyArena []int32
 	capArena []int64
 
+	scratch []int
+
+	// The counting bound, see prepareBound.
+	bound        bool
+	bitOf        map[int]int // device index -> bit
+	taken        []uint64
+	suffixNeed   []int
+	suffixSupply []uint64
+	groupShared  []bool // group has candidates that allow multiple allocations
+
 	steps  int
 	budget int // 0: unlimited
 	err    error
@@ -227,7 +238,118 @@ func (s *search) prepare() *Explanation {
 			}
 		}
 	}
+	if expl == nil {
+		s.prepareBound()
+	}
 	return expl
+}
+
+// prepareBound sets up the counting bound of the search: the requests
+// still to be allocated need at least so many devices, and exclusive
+// devices can't be shared between them. Without it, a pod that asks for
+// more devices than the node has would make the search try every
+// combination before giving up.
+func (s *search) prepareBound() {
+	groups := s.p.groups
+	s.bound = false
+	if len(groups) < 2 {
+		return
+	}
+	// Number the exclusive candidates of the non-admin alternatives.
+	clear(s.bitOf)
+	if s.bitOf == nil {
+		s.bitOf = make(map[int]int)
+	}
+	for _, g := range groups {
+		for _, sl := range g.slots {
+			if sl.admin || s.slots[sl.id].hasProblem {
+				continue
+			}
+			for _, c := range s.slots[sl.id].cands {
+				if _, ok := s.bitOf[c.d.index]; !ok && !c.d.multi {
+					s.bitOf[c.d.index] = len(s.bitOf)
+				}
+			}
+		}
+	}
+	words := (len(s.bitOf) + 63) / 64
+	s.taken = resize(s.taken, words)
+	clear(s.taken)
+	s.suffixNeed = resize(s.suffixNeed, len(groups)+1)
+	s.suffixSupply = resize(s.suffixSupply, (len(groups)+1)*words)
+	clear(s.suffixSupply)
+	s.suffixNeed[len(groups)] = 0
+	s.groupShared = resize(s.groupShared, len(groups))
+	for gi := len(groups) - 1; gi >= 0; gi-- {
+		supply := s.suffixSupply[gi*words : (gi+1)*words]
+		copy(supply, s.suffixSupply[(gi+1)*words:(gi+2)*words])
+		s.groupShared[gi] = false
+		least := -1
+		for _, sl := range groups[gi].slots {
+			ss := &s.slots[sl.id]
+			if ss.hasProblem {
+				continue
+			}
+			// A device that allows multiple allocations can serve every
+			// request once; the rest must be exclusive devices.
+			n := ss.need
+			for _, c := range ss.cands {
+				if c.d.multi {
+					n--
+					s.groupShared[gi] = true
+				} else if !sl.admin {
+					b := s.bitOf[c.d.index]
+					supply[b/64] |= 1 << (b % 64)
+				}
+			}
+			if sl.admin {
+				n = 0
+			}
+			n = max(n, 0)
+			if least < 0 || n < least {
+				least = n
+			}
+		}
+		s.suffixNeed[gi] = s.suffixNeed[gi+1] + max(least, 0)
+	}
+	s.bound = true
+}
+
+func resize[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
+}
+
+// hopelessWithin applies the counting bound while group gi still needs
+// more devices: devices that allow multiple allocations may serve it,
+// so it only counts when there are none.
+func (s *search) hopelessWithin(gi, more int) bool {
+	if !s.bound || s.groupShared[gi] {
+		return false
+	}
+	words := len(s.taken)
+	supply := s.suffixSupply[gi*words : (gi+1)*words]
+	free := 0
+	for w, word := range supply {
+		free += bits.OnesCount64(word &^ s.taken[w])
+	}
+	return free < s.suffixNeed[gi+1]+more
+}
+
+// hopeless applies the counting bound before allocating group gi.
+func (s *search) hopeless(gi int) bool {
+	if !s.bound {
+		return false
+	}
+	words := len(s.taken)
+	supply := s.suffixSupply[gi*words : (gi+1)*words]
+	free := 0
+	for w, word := range supply {
+		free += bits.OnesCount64(word &^ s.taken[w])
+	}
+	return free < s.suffixNeed[gi]
 }
 
 // candidates filters the node's devices for a slot, counting how many
@@ -556,19 +678,33 @@ func (s *search) constraintHopeless(ci, k int) bool {
 			if v < 0 {
 				continue
 			}
+			// Every request needs enough devices with the value, and
+			// together they need that many different exclusive devices.
 			ok := true
+			needed, shared := 0, false
+			s.scratch = s.scratch[:0]
 			for _, sl := range slotsOf {
 				pos := slices.Index(sl.cons, k)
 				n := 0
 				for _, c2 := range s.slots[sl.id].cands {
 					if c2.keys[pos] == v {
 						n++
+						if c2.d.multi {
+							shared = true
+						} else {
+							s.scratch = append(s.scratch, c2.d.index)
+						}
 					}
 				}
 				if n < s.slots[sl.id].need {
 					ok = false
 					break
 				}
+				needed += s.slots[sl.id].need
+			}
+			if ok && !shared && len(slotsOf) > 1 {
+				slices.Sort(s.scratch)
+				ok = len(slices.Compact(s.scratch)) >= needed
 			}
 			if ok {
 				hopeless = false
@@ -710,6 +846,7 @@ func constraintAttribute(c resourceapi.DeviceConstraint) resourceapi.FullyQualif
 }
 
 func (s *search) reset() {
+	clear(s.taken)
 	s.picks = s.picks[:0]
 	clear(s.claimPicks)
 	s.steps = 0
@@ -727,6 +864,9 @@ func (s *search) run() bool { return s.group(0) }
 func (s *search) group(gi int) bool {
 	if gi == len(s.p.groups) {
 		return true
+	}
+	if s.hopeless(gi) {
+		return false
 	}
 	g := s.p.groups[gi]
 	for si, sl := range g.slots {
@@ -763,6 +903,9 @@ func (s *search) fill(gi int, sl *slot, ss *slotState, n, start int) bool {
 		return false
 	}
 	if s.claimPicks[sl.claim]+ss.need-n > resourceapi.AllocationResultsMaxSize {
+		return false
+	}
+	if n > 0 && !sl.admin && s.hopelessWithin(gi, ss.need-n) {
 		return false
 	}
 	if sl.all {
@@ -850,6 +993,11 @@ func (s *search) take(sl *slot, c *cand) bool {
 	}
 	s.picks = append(s.picks, pick{slot: sl, cand: c, counters: consumeCounters})
 	s.claimPicks[sl.claim]++
+	if s.bound && !d.multi {
+		if b, ok := s.bitOf[d.index]; ok {
+			s.taken[b/64] |= 1 << (b % 64)
+		}
+	}
 	return true
 }
 
@@ -879,6 +1027,22 @@ func (s *search) release(sl *slot) {
 	for k, ci := range sl.cons {
 		cons[ci].remove(last.cand.keys[k])
 	}
+	if d := last.cand.d; s.bound && !d.multi {
+		if b, ok := s.bitOf[d.index]; ok && !s.holds(d) {
+			s.taken[b/64] &^= 1 << (b % 64)
+		}
+	}
+}
+
+// holds reports whether some pick still holds the device; admin access
+// lets several claims hold one.
+func (s *search) holds(d *device) bool {
+	for i := range s.picks {
+		if s.picks[i].cand.d == d {
+			return true
+		}
+	}
+	return false
 }
 
 // explainSearchFailure is called when every request can be satisfied on
