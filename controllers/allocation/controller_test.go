@@ -154,6 +154,8 @@ func withSelector(expression string) claimOption {
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func nodeNameSelector(node string) *corev1.NodeSelector {
 	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
@@ -260,10 +262,11 @@ func serverLike(kubeClient *kubefake.Clientset, resourceClient *resourcefake.Cli
 // --- test runner -----------------------------------------------------
 
 type testCase struct {
-	nodes  []*corev1.Node
-	slices []*resourcev1.ResourceSlice
-	pods   []*corev1.Pod
-	claims []*resourcev1.ResourceClaim
+	nodes      []*corev1.Node
+	slices     []*resourcev1.ResourceSlice
+	taintRules []*resourcev1.DeviceTaintRule
+	pods       []*corev1.Pod
+	claims     []*resourcev1.ResourceClaim
 	// keys are synced in order; default: every pod.
 	keys []string
 	// bindFailure makes every binding fail.
@@ -387,6 +390,23 @@ func TestSyncPod(t *testing.T) {
 			},
 			expectedEvents:   []string{"Warning FailedScheduling"},
 			expectedAttempts: map[string]int{resultUnschedulable: 1},
+		},
+		"DeviceTaintRule on a node's devices: the pod goes elsewhere": {
+			nodes: three, slices: threeSlices,
+			taintRules: []*resourcev1.DeviceTaintRule{{
+				ObjectMeta: metav1.ObjectMeta{Name: "maintenance"},
+				Spec: resourcev1.DeviceTaintRuleSpec{
+					DeviceSelector: &resourcev1.DeviceTaintSelector{Pool: ptr("node-a")},
+					Taint:          resourcev1.DeviceTaint{Key: "maintenance", Effect: resourcev1.DeviceTaintEffectNoSchedule},
+				},
+			}},
+			pods:                []*corev1.Pod{pod1},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			expectedNodes:       map[string]string{"pod-1": "node-b"},
+			expectedAllocations: map[string]string{"pod-1-gpu": "node-b/gpu-0"},
+			expectedEvents:      []string{"Normal Scheduled"},
+			expectedPending:     1,
+			expectedAttempts:    map[string]int{resultPlaced: 1},
 		},
 		"tolerated node taint": {
 			nodes:               []*corev1.Node{makeNode("node-a", withNodeTaint("dedicated"))},
@@ -678,6 +698,9 @@ func newTestController(t *testing.T, logger klog.Logger, tc testCase) *testContr
 	mustAdd(t, classInformer.Informer().GetStore(), makeClass())
 	for _, slice := range tc.slices {
 		mustAdd(t, sliceInformer.Informer().GetStore(), slice)
+	}
+	for _, rule := range tc.taintRules {
+		mustAdd(t, taintRuleInformer.Informer().GetStore(), rule)
 	}
 	return &testController{Controller: c, kubeClient: kubeClient, resourceClient: resourceClient,
 		podStore: podInformer.Informer().GetStore(), claimStore: claimInformer.Informer().GetStore(), recorder: recorder}
