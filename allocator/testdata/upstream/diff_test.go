@@ -3,9 +3,11 @@ package upstreamcompare
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -95,7 +97,9 @@ func upstreamFits(in *instance) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	res, err := a.Allocate(context.Background(), in.node, claims)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	res, err := a.Allocate(ctx, in.node, claims)
 	return res != nil, err
 }
 
@@ -105,6 +109,9 @@ func upstreamFits(in *instance) (bool, error) {
 func TestDifferential(t *testing.T) {
 	ours := allocator.New(allocator.Options{})
 	agree, disagree, upstreamErrors := 0, 0, 0
+	var slowest time.Duration
+	var slowestSeed uint64
+	defer func() { t.Logf("our slowest instance: seed %d, %v", slowestSeed, slowest) }()
 	feasible := 0
 	for seed := uint64(0); seed < 30000; seed++ {
 		in := randomInstance(seed)
@@ -116,11 +123,20 @@ func TestDifferential(t *testing.T) {
 		for _, p := range in.prior {
 			u.AddAllocation(p)
 		}
+		start := time.Now()
 		res, err := ours.Allocate(context.Background(), inv.State(u), in.claims, in.node)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if d := time.Since(start); d > slowest {
+			slowest, slowestSeed = d, seed
+		}
 		up, uerr := upstreamFits(in)
+		if errors.Is(uerr, context.DeadlineExceeded) {
+			t.Logf("seed %d: upstream gave up after 2s, ours fits=%v", seed, res.Fits())
+			upstreamErrors++
+			continue
+		}
 		if uerr != nil {
 			upstreamErrors++
 			if res.Fits() {
