@@ -41,6 +41,7 @@ func TestAllocationController(t *testing.T) {
 		{"CEL selector", testCELSelector},
 		{"matchAttribute over 2 devices", testMatchAttribute},
 		{"NoSchedule device taint", testDeviceTaint},
+		{"DeviceTaintRule", testDeviceTaintRule},
 		{"shared claim", testSharedClaim},
 		{"pod with spec.nodeName", testPresetNode},
 	} {
@@ -387,6 +388,36 @@ func testDeviceTaint(ctx context.Context, t *testing.T, e *Env) {
 		t.Errorf("pod with toleration: expected the tainted gpu-0, got %v", results)
 	}
 	checkNoDoubleAllocations(ctx, t, e, tc.namespace)
+}
+
+// testDeviceTaintRule: a rule taints every device of one node; the pod
+// waits, and is placed once the rule goes away.
+func testDeviceTaintRule(ctx context.Context, t *testing.T, e *Env) {
+	tc := setUp(ctx, t, e, "taint-rule", 1, func(int) []resourcev1.Device { return GPUs(2, nil) })
+	pool := tc.nodes[0]
+	rule := &resourcev1.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "drain-" + pool},
+		Spec: resourcev1.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1.DeviceTaintSelector{Pool: &pool},
+			Taint:          resourcev1.DeviceTaint{Key: "drain", Effect: resourcev1.DeviceTaintEffectNoSchedule},
+		},
+	}
+	if _, err := e.Resource.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create taint rule: %v", err)
+	}
+	e.CreateTemplate(ctx, t, tc.namespace, "gpu", OneDevice("gpu"))
+	tc.createPod(ctx, t, e, PodWithTemplate(tc.namespace, "waiting", "gpu", tc.selector))
+	message := waitUnschedulable(ctx, t, e, tc.namespace, "waiting")
+	t.Logf("PodScheduled=False message: %s", message)
+	if !strings.Contains(message, "TaintNotTolerated") {
+		t.Errorf("message %q does not blame the taint", message)
+	}
+
+	if err := e.Resource.ResourceV1().DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete taint rule: %v", err)
+	}
+	pod := waitBound(ctx, t, e, tc.namespace, "waiting")
+	checkAllocatedFor(t, claimsOf(ctx, t, e, pod)[0], pod)
 }
 
 func testSharedClaim(ctx context.Context, t *testing.T, e *Env) {
