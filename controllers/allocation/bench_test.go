@@ -48,18 +48,23 @@ func BenchmarkPodsBoundPerSecond(b *testing.B) {
 	// Controller logs at the default verbosity only: per-pod lines would
 	// dominate the measurement.
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	var wg sync.WaitGroup
+	// The controllers stop before the server, so that they do not keep
+	// writing events to a server that is gone.
+	controllerCtx, stopControllers := context.WithCancel(ctx)
+	var serverWG, controllerWG sync.WaitGroup
 	defer func() {
+		stopControllers()
+		controllerWG.Wait()
 		cancel()
-		wg.Wait()
+		serverWG.Wait()
 	}()
-	config := allocationintegration.StartServer(ctx, b, &wg)
+	config := allocationintegration.StartServer(ctx, b, &serverWG)
 	// The controllers' requests are counted by kind, to see what the
 	// server spends its time on.
 	requests := &requestCounter{counts: map[string]int{}}
 	controllerConfig := rest.CopyConfig(config)
 	controllerConfig.Wrap(func(rt http.RoundTripper) http.RoundTripper { requests.next = rt; return requests })
-	e := allocationintegration.StartControllers(ctx, b, &wg, controllerConfig, benchWorkers)
+	e := allocationintegration.StartControllers(controllerCtx, b, &controllerWG, controllerConfig, benchWorkers)
 	e.CreateClass(ctx, b, "gpu")
 	inParallel(b, benchNodes, func(i int) error {
 		return e.AddNode(ctx, fmt.Sprintf("bench-node-%03d", i), nil, allocationintegration.GPUs(benchDevicesPerNode, nil))

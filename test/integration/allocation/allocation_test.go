@@ -23,13 +23,18 @@ import (
 func TestAllocationController(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	// The controllers stop before the server, so that they do not keep
+	// writing to a server that is gone.
+	controllerCtx, stopControllers := context.WithCancel(ctx)
+	var serverWG, controllerWG sync.WaitGroup
 	t.Cleanup(func() {
+		stopControllers()
+		controllerWG.Wait()
 		cancel()
-		wg.Wait()
+		serverWG.Wait()
 	})
-	config := StartServer(ctx, t, &wg)
-	e := StartControllers(ctx, t, &wg, config, 2)
+	config := StartServer(ctx, t, &serverWG)
+	e := StartControllers(controllerCtx, t, &controllerWG, config, 2)
 	e.CreateClass(ctx, t, "gpu")
 
 	for _, test := range []struct {
