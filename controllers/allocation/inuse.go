@@ -70,7 +70,7 @@ func (t *allocationTracker) observe(uid types.UID, resourceVersion string, alloc
 	return freed
 }
 
-// allocation returns what the controller knows of a claim's allocation:
+// allocationLocked returns what the controller knows of a claim's allocation:
 // the informer's, else a pending one. Callers hold the mutex.
 func (t *allocationTracker) allocationLocked(uid types.UID) *resourceapi.AllocationResult {
 	if a, ok := t.seen[uid]; ok {
