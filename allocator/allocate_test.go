@@ -212,6 +212,23 @@ func TestAllocateRules(t *testing.T) {
 			want: [][]string{{"r:p/d1"}},
 		},
 		{
+			name: "DeviceTaintRule without a selector matches no device",
+			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", devs("d0"))},
+				rules: []*resourceapi.DeviceTaintRule{{Spec: resourceapi.DeviceTaintRuleSpec{
+					Taint: resourceapi.DeviceTaint{Key: "broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}}}},
+				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
+			want: [][]string{{"r:p/d0"}},
+		},
+		{
+			name: "DeviceTaintRule with an empty selector matches every device",
+			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", devs("d0", "d1"))},
+				rules: []*resourceapi.DeviceTaintRule{{Spec: resourceapi.DeviceTaintRuleSpec{
+					DeviceSelector: &resourceapi.DeviceTaintSelector{},
+					Taint:          resourceapi.DeviceTaint{Key: "broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}}}},
+				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
+			reason: ReasonTaint,
+		},
+		{
 			name: "partitions share counters",
 			in: instance{classes: classes(gpu), slices: split(mkSlice("p", "n1", []resourceapi.Device{
 				mkDev("whole", consumes("gpu0", "mem", 8)), mkDev("half0", consumes("gpu0", "mem", 4)), mkDev("half1", consumes("gpu0", "mem", 4))},

@@ -241,7 +241,8 @@ func (w *refWorld) taints(rd *refDevice) []resourceapi.DeviceTaint {
 	out := slices.Clone(rd.dev.Taints)
 	for _, r := range w.in.rules {
 		s := r.Spec.DeviceSelector
-		if s != nil && (s.Driver != nil && *s.Driver != rd.id.Driver || s.Pool != nil && *s.Pool != rd.id.Pool || s.Device != nil && *s.Device != rd.id.Device) {
+		// No selector: the rule matches nothing.
+		if s == nil || s.Driver != nil && *s.Driver != rd.id.Driver || s.Pool != nil && *s.Pool != rd.id.Pool || s.Device != nil && *s.Device != rd.id.Device {
 			continue
 		}
 		out = append(out, r.Spec.Taint)

@@ -296,13 +296,16 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 func deviceTaints(d *device, rules []*resourceapi.DeviceTaintRule) []resourceapi.DeviceTaint {
 	taints := d.api.Taints
 	for _, r := range rules {
+		// A rule without a selector matches no device (only an explicit,
+		// confirmed {} selects them all), as the eviction controller reads it.
 		sel := r.Spec.DeviceSelector
-		if sel != nil {
-			if sel.Driver != nil && *sel.Driver != d.id.Driver ||
-				sel.Pool != nil && *sel.Pool != d.id.Pool ||
-				sel.Device != nil && *sel.Device != d.id.Device {
-				continue
-			}
+		if sel == nil {
+			continue
+		}
+		if sel.Driver != nil && *sel.Driver != d.id.Driver ||
+			sel.Pool != nil && *sel.Pool != d.id.Pool ||
+			sel.Device != nil && *sel.Device != d.id.Device {
+			continue
 		}
 		taints = append(slices.Clip(taints), r.Spec.Taint)
 	}
