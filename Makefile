@@ -66,6 +66,10 @@ bench: ## Allocator benchmarks (ns/op, B/op, allocs/op).
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s).
 	FUZZTIME=$(or $(FUZZTIME),60s) hack/fuzz.sh
 
+.PHONY: bench-e2e
+bench-e2e: build ## End-to-end numbers of the real binary: startup, claims/s vs raw etcd puts, pods bound/s on 500 simulated nodes, RSS (~3-5 min).
+	$(GO) run ./test/bench -binary $(BIN)/dra-apiserver $(BENCH_ARGS)
+
 .PHONY: update-fixtures
 update-fixtures: ## Rewrite the HEAD wire fixtures from the current types.
 	UPDATE_COMPATIBILITY_FIXTURE_DATA=true $(GO) test ./apis/resource/ -run TestCompatibility

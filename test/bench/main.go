@@ -1,0 +1,589 @@
+// Command bench runs the end-to-end benchmark (`make bench-e2e`): it
+// starts the real dra-apiserver binary with its embedded etcd and reports,
+// in one run:
+//
+//   - exec to /readyz, on a fresh data dir and on a restart;
+//   - ResourceClaims created per second through the API with 1 and with 100
+//     concurrent clients (each its own connection), beside raw puts per
+//     second of values of the same size straight into the same embedded
+//     etcd (its client URL is read from the server's -v=2 log line
+//     "Embedded etcd ready"), and the ratio of the two;
+//   - pods with template claims bound per second on simulated nodes
+//     (default 500 nodes x 8 GPUs, 2,500 pods);
+//   - the server's RSS after that, and after loading claims up to 10,000
+//     beside the 500 slices.
+//
+// It is not a test: numbers vary with the machine; nothing is asserted
+// beyond the work having been done.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/generated/clientset/versioned"
+)
+
+type config struct {
+	binary         string
+	workDir        string
+	serialClaims   int
+	parallelClaims int
+	clients        int
+	nodes          int
+	devices        int
+	pods           int
+	totalClaims    int
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.binary, "binary", "_output/bin/dra-apiserver", "dra-apiserver binary to start")
+	flag.StringVar(&c.workDir, "work-dir", "", "Directory for the servers' data dirs (default: a temporary directory); put it on the disk to measure")
+	flag.IntVar(&c.serialClaims, "serial-claims", 1000, "Claims created by one client")
+	flag.IntVar(&c.parallelClaims, "parallel-claims", 5000, "Claims created by the concurrent clients")
+	flag.IntVar(&c.clients, "clients", 100, "Concurrent clients")
+	flag.IntVar(&c.nodes, "nodes", 500, "Simulated nodes for the binding benchmark")
+	flag.IntVar(&c.devices, "devices-per-node", 8, "GPUs per simulated node")
+	flag.IntVar(&c.pods, "pods", 2500, "Pods with a template claim each")
+	flag.IntVar(&c.totalClaims, "total-claims", 10000, "Claims in the store when the last RSS is taken")
+	flag.Parse()
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c config) error {
+	start := time.Now()
+	if c.workDir == "" {
+		dir, err := os.MkdirTemp("", "draplane-bench-e2e")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		c.workDir = dir
+	}
+	binary, err := filepath.Abs(c.binary)
+	if err != nil {
+		return err
+	}
+	c.binary = binary
+	report("machine", fmt.Sprintf("%d CPUs; data dirs in %s", runtime.NumCPU(), c.workDir))
+
+	// 1. Startup, without the simulator: what `dra-apiserver` alone costs.
+	dataDir := filepath.Join(c.workDir, "plain")
+	s, err := startServer(c.binary, dataDir, "-v=2")
+	if err != nil {
+		return err
+	}
+	report("exec to /readyz, fresh data dir", seconds(s.ready))
+	s.stop()
+	s, err = startServer(c.binary, dataDir, "-v=2")
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	report("exec to /readyz, restart on the same data dir", seconds(s.ready))
+	report("RSS idle", mib(s.rss()))
+
+	// 2. Claims through the API beside raw etcd puts of the same size.
+	if err := benchClaims(c, s); err != nil {
+		return err
+	}
+	s.stop()
+
+	// 3. Pods bound on simulated nodes, then RSS with many claims.
+	if err := benchPods(c); err != nil {
+		return err
+	}
+	report("total run time", seconds(time.Since(start)))
+	return nil
+}
+
+func benchClaims(c config, s *server) error {
+	ctx := context.Background()
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{s.etcdURL}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		return fmt.Errorf("connect to the embedded etcd at %s: %w", s.etcdURL, err)
+	}
+	defer etcd.Close()
+	if err := createNamespace(ctx, s, "bench-claims"); err != nil {
+		return err
+	}
+
+	serial, err := createClaims(ctx, s, "bench-claims", "serial", c.serialClaims, 1)
+	if err != nil {
+		return err
+	}
+	size, err := storedClaimSize(ctx, etcd)
+	if err != nil {
+		return err
+	}
+	report("stored size of one claim in etcd", fmt.Sprintf("%d bytes", size))
+	parallel, err := createClaims(ctx, s, "bench-claims", "parallel", c.parallelClaims, c.clients)
+	if err != nil {
+		return err
+	}
+	rawSerial, err := rawPuts(ctx, etcd, "serial", c.serialClaims, 1, size)
+	if err != nil {
+		return err
+	}
+	rawParallel, err := rawPuts(ctx, etcd, "parallel", c.parallelClaims, c.clients, size)
+	if err != nil {
+		return err
+	}
+	report("claims created/s, 1 client", fmt.Sprintf("%.0f/s (%d claims); raw etcd puts %.0f/s; API/etcd %.2f", serial, c.serialClaims, rawSerial, serial/rawSerial))
+	report(fmt.Sprintf("claims created/s, %d clients", c.clients), fmt.Sprintf("%.0f/s (%d claims); raw etcd puts %.0f/s; API/etcd %.2f", parallel, c.parallelClaims, rawParallel, parallel/rawParallel))
+	report(fmt.Sprintf("RSS after %d claims, no slices", c.serialClaims+c.parallelClaims), mib(s.rss()))
+	return nil
+}
+
+func benchPods(c config) error {
+	ctx := context.Background()
+	s, err := startServer(c.binary, filepath.Join(c.workDir, "simulated"), "-v=1",
+		fmt.Sprintf("--simulate-nodes=%d", c.nodes), fmt.Sprintf("--simulate-devices-per-node=%d", c.devices))
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	// /readyz waits for the simulated nodes and their slices.
+	report(fmt.Sprintf("exec to /readyz with %d simulated nodes x %d GPUs", c.nodes, c.devices), seconds(s.ready))
+
+	class := &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu.sim.draplane.dev"},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "gpu.sim.draplane.dev"`},
+		}}},
+	}
+	if _, err := s.resource.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create device class: %w", err)
+	}
+	if err := createNamespace(ctx, s, "bench-pods"); err != nil {
+		return err
+	}
+	template := &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-gpu", Namespace: "bench-pods"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class.Name}}},
+		}}},
+	}
+	if _, err := s.resource.ResourceV1().ResourceClaimTemplates("bench-pods").Create(ctx, template, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create template: %w", err)
+	}
+
+	// Count bindings with an informer started before the first pod (a
+	// bare watch may be closed by the server when it falls behind).
+	bound := make(chan time.Time, 1)
+	var boundCount atomic.Int64
+	var boundMu sync.Mutex
+	seen := map[string]bool{}
+	onPod := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.Spec.NodeName == "" {
+			return
+		}
+		boundMu.Lock()
+		defer boundMu.Unlock()
+		if seen[pod.Name] {
+			return
+		}
+		seen[pod.Name] = true
+		boundCount.Store(int64(len(seen)))
+		if len(seen) == c.pods {
+			bound <- time.Now()
+		}
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace("bench-pods"))
+	podInformer := factory.Core().V1().Pods().Informer()
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onPod,
+		UpdateFunc: func(_, obj any) { onPod(obj) },
+	}); err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	if !cache.WaitForCacheSync(stop, podInformer.HasSynced) {
+		return errors.New("pod informer did not sync")
+	}
+	begin := time.Now()
+	created, err := parallel(ctx, c.pods, c.clients, func(ctx context.Context, i int) error {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: "bench-pods"},
+			Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "main", Image: "busybox",
+					Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+				ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}},
+			},
+		}
+		_, err := s.kubeFor(i).CoreV1().Pods("bench-pods").Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	createdAt := time.Since(begin)
+	progress := time.NewTicker(10 * time.Second)
+	defer progress.Stop()
+	timeout := time.After(5 * time.Minute)
+wait:
+	for {
+		select {
+		case <-progress.C:
+			fmt.Fprintf(os.Stderr, "  %d of %d pods bound after %.0fs\n", boundCount.Load(), c.pods, time.Since(begin).Seconds())
+			continue
+		case at := <-bound:
+			bound <- at
+		case <-timeout:
+			return fmt.Errorf("only %d of %d pods bound within 5 minutes", boundCount.Load(), c.pods)
+		}
+		break wait
+	}
+	select {
+	case at := <-bound:
+		d := at.Sub(begin)
+		report(fmt.Sprintf("pods with template claims bound/s (%d pods, %d nodes x %d GPUs)", c.pods, c.nodes, c.devices),
+			fmt.Sprintf("%.0f/s (all bound %.1fs after the first create; creates took %.1fs at %.0f/s)", float64(c.pods)/d.Seconds(), d.Seconds(), createdAt.Seconds(), created))
+	case <-time.After(5 * time.Minute):
+		return fmt.Errorf("not all %d pods bound within 5 minutes", c.pods)
+	}
+	if err := checkNoDeviceTwice(ctx, s, "bench-pods", c.pods); err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second) // let the simulator's Running updates settle
+	report(fmt.Sprintf("RSS after %d pods bound, %d claims, %d slices", c.pods, c.pods, c.nodes), mib(s.rss()))
+
+	more := c.totalClaims - c.pods
+	if more > 0 {
+		if err := createNamespace(ctx, s, "bench-claims"); err != nil {
+			return err
+		}
+		if _, err := createClaims(ctx, s, "bench-claims", "load", more, c.clients); err != nil {
+			return err
+		}
+	}
+	time.Sleep(5 * time.Second)
+	report(fmt.Sprintf("RSS after loading %d claims and %d slices (+%d pods, %d nodes)", c.totalClaims, c.nodes, c.pods, c.nodes), mib(s.rss()))
+	return nil
+}
+
+// checkNoDeviceTwice: every pod's claim is allocated, no device twice.
+func checkNoDeviceTwice(ctx context.Context, s *server, namespace string, want int) error {
+	var claims *resourcev1.ResourceClaimList
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		claims, err = s.resource.ResourceV1().ResourceClaims(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		allocated := 0
+		for _, claim := range claims.Items {
+			if claim.Status.Allocation != nil {
+				allocated++
+			}
+		}
+		return allocated == want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("not all %d claims allocated: %w", want, err)
+	}
+	used := map[string]string{}
+	for _, claim := range claims.Items {
+		for _, result := range claim.Status.Allocation.Devices.Results {
+			id := result.Driver + "/" + result.Pool + "/" + result.Device
+			if other, ok := used[id]; ok {
+				return fmt.Errorf("device %s allocated to claims %s and %s", id, other, claim.Name)
+			}
+			used[id] = claim.Name
+		}
+	}
+	return nil
+}
+
+// createClaims creates n claims with the given number of concurrent
+// clients and returns claims per second.
+func createClaims(ctx context.Context, s *server, namespace, prefix string, n, clients int) (float64, error) {
+	return parallel(ctx, n, clients, func(ctx context.Context, i int) error {
+		claim := &resourcev1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: namespace},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+				Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
+					DeviceClassName: "gpu.sim.draplane.dev",
+					Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+						Expression: `device.capacity["gpu.sim.draplane.dev"].memory.compareTo(quantity("40Gi")) >= 0`,
+					}}},
+				}}},
+			}},
+		}
+		_, err := s.resourceFor(i%clients).ResourceV1().ResourceClaims(namespace).Create(ctx, claim, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// storedClaimSize is the size of one claim's value in etcd.
+func storedClaimSize(ctx context.Context, etcd *clientv3.Client) (int, error) {
+	resp, err := etcd.Get(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return 0, err
+	}
+	for _, kv := range resp.Kvs {
+		if strings.Contains(string(kv.Key), "/resourceclaims/bench-claims/") {
+			value, err := etcd.Get(ctx, string(kv.Key))
+			if err != nil {
+				return 0, err
+			}
+			if len(value.Kvs) == 1 {
+				return len(value.Kvs[0].Value), nil
+			}
+		}
+	}
+	return 0, errors.New("no claim found in etcd under /registry/")
+}
+
+// rawPuts writes n values of the given size straight into etcd with the
+// given concurrency and returns puts per second.
+func rawPuts(ctx context.Context, etcd *clientv3.Client, prefix string, n, clients, size int) (float64, error) {
+	value := strings.Repeat("x", size)
+	return parallel(ctx, n, clients, func(ctx context.Context, i int) error {
+		_, err := etcd.Put(ctx, fmt.Sprintf("/bench-raw/%s/claim-%08d", prefix, i), value)
+		return err
+	})
+}
+
+// parallel runs f(0..n-1) on the given number of goroutines and returns
+// calls per second.
+func parallel(ctx context.Context, n, workers int, f func(context.Context, int) error) (float64, error) {
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(ctx, i); err != nil && !apierrors.IsAlreadyExists(err) {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	return float64(n) / time.Since(begin).Seconds(), nil
+}
+
+func createNamespace(ctx context.Context, s *server, name string) error {
+	_, err := s.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// server is one running dra-apiserver.
+type server struct {
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	ready   time.Duration
+	etcdURL string
+	config  *rest.Config
+	kube    *kubernetes.Clientset
+	// resource is a shared client; resourceClients and kubeClients have
+	// one connection each, for concurrent clients.
+	resource        *versioned.Clientset
+	mu              sync.Mutex
+	resourceClients map[int]*versioned.Clientset
+	kubeClients     map[int]*kubernetes.Clientset
+}
+
+var etcdURLPattern = regexp.MustCompile(`"Embedded etcd ready".* url="([^"]+)"`)
+
+func startServer(binary, dataDir string, args ...string) (*server, error) {
+	args = append([]string{"--data-dir", dataDir, "--secure-port", "0"}, args...)
+	cmd := exec.Command(binary, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{cmd: cmd, exited: make(chan struct{}), resourceClients: map[int]*versioned.Clientset{}, kubeClients: map[int]*kubernetes.Clientset{}}
+	urls := make(chan string, 1)
+	etcdURLs := make(chan string, 1)
+	begin := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	scan := func(r io.Reader) {
+		scanner := bufio.NewScanner(r)
+		scanner.Buffer(make([]byte, 1<<20), 1<<20)
+		for scanner.Scan() {
+			line := scanner.Text()
+			if url, ok := strings.CutPrefix(line, "draplane: serving on "); ok {
+				urls <- url
+			}
+			if m := etcdURLPattern.FindStringSubmatch(line); m != nil {
+				etcdURLs <- m[1]
+			}
+		}
+	}
+	go scan(stdout)
+	go scan(stderr)
+	go func() { _ = cmd.Wait(); close(s.exited) }()
+	var url string
+	select {
+	case url = <-urls:
+	case <-s.exited:
+		return nil, fmt.Errorf("dra-apiserver exited before serving")
+	case <-time.After(3 * time.Minute):
+		s.stop()
+		return nil, fmt.Errorf("dra-apiserver did not print its URL")
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dataDir, "pki", "ca.crt"))
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	anonymous := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		resp, err := anonymous.Get(url + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		s.stop()
+		return nil, fmt.Errorf("dra-apiserver not ready: %w", err)
+	}
+	s.ready = time.Since(begin)
+	select {
+	case s.etcdURL = <-etcdURLs:
+	default:
+	}
+	s.config, err = clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	// No client-side rate limit: the server is what is measured.
+	s.config.QPS = -1
+	s.kube = kubernetes.NewForConfigOrDie(s.config)
+	s.resource = versioned.NewForConfigOrDie(s.config)
+	return s, nil
+}
+
+// ownConnection is a copy of the config whose client does not share the
+// cached transport (a Dial function of its own turns the cache off).
+func (s *server) ownConnection() *rest.Config {
+	config := rest.CopyConfig(s.config)
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	config.Dial = dialer.DialContext
+	return config
+}
+
+func (s *server) resourceFor(i int) *versioned.Clientset {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.resourceClients[i]; ok {
+		return c
+	}
+	c := versioned.NewForConfigOrDie(s.ownConnection())
+	s.resourceClients[i] = c
+	return c
+}
+
+func (s *server) kubeFor(i int) *kubernetes.Clientset {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.kubeClients[i%100]; ok {
+		return c
+	}
+	c := kubernetes.NewForConfigOrDie(s.ownConnection())
+	s.kubeClients[i%100] = c
+	return c
+}
+
+// rss is the server's resident set size in bytes.
+func (s *server) rss() int64 {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			fields := strings.Fields(rest)
+			if kb, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return -1
+}
+
+func (s *server) stop() {
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(60 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+func report(what, value string) { fmt.Printf("%-72s %s\n", what+":", value) }
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
+
+func mib(bytes int64) string { return fmt.Sprintf("%.0f MiB", float64(bytes)/(1<<20)) }
