@@ -72,6 +72,8 @@ const (
 	// mutationCacheTTL is long: the informer normally catches up within
 	// moments and then replaces the entry.
 	mutationCacheTTL = time.Hour
+	// mutationCacheSize is how many created claims the cache remembers.
+	mutationCacheSize = 10000
 
 	// deletedPodsCacheSize bounds the memory of pods known to be deleted.
 	deletedPodsCacheSize = 1000
@@ -146,7 +148,15 @@ func NewController(
 	}
 	// includeAdds: claims that the informer has not seen yet are exactly
 	// what this cache is for.
-	c.claimCache = cache.NewIntegerResourceVersionMutationCache(logger, claimIndexer, claimIndexer, mutationCacheTTL, true)
+	// The size bounds how many created claims may be outstanding (not yet
+	// seen by the informer) at once; the default of 100 is less than a
+	// burst of pods creates.
+	c.claimCache = cache.NewIntegerResourceVersionMutationCacheWithOptions(logger, claimIndexer, cache.MutationCacheOptions{
+		Indexer:      claimIndexer,
+		TTL:          mutationCacheTTL,
+		IncludeAdds:  true,
+		MaxCacheSize: mutationCacheSize,
+	})
 
 	if _, err := podInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueuePod(logger, obj, false) },
@@ -457,7 +467,25 @@ func (c *Controller) ensureGeneratedClaim(ctx context.Context, pod *corev1.Pod, 
 				return claim.Name, false, nil
 			}
 		} else {
-			logger.V(4).Info("Claim recorded in pod status is gone, generating a new one", "claim", klog.KRef(pod.Namespace, *name))
+			// The caches can lag behind the pod status that named the
+			// claim (the claim watch is slower than the pod watch, or
+			// the created claim left the mutation cache). Only the
+			// server can say the claim is really gone; recreating it on
+			// the caches' word would give the pod claim a second claim.
+			live, err := c.resourceClient.ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, *name, metav1.GetOptions{})
+			switch {
+			case err == nil:
+				if err := podclaims.IsForPod(pod, live); err != nil {
+					logger.Error(err, "Claim recorded in pod status belongs to someone else, generating a new one", "claim", klog.KObj(live))
+				} else {
+					c.claimCache.Mutation(live)
+					return live.Name, false, nil
+				}
+			case apierrors.IsNotFound(err):
+				logger.V(4).Info("Claim recorded in pod status is gone, generating a new one", "claim", klog.KRef(pod.Namespace, *name))
+			default:
+				return "", false, fmt.Errorf("get claim %s/%s recorded in the pod status: %w", pod.Namespace, *name, err)
+			}
 		}
 	}
 

@@ -406,6 +406,13 @@ func TestSync(t *testing.T) {
 			expectedStatuses: map[string][]corev1.PodResourceClaimStatus{"pod-a": status("gpu", createdA.Name)},
 			expectedCreates:  map[string]int{createSuccess: 1},
 		},
+		"claim named in the status but not yet seen by the informer is not generated again": {
+			keys:           []string{podKey(podAWithStatus)},
+			pods:           []*corev1.Pod{podAWithStatus},
+			serverClaims:   []*resourcev1.ResourceClaim{claimA},
+			templates:      []*resourcev1.ResourceClaimTemplate{gpuTemplate},
+			expectedClaims: []*resourcev1.ResourceClaim{claimA},
+		},
 		"replace claim owned by someone else": {
 			keys:             []string{podKey(podAWithStatus)},
 			pods:             []*corev1.Pod{podAWithStatus},

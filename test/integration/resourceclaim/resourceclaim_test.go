@@ -81,6 +81,9 @@ func startServer(ctx context.Context, t *testing.T, wg *sync.WaitGroup) *rest.Co
 	options.DataDir = t.TempDir()
 	options.SecureServing.BindPort = 0
 	options.EmbeddedEtcd.UnsafeNoFsync = true
+	// The test runs the controller under test itself; the server's own
+	// set would be a second claim controller racing it.
+	options.Controllers.Run = false
 	if err := options.Complete(); err != nil {
 		t.Fatalf("complete options: %v", err)
 	}
