@@ -349,7 +349,7 @@ func (inv *Inventory) view(node *corev1.Node) *nodeView {
 	all := make([]*device, 0, len(local))
 	all = append(all, local...)
 	for _, d := range inv.floating {
-		if d.allNodes || nodeSelectorMatches(d.nodeSelector, node) {
+		if d.allNodes || NodeSelectorMatches(d.nodeSelector, node) {
 			all = append(all, d)
 		}
 	}

@@ -7,10 +7,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// nodeSelectorMatches reports whether the node satisfies any term of the
-// selector, with the semantics of required node affinity. A nil selector
-// matches nothing: callers handle "all nodes" separately.
-func nodeSelectorMatches(sel *corev1.NodeSelector, node *corev1.Node) bool {
+// NodeSelectorMatches reports whether the node satisfies any term of the
+// selector, with the semantics of required node affinity (an empty term
+// matches nothing). A nil selector matches nothing: callers handle "all
+// nodes" separately.
+func NodeSelectorMatches(sel *corev1.NodeSelector, node *corev1.Node) bool {
 	if sel == nil {
 		return false
 	}

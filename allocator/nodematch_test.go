@@ -37,7 +37,7 @@ func TestNodeSelectorMatches(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := nodeSelectorMatches(tc.sel, node); got != tc.want {
+			if got := NodeSelectorMatches(tc.sel, node); got != tc.want {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})

@@ -307,7 +307,7 @@ func TestNodeSelectorMatches(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := nodeSelectorMatches(&corev1.NodeSelector{NodeSelectorTerms: tc.terms}, node); got != tc.match {
+			if got := allocator.NodeSelectorMatches(&corev1.NodeSelector{NodeSelectorTerms: tc.terms}, node); got != tc.match {
 				t.Errorf("expected match=%v, got %v", tc.match, got)
 			}
 		})

@@ -3,10 +3,11 @@ package allocation
 import (
 	"fmt"
 	"slices"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/draplane/draplane/allocator"
 )
 
 // nodeFilter is why nodes were not candidates for a pod, for messages.
@@ -68,13 +69,13 @@ func podMatchesNode(pod *corev1.Pod, node *corev1.Node) bool {
 	if required == nil {
 		return true
 	}
-	return nodeSelectorMatches(required, node)
+	return allocator.NodeSelectorMatches(required, node)
 }
 
 func matchesAllocations(selectors []*corev1.NodeSelector, node *corev1.Node) bool {
 	for _, selector := range selectors {
 		// An allocation without node selector is usable everywhere.
-		if selector != nil && !nodeSelectorMatches(selector, node) {
+		if selector != nil && !allocator.NodeSelectorMatches(selector, node) {
 			return false
 		}
 	}
@@ -94,58 +95,3 @@ func taintsTolerated(logger klog.Logger, tolerations []corev1.Toleration, taints
 	return true
 }
 
-// nodeSelectorMatches: any term matches; within a term, all requirements.
-// An empty term matches nothing, as in the scheduler.
-func nodeSelectorMatches(selector *corev1.NodeSelector, node *corev1.Node) bool {
-	for _, term := range selector.NodeSelectorTerms {
-		if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
-			continue
-		}
-		if termMatches(term, node) {
-			return true
-		}
-	}
-	return false
-}
-
-func termMatches(term corev1.NodeSelectorTerm, node *corev1.Node) bool {
-	for _, req := range term.MatchExpressions {
-		value, present := node.Labels[req.Key]
-		if !requirementMatches(req, value, present) {
-			return false
-		}
-	}
-	for _, req := range term.MatchFields {
-		if req.Key != "metadata.name" || !requirementMatches(req, node.Name, true) {
-			return false
-		}
-	}
-	return true
-}
-
-func requirementMatches(req corev1.NodeSelectorRequirement, value string, present bool) bool {
-	switch req.Operator {
-	case corev1.NodeSelectorOpIn:
-		return present && slices.Contains(req.Values, value)
-	case corev1.NodeSelectorOpNotIn:
-		return !present || !slices.Contains(req.Values, value)
-	case corev1.NodeSelectorOpExists:
-		return present
-	case corev1.NodeSelectorOpDoesNotExist:
-		return !present
-	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
-		if !present || len(req.Values) != 1 {
-			return false
-		}
-		have, err1 := strconv.ParseInt(value, 10, 64)
-		want, err2 := strconv.ParseInt(req.Values[0], 10, 64)
-		if err1 != nil || err2 != nil {
-			return false
-		}
-		if req.Operator == corev1.NodeSelectorOpGt {
-			return have > want
-		}
-		return have < want
-	}
-	return false
-}
