@@ -94,4 +94,3 @@ func taintsTolerated(logger klog.Logger, tolerations []corev1.Toleration, taints
 	}
 	return true
 }
-
