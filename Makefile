@@ -77,3 +77,7 @@ update-fixtures: ## Rewrite the HEAD wire fixtures from the current types.
 .PHONY: clean
 clean: ## Remove build output.
 	rm -rf _output
+
+.PHONY: test-reliability
+test-reliability: ## Crash safety (10,000 writes, 25 kill -9), HA on a 3-member etcd cluster, churn with a double-allocation checker (~5 min).
+	DRAPLANE_RELIABILITY=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 -v ./test/reliability/ $(if $(RELIABILITY_RUN),-run '$(RELIABILITY_RUN)')
