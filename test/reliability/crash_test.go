@@ -2,10 +2,10 @@ package reliability
 
 import (
 	"context"
-	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand"
 	"sort"
@@ -313,4 +313,6 @@ func writeObject(ctx context.Context, client versioned.Interface, i int, payload
 // contentError: the server acknowledged an object other than the one sent.
 type contentError struct{ what string }
 
-func (e contentError) Error() string { return e.what + ": the server holds other content than was sent" }
+func (e contentError) Error() string {
+	return e.what + ": the server holds other content than was sent"
+}
