@@ -4,14 +4,9 @@ package coretesting
 
 import (
 	"context"
-	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -22,45 +17,14 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 
 	"github.com/draplane/draplane/registry/core/internal/corescheme"
+	"github.com/draplane/draplane/server/etcdtest"
 )
 
-// StartEtcd starts an embedded etcd that listens only on unix sockets in a
-// temporary directory (so never on 2379/2380) and stops when the test ends.
-// It returns the client URL.
+// StartEtcd starts an embedded etcd on unix sockets (never on 2379/2380)
+// that stops when the test ends, and returns its client URL.
 func StartEtcd(t testing.TB) string {
 	t.Helper()
-	// Socket paths must stay short (108 bytes), so not t.TempDir().
-	dir, err := os.MkdirTemp("", "etcd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-
-	cfg := embed.NewConfig()
-	cfg.Dir = filepath.Join(dir, "data")
-	cfg.UnsafeNoFsync = true
-	clientURL := url.URL{Scheme: "unix", Path: filepath.Join(dir, "client.sock")}
-	peerURL := url.URL{Scheme: "unix", Path: filepath.Join(dir, "peer.sock")}
-	cfg.ListenClientUrls = []url.URL{clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{clientURL}
-	cfg.ListenPeerUrls = []url.URL{peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{peerURL}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-
-	server, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(server.Close)
-	select {
-	case <-server.Server.ReadyNotify():
-	case err := <-server.Err():
-		t.Fatalf("etcd failed: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("etcd did not become ready within a minute")
-	}
-	return clientURL.String()
+	return etcdtest.Start(t)
 }
 
 // NewRESTOptionsGetter starts an embedded etcd and returns options that
