@@ -25,6 +25,7 @@ import (
 
 	"github.com/draplane/draplane/controllers/simulator"
 	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
 
 // SimulatorOptions say whether and what the simulator simulates.
@@ -191,7 +192,8 @@ func (o *SimulatorOptions) run(ctx context.Context, kubeClient kubernetes.Interf
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 	factory := informers.NewSharedInformerFactory(kubeClient, 0)
-	sim, err := simulator.New(logger, kubeClient, resourceClient, factory.Core().V1().Pods(), simulator.Options{
+	resourceFactory := resourceinformers.NewSharedInformerFactory(resourceClient, 0)
+	sim, err := simulator.New(logger, kubeClient, resourceClient, factory.Core().V1().Pods(), resourceFactory.Resource().V1().ResourceClaims(), simulator.Options{
 		Nodes:             o.Nodes,
 		DevicesPerNode:    o.DevicesPerNode,
 		Driver:            o.Driver,
@@ -204,6 +206,8 @@ func (o *SimulatorOptions) run(ctx context.Context, kubeClient kubernetes.Interf
 		return
 	}
 	factory.Start(ctx.Done())
+	resourceFactory.Start(ctx.Done())
 	sim.Run(ctx, workers)
 	factory.Shutdown()
+	resourceFactory.Shutdown()
 }

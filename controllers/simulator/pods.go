@@ -12,6 +12,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/controllers/podclaims"
 )
 
 // enqueuePod queues pods bound to a simulated node that still have a
@@ -27,6 +30,20 @@ func (s *Simulator) enqueuePod(obj any) {
 		return
 	}
 	s.queue.Add(key)
+}
+
+// enqueueConsumers queues the pods a claim is reserved for: a pod whose
+// claims were not ready yet may start now.
+func (s *Simulator) enqueueConsumers(obj any) {
+	claim, ok := obj.(*resourcev1.ResourceClaim)
+	if !ok || claim.Status.Allocation == nil {
+		return
+	}
+	for _, consumer := range claim.Status.ReservedFor {
+		if consumer.APIGroup == "" && consumer.Resource == "pods" {
+			s.queue.Add(claim.Namespace + "/" + consumer.Name)
+		}
+	}
 }
 
 func (s *Simulator) runWorker(ctx context.Context) {
@@ -77,6 +94,11 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 	now := s.clock.Now()
 	switch pod.Status.Phase {
 	case "", corev1.PodPending:
+		if waitingFor := s.unpreparedClaim(pod); waitingFor != "" {
+			// A claim event queues the pod again.
+			logger.V(4).Info("Pod waits for its claims", "pod", klog.KObj(pod), "reason", waitingFor)
+			return 0, nil
+		}
 		if err := s.writeStatus(ctx, runningStatus(pod, now)); err != nil {
 			return 0, err
 		}
@@ -102,6 +124,36 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 		logger.V(2).Info("Simulated pod succeeded", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
 	}
 	return 0, nil
+}
+
+// unpreparedClaim says which claim keeps the pod from starting, or "" when
+// none does. A kubelet starts a pod only once each of its claims is
+// allocated and reserved for it (it then prepares the devices): that
+// matters for pods created with spec.nodeName, which are bound before
+// their claims are allocated.
+func (s *Simulator) unpreparedClaim(pod *corev1.Pod) string {
+	for _, podClaim := range podclaims.ClaimsOf(pod) {
+		name, mustCheckOwner, err := podclaims.ClaimName(pod, podClaim)
+		if err != nil {
+			return err.Error()
+		}
+		if name == nil {
+			continue
+		}
+		claim, err := s.claimLister.ResourceClaims(pod.Namespace).Get(*name)
+		if err != nil {
+			return fmt.Sprintf("claim %s: %v", *name, err)
+		}
+		if mustCheckOwner {
+			if err := podclaims.IsForPod(pod, claim); err != nil {
+				return err.Error()
+			}
+		}
+		if claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim) {
+			return fmt.Sprintf("claim %s not allocated and reserved for the pod yet", *name)
+		}
+	}
+	return ""
 }
 
 // finishes: with a pod duration, the pod's containers exit then; a pod

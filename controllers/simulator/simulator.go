@@ -39,6 +39,8 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
+	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
 )
 
 const (
@@ -105,14 +107,18 @@ type Simulator struct {
 	resourceClient versioned.Interface
 	podLister      corelisters.PodLister
 	podSynced      cache.InformerSynced
+	claimLister    resourcelisters.ResourceClaimLister
+	claimSynced    cache.InformerSynced
 	queue          workqueue.TypedRateLimitingInterface[string]
 	clock          clock.Clock
 	// nodes is the set of simulated node names.
 	nodes map[string]bool
 }
 
-// New wires the pod informer. Call it before starting the informer factory.
-func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient versioned.Interface, podInformer coreinformers.PodInformer, opts Options) (*Simulator, error) {
+// New wires the pod and claim informers. Call it before starting the
+// informer factories.
+func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
+	podInformer coreinformers.PodInformer, claimInformer resourceinformers.ResourceClaimInformer, opts Options) (*Simulator, error) {
 	if opts.Nodes < 1 {
 		return nil, fmt.Errorf("simulator needs at least one node, got %d", opts.Nodes)
 	}
@@ -134,6 +140,8 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 		resourceClient: resourceClient,
 		podLister:      podInformer.Lister(),
 		podSynced:      podInformer.Informer().HasSynced,
+		claimLister:    claimInformer.Lister(),
+		claimSynced:    claimInformer.Informer().HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName},
@@ -150,6 +158,13 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 	}, cache.HandlerOptions{Logger: &logger})
 	if err != nil {
 		return nil, fmt.Errorf("add pod event handler: %w", err)
+	}
+	_, err = claimInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    s.enqueueConsumers,
+		UpdateFunc: func(_, obj any) { s.enqueueConsumers(obj) },
+	}, cache.HandlerOptions{Logger: &logger})
+	if err != nil {
+		return nil, fmt.Errorf("add claim event handler: %w", err)
 	}
 	return s, nil
 }
@@ -185,7 +200,7 @@ func (s *Simulator) Run(ctx context.Context, workers int) {
 	if s.opts.OnSeeded != nil {
 		s.opts.OnSeeded()
 	}
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.podSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.podSynced, s.claimSynced) {
 		return
 	}
 	for range workers {

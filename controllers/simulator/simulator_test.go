@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
@@ -19,21 +20,35 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
 
 const driver = "gpu.sim.draplane.dev"
 
-func newSimulator(t *testing.T, opts Options, kubeObjects []runtime.Object, resourceObjects []runtime.Object) (*Simulator, *fake.Clientset, *resourcefake.Clientset, informers.SharedInformerFactory, context.Context) {
+// harness is a simulator with fake clients and unstarted informers.
+type harness struct {
+	sim      *Simulator
+	kube     *fake.Clientset
+	resource *resourcefake.Clientset
+	pods     cache.Indexer
+	claims   cache.Indexer
+	ctx      context.Context
+}
+
+func newSimulator(t *testing.T, opts Options, kubeObjects []runtime.Object, resourceObjects []runtime.Object) *harness {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	kube := fake.NewClientset(kubeObjects...)
 	resource := resourcefake.NewSimpleClientset(resourceObjects...)
 	factory := informers.NewSharedInformerFactory(kube, 0)
-	s, err := New(klog.FromContext(ctx), kube, resource, factory.Core().V1().Pods(), opts)
+	resourceFactory := resourceinformers.NewSharedInformerFactory(resource, 0)
+	claimInformer := resourceFactory.Resource().V1().ResourceClaims()
+	s, err := New(klog.FromContext(ctx), kube, resource, factory.Core().V1().Pods(), claimInformer, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, kube, resource, factory, ctx
+	return &harness{sim: s, kube: kube, resource: resource, ctx: ctx,
+		pods: factory.Core().V1().Pods().Informer().GetIndexer(), claims: claimInformer.Informer().GetIndexer()}
 }
 
 func slice(name, sliceDriver, node string, generation int64, owned bool) *resourcev1.ResourceSlice {
@@ -107,8 +122,9 @@ func TestSeed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, kube, resource, _, ctx := newSimulator(t, Options{Nodes: tc.nodes, DevicesPerNode: tc.devicesPerNode, Driver: driver, SeedWorkers: 2},
+			h := newSimulator(t, Options{Nodes: tc.nodes, DevicesPerNode: tc.devicesPerNode, Driver: driver, SeedWorkers: 2},
 				tc.kubeObjects, tc.resourceObjects)
+			s, kube, resource, ctx := h.sim, h.kube, h.resource, h.ctx
 			if err := s.Seed(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -206,8 +222,9 @@ func TestDesiredSlice(t *testing.T) {
 // TestHeartbeat: a NotReady simulated node is reported Ready again and a
 // deleted one is registered again.
 func TestHeartbeat(t *testing.T) {
-	s, kube, _, _, ctx := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver},
+	h := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver},
 		[]runtime.Object{simNode("sim-node-0", corev1.ConditionFalse)}, nil)
+	s, kube, ctx := h.sim, h.kube, h.ctx
 	s.heartbeat(ctx)
 	for _, name := range []string{"sim-node-0", "sim-node-1"} {
 		node, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -236,12 +253,31 @@ func TestSyncPod(t *testing.T) {
 		}
 		return p
 	}
+	withClaim := func(p *corev1.Pod) *corev1.Pod {
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
+		p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("p-gpu-x")}}
+		return p
+	}
+	claim := func(allocated, reserved bool) *resourcev1.ResourceClaim {
+		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "p-gpu-x", Namespace: "ns",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "uid-p", Controller: ptr.To(true)}}}}
+		if allocated {
+			c.Status.Allocation = &resourcev1.AllocationResult{}
+		}
+		if reserved {
+			c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "uid-p"}}
+		}
+		return c
+	}
+	notGenerated := withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyNever, 0))
+	notGenerated.Status.ResourceClaimStatuses = nil
 	terminating := pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyNever, 0)
 	terminating.DeletionTimestamp = &metav1.Time{Time: now}
 	tests := []struct {
 		name        string
 		duration    time.Duration
 		pod         *corev1.Pod
+		claims      []*resourcev1.ResourceClaim
 		wantPhase   corev1.PodPhase
 		wantReady   corev1.ConditionStatus
 		wantRequeue time.Duration
@@ -251,6 +287,15 @@ func TestSyncPod(t *testing.T) {
 		{name: "pending with a duration: Running, look again then", duration: time.Minute,
 			pod:       pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyNever, 0),
 			wantPhase: corev1.PodRunning, wantReady: corev1.ConditionTrue, wantRequeue: time.Minute},
+		{name: "claim allocated and reserved: Running", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
+			claims: []*resourcev1.ResourceClaim{claim(true, true)}, wantPhase: corev1.PodRunning, wantReady: corev1.ConditionTrue},
+		{name: "claim allocated, not reserved: waits", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
+			claims: []*resourcev1.ResourceClaim{claim(true, false)}, wantPhase: corev1.PodPending},
+		{name: "claim not allocated: waits", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
+			claims: []*resourcev1.ResourceClaim{claim(false, false)}, wantPhase: corev1.PodPending},
+		{name: "claim missing: waits", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
+			wantPhase: corev1.PodPending},
+		{name: "claim not generated yet: waits", pod: notGenerated, wantPhase: corev1.PodPending},
 		{name: "not on a simulated node: left alone", pod: pod("node-1", corev1.PodPending, corev1.RestartPolicyNever, 0),
 			wantPhase: corev1.PodPending},
 		{name: "unbound: left alone", pod: pod("", corev1.PodPending, corev1.RestartPolicyNever, 0),
@@ -270,11 +315,17 @@ func TestSyncPod(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, kube, _, factory, ctx := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver, PodDuration: tc.duration},
+			h := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver, PodDuration: tc.duration},
 				[]runtime.Object{tc.pod}, nil)
+			s, kube, ctx := h.sim, h.kube, h.ctx
 			s.clock = testingclock.NewFakeClock(now)
-			if err := factory.Core().V1().Pods().Informer().GetIndexer().Add(tc.pod); err != nil {
+			if err := h.pods.Add(tc.pod); err != nil {
 				t.Fatal(err)
+			}
+			for _, claim := range tc.claims {
+				if err := h.claims.Add(claim); err != nil {
+					t.Fatal(err)
+				}
 			}
 			requeue, err := s.syncPod(ctx, "ns/p")
 			if err != nil {
@@ -341,10 +392,41 @@ func TestEnqueuePod(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _, _, _, _ := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver}, nil, nil)
+			s := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver}, nil, nil).sim
 			s.enqueuePod(tc.pod)
 			if got := s.queue.Len() == 1; got != tc.want {
 				t.Errorf("queued=%v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestEnqueueConsumers: a claim event queues the pods it is reserved for.
+func TestEnqueueConsumers(t *testing.T) {
+	tests := []struct {
+		name  string
+		claim *resourcev1.ResourceClaim
+		want  []string
+	}{
+		{name: "not allocated", claim: &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}},
+		{name: "shared, reserved for two pods", claim: &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"},
+			Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{}, ReservedFor: []resourcev1.ResourceClaimConsumerReference{
+				{Resource: "pods", Name: "a", UID: "1"}, {Resource: "pods", Name: "b", UID: "2"}, {APIGroup: "example.com", Resource: "jobs", Name: "j", UID: "3"},
+			}}}, want: []string{"ns/a", "ns/b"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSimulator(t, Options{Nodes: 1, DevicesPerNode: 1, Driver: driver}, nil, nil).sim
+			s.enqueueConsumers(tc.claim)
+			var got []string
+			for s.queue.Len() > 0 {
+				key, _ := s.queue.Get()
+				got = append(got, key)
+				s.queue.Done(key)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("queued %v, want %v", got, tc.want)
 			}
 		})
 	}
