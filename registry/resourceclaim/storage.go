@@ -14,9 +14,10 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
+
+	"github.com/draplane/draplane/registry/internal/statusrest"
 )
 
 // REST is the storage of ResourceClaims. It adds short names and
@@ -56,7 +57,7 @@ func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*
 	status := NewStatusStrategy(typer)
 	statusStore.UpdateStrategy = status
 	statusStore.ResetFieldsStrategy = status
-	return &REST{Store: store}, &StatusREST{store: &statusStore}, nil
+	return &REST{Store: store}, statusrest.New(&statusStore), nil
 }
 
 // ShortNames lets `kubectl get rcl` work.
@@ -65,38 +66,8 @@ func (r *REST) ShortNames() []string { return []string{"rcl"} }
 // Categories puts claims into `kubectl get dra`.
 func (r *REST) Categories() []string { return []string{"dra"} }
 
-// StatusREST serves the status subresource: get and update only.
-type StatusREST struct {
-	store *genericregistry.Store
-}
-
-var (
-	_ rest.Getter  = &StatusREST{}
-	_ rest.Updater = &StatusREST{}
-	_ rest.Patcher = &StatusREST{}
-)
-
-func (r *StatusREST) New() runtime.Object { return &resourceapi.ResourceClaim{} }
-
-// Destroy does nothing: the main resource owns the shared storage.
-func (r *StatusREST) Destroy() {}
-
-func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
-	return r.store.Get(ctx, name, options)
-}
-
-// Update writes the status; it never creates a claim.
-func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
-}
-
-func (r *StatusREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return r.store.GetResetFields()
-}
-
-func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	return r.store.ConvertToTable(ctx, object, tableOptions)
-}
+// StatusREST serves the status subresource.
+type StatusREST = statusrest.REST
 
 // tableConvertor renders the columns of `kubectl get resourceclaims`.
 type tableConvertor struct{}

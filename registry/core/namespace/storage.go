@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/draplane/draplane/registry/core/internal/table"
+	"github.com/draplane/draplane/registry/internal/statusrest"
 )
 
 // REST serves namespaces. It wraps the generic store because deleting a
@@ -24,10 +25,8 @@ type REST struct {
 	*genericregistry.Store
 }
 
-// StatusREST serves the status subresource of namespaces.
-type StatusREST struct {
-	store *genericregistry.Store
-}
+// StatusREST serves the status subresource.
+type StatusREST = statusrest.REST
 
 // FinalizeREST serves the finalize subresource of namespaces.
 type FinalizeREST struct {
@@ -68,7 +67,7 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (*Storage, error) {
 	finalizeStore.ResetFieldsStrategy = FinalizeStrategy
 	return &Storage{
 		Namespace: &REST{store},
-		Status:    &StatusREST{&statusStore},
+		Status:    statusrest.New(&statusStore),
 		Finalize:  &FinalizeREST{&finalizeStore},
 	}, nil
 }
@@ -143,32 +142,6 @@ func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.Va
 		return ns, false, nil
 	}
 	return r.Store.Delete(ctx, name, deleteValidation, options)
-}
-
-// New returns an empty namespace.
-func (r *StatusREST) New() runtime.Object { return &corev1.Namespace{} }
-
-// Destroy does nothing: the main store owns the storage.
-func (r *StatusREST) Destroy() {}
-
-// Get returns the namespace, for reading its status.
-func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
-	return r.store.Get(ctx, name, options)
-}
-
-// Update changes only the status of a namespace.
-func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
-}
-
-// GetResetFields implements rest.ResetFieldsStrategy.
-func (r *StatusREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return r.store.GetResetFields()
-}
-
-// ConvertToTable implements rest.TableConvertor.
-func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	return r.store.ConvertToTable(ctx, object, tableOptions)
 }
 
 // New returns an empty namespace.

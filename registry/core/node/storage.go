@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"sort"
 	"strings"
 
@@ -10,10 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
-	"k8s.io/apiserver/pkg/registry/rest"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/draplane/draplane/registry/core/internal/table"
+	"github.com/draplane/draplane/registry/internal/statusrest"
 )
 
 // REST serves nodes.
@@ -21,10 +19,8 @@ type REST struct {
 	*genericregistry.Store
 }
 
-// StatusREST serves the status subresource of nodes.
-type StatusREST struct {
-	store *genericregistry.Store
-}
+// StatusREST serves the status subresource.
+type StatusREST = statusrest.REST
 
 // Storage holds the node resource and its subresources.
 type Storage struct {
@@ -52,38 +48,11 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (*Storage, error) {
 	statusStore := *store
 	statusStore.UpdateStrategy = StatusStrategy
 	statusStore.ResetFieldsStrategy = StatusStrategy
-	return &Storage{Node: &REST{store}, Status: &StatusREST{&statusStore}}, nil
+	return &Storage{Node: &REST{store}, Status: statusrest.New(&statusStore)}, nil
 }
 
 // ShortNames implements rest.ShortNamesProvider.
 func (r *REST) ShortNames() []string { return []string{"no"} }
-
-// New returns an empty node.
-func (r *StatusREST) New() runtime.Object { return &corev1.Node{} }
-
-// Destroy does nothing: the main store owns the storage.
-func (r *StatusREST) Destroy() {}
-
-// Get returns the node, for reading its status.
-func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
-	return r.store.Get(ctx, name, options)
-}
-
-// Update changes only the status of a node.
-func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	// Status updates never create a node.
-	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
-}
-
-// GetResetFields implements rest.ResetFieldsStrategy.
-func (r *StatusREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return r.store.GetResetFields()
-}
-
-// ConvertToTable implements rest.TableConvertor.
-func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	return r.store.ConvertToTable(ctx, object, tableOptions)
-}
 
 var nodeDescriptions = corev1.NodeStatus{}.SwaggerDoc()
 

@@ -19,7 +19,8 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/draplane/draplane/registry/internal/statusrest"
 )
 
 // REST serves pods.
@@ -27,10 +28,8 @@ type REST struct {
 	*genericregistry.Store
 }
 
-// StatusREST serves the status subresource of pods.
-type StatusREST struct {
-	store *genericregistry.Store
-}
+// StatusREST serves the status subresource.
+type StatusREST = statusrest.REST
 
 // BindingREST serves the binding subresource, which assigns a pod to a node.
 type BindingREST struct {
@@ -81,7 +80,7 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (*Storage, error) {
 	statusStore.ResetFieldsStrategy = StatusStrategy
 	return &Storage{
 		Pod:      &REST{store},
-		Status:   &StatusREST{&statusStore},
+		Status:   statusrest.New(&statusStore),
 		Binding:  &BindingREST{store},
 		Eviction: &EvictionREST{store},
 	}, nil
@@ -101,32 +100,6 @@ func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.Va
 // DeleteCollection deletes pods, each gracefully if it is bound to a node.
 func (r *REST) DeleteCollection(ctx context.Context, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions, listOptions *metainternalversion.ListOptions) (runtime.Object, error) {
 	return r.Store.DeleteCollection(withRequestedGracePeriod(ctx, options), deleteValidation, options, listOptions)
-}
-
-// New returns an empty pod.
-func (r *StatusREST) New() runtime.Object { return &corev1.Pod{} }
-
-// Destroy does nothing: the main store owns the storage.
-func (r *StatusREST) Destroy() {}
-
-// Get returns the pod, for reading its status.
-func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
-	return r.store.Get(ctx, name, options)
-}
-
-// Update changes only the status of a pod.
-func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
-}
-
-// GetResetFields implements rest.ResetFieldsStrategy.
-func (r *StatusREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return r.store.GetResetFields()
-}
-
-// ConvertToTable implements rest.TableConvertor.
-func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	return r.store.ConvertToTable(ctx, object, tableOptions)
 }
 
 var _ rest.NamedCreater = &BindingREST{}
