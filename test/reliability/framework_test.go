@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
 )
 
 const (
@@ -324,4 +325,34 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+func restConfig(s *server) (*rest.Config, error) {
+	config, err := clientcmd.BuildConfigFromFlags("", filepath.Join(s.dataDir, "admin.kubeconfig"))
+	if err != nil {
+		return nil, err
+	}
+	config.QPS, config.Burst = -1, 0
+	config.Timeout = 30 * time.Second
+	return config, nil
+}
+
+func newKube(s *server) (*kubernetes.Clientset, error) {
+	config, err := restConfig(s)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(config)
+}
+
+func newResource(s *server) (resourcev1client.ResourceV1Interface, error) {
+	config, err := restConfig(s)
+	if err != nil {
+		return nil, err
+	}
+	c, err := versioned.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return c.ResourceV1(), nil
 }
