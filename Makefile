@@ -20,7 +20,7 @@ RUN_ARGS ?= --simulate-nodes=4
 
 .PHONY: help
 help: ## List the targets.
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## Build the dra-apiserver binary into _output/bin.
@@ -67,7 +67,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s).
 	FUZZTIME=$(or $(FUZZTIME),60s) hack/fuzz.sh
 
 .PHONY: bench-e2e
-bench-e2e: build ## End-to-end numbers of the real binary: startup, claims/s vs raw etcd puts, pods bound/s on 500 simulated nodes, RSS (~3-5 min).
+bench-e2e: build ## End-to-end numbers of the real binary: startup, claims/s vs raw etcd puts, pods bound/s on 500 simulated nodes, RSS (~2 min).
 	$(GO) run ./test/bench -binary $(BIN)/dra-apiserver $(BENCH_ARGS)
 
 .PHONY: update-fixtures
