@@ -287,6 +287,18 @@ func (c CompletedConfig) New() (*Server, error) {
 			return nil, err
 		}
 	}
+	if c.Extra.Controllers != nil {
+		// Leader-elected work stops, and hands back its leases, before the
+		// server stops serving: pre-shutdown hooks run while it still does.
+		leases := &leaseHolders{}
+		c.Extra.Controllers.leases = leases
+		if err := generic.AddPreShutdownHook("release-leader-leases", func() error {
+			leases.release(5 * time.Second)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
 	if c.Extra.Controllers != nil && c.Extra.Controllers.Run {
 		if c.Extra.coreLite == nil {
 			// Pods, nodes and leases live in a host cluster then; running

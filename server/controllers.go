@@ -48,6 +48,9 @@ type ControllerOptions struct {
 	// ClientQPS and ClientBurst bound the controllers' loopback client.
 	ClientQPS   float32
 	ClientBurst int
+
+	// leases, set by the server, hands the leases back on shutdown.
+	leases *leaseHolders
 }
 
 // NewControllerOptions returns the defaults: controllers on, behind leader
@@ -118,7 +121,7 @@ func (o *ControllerOptions) startControllers(hook genericapiserver.PostStartHook
 		}()
 		return nil
 	}
-	go o.leadAndRun(ctx, kubeClient, resourceClient)
+	o.leases.goRun(ctx, func(ctx context.Context) { o.leadAndRun(ctx, kubeClient, resourceClient) })
 	return nil
 }
 

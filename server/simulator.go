@@ -142,7 +142,7 @@ func (r *simulatorRunner) start(hook genericapiserver.PostStartHookContext) erro
 		go run(ctx)
 		return nil
 	}
-	go r.leadAndRun(ctx, kubeClient, run)
+	controllers.leases.goRun(ctx, func(ctx context.Context) { r.leadAndRun(ctx, kubeClient, run) })
 	return nil
 }
 
