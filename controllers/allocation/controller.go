@@ -77,11 +77,17 @@ type Options struct {
 	// backoff after errors and between attempts to place an
 	// unschedulable pod. Defaults: 50ms and 30s.
 	MinRetryDelay, MaxRetryDelay time.Duration
+	// Mode says how a pod is put on the chosen node and which unbound
+	// pods are for this controller to place: podclaims.Standalone (bind
+	// ungated pods) when nil, podclaims.Aggregated for host pods.
+	Mode podclaims.Mode
 }
 
 // Controller is the allocation controller. Create it with NewController,
 // start it with Run.
 type Controller struct {
+	// mode places pods on nodes.
+	mode           podclaims.Mode
 	kubeClient     kubernetes.Interface
 	resourceClient versioned.Interface
 	allocator      *allocator.Allocator
@@ -153,6 +159,7 @@ func NewController(
 		opts.MaxRetryDelay = 30 * time.Second
 	}
 	c := &Controller{
+		mode:            podclaims.OrStandalone(opts.Mode),
 		kubeClient:      kubeClient,
 		resourceClient:  resourceClient,
 		allocator:       allocator.New(allocator.Options{Policy: opts.Policy, Selectors: opts.Selectors}),
@@ -332,7 +339,8 @@ func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, obj any) {
 		pod.DeletionTimestamp == nil &&
 		pod.Status.Phase == old.Status.Phase &&
 		equality.Semantic.DeepEqual(old.Spec, pod.Spec) &&
-		equality.Semantic.DeepEqual(old.Status.ResourceClaimStatuses, pod.Status.ResourceClaimStatuses) {
+		equality.Semantic.DeepEqual(podclaims.ClaimsOf(old), podclaims.ClaimsOf(pod)) &&
+		equality.Semantic.DeepEqual(podclaims.StatusOf(old), podclaims.StatusOf(pod)) {
 		return
 	}
 	c.onPod(logger, obj, false)

@@ -29,6 +29,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/controllers/podclaims"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
@@ -280,6 +281,8 @@ type testCase struct {
 	claimPatchFailure error
 	// before runs after the controller is set up.
 	before func(c *testController)
+	// mode of the controller; standalone when nil.
+	mode podclaims.Mode
 
 	expectedErrors []string
 	// expectedNodes maps pod name to spec.nodeName on the server.
@@ -675,7 +678,7 @@ func newTestController(t *testing.T, logger klog.Logger, tc testCase) *testContr
 	classInformer := resourceInformers.Resource().V1().DeviceClasses()
 	sliceInformer := resourceInformers.Resource().V1().ResourceSlices()
 	taintRuleInformer := resourceInformers.Resource().V1().DeviceTaintRules()
-	c, err := NewController(logger, kubeClient, resourceClient, podInformer, nodeInformer, claimInformer, classInformer, sliceInformer, taintRuleInformer, Options{})
+	c, err := NewController(logger, kubeClient, resourceClient, podInformer, nodeInformer, claimInformer, classInformer, sliceInformer, taintRuleInformer, Options{Mode: tc.mode})
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}

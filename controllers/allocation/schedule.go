@@ -76,10 +76,12 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 	if !podclaims.HasClaims(pod) || podclaims.IsDone(pod) || pod.DeletionTimestamp != nil {
 		return nil
 	}
-	if pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) > 0 {
-		// Not ready for scheduling; removing the gates is an update.
-		logger.V(5).Info("Pod has scheduling gates")
-		return nil
+	if pod.Spec.NodeName == "" {
+		if reason := c.mode.NotPlaceable(pod); reason != "" {
+			// Not ready for us; removing gates is an update.
+			logger.V(5).Info("Not placing pod", "reason", reason)
+			return nil
+		}
 	}
 	if pod.Spec.NodeName == "" {
 		if node, ok := c.bound.get(pod.UID); ok {
@@ -487,17 +489,9 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 		return nil
 	}
 
-	binding := &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: d.node},
-	}
-	if err := c.kubeClient.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
-		// A lost response to a binding that worked is not a failure.
-		current, getErr := c.kubeClient.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if getErr != nil || current.UID != pod.UID || current.Spec.NodeName != d.node {
-			c.eventf(pod, corev1.EventTypeWarning, ReasonFailedScheduling, "Binding to node %s: %v", d.node, err)
-			return fail(fmt.Errorf("bind pod %s to node %s: %w", klog.KObj(pod), d.node, err))
-		}
+	if err := c.mode.Place(ctx, c.kubeClient, pod, d.node); err != nil {
+		c.eventf(pod, corev1.EventTypeWarning, ReasonFailedScheduling, "Binding to node %s: %v", d.node, err)
+		return fail(err)
 	}
 	c.bound.add(pod.UID, d.node)
 	c.clearUnschedulable(key)

@@ -1,12 +1,18 @@
 // Package podclaims answers "which ResourceClaims does this pod use" for
 // every controller. In standalone mode a pod names its claims in
 // spec.resourceClaims and finds generated ones in
-// status.resourceClaimStatuses; aggregated mode will read them from
-// annotations instead. Only ClaimsOf and StatusOf know where the
-// information lives, so that change touches this file only.
+// status.resourceClaimStatuses. A pod of a host cluster (aggregated mode)
+// cannot name our claims in its spec, where the host would take them for
+// resource.k8s.io claims: it lists them in the ClaimsAnnotation and finds
+// generated ones in the ClaimStatusesAnnotation. Only ClaimsOf and
+// StatusOf know where the information lives, and they read both places.
+//
+// How controllers write into a pod (record generated claims, place the pod
+// on a node) differs between the modes; Mode (mode.go) is that one switch.
 package podclaims
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -14,6 +20,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+)
+
+const (
+	// ClaimsAnnotation on a pod lists its claims as JSON, shaped like
+	// spec.resourceClaims: [{"name":"gpu","resourceClaimTemplateName":"t"}].
+	ClaimsAnnotation = "resource.draplane.dev/claims"
+	// ClaimStatusesAnnotation on a pod records the generated claims as
+	// JSON, shaped like status.resourceClaimStatuses:
+	// [{"name":"gpu","resourceClaimName":"pod-gpu-x7k2p"}].
+	ClaimStatusesAnnotation = "resource.draplane.dev/claim-statuses"
+	// SchedulingGate keeps a host pod away from the host scheduler until
+	// its claims are allocated and it is pinned to the chosen node.
+	SchedulingGate = "resource.draplane.dev/allocation"
 )
 
 // PodClaim is one claim of a pod: its name inside the pod and where the
@@ -27,15 +46,41 @@ type PodClaim struct {
 	// TemplateName names the ResourceClaimTemplate from which a claim
 	// is generated for this pod only.
 	TemplateName *string
+	// Err is set when the pod's ClaimsAnnotation cannot be parsed; the
+	// PodClaim then stands for the whole annotation and ClaimName
+	// returns Err.
+	Err error
 }
 
-// ClaimsOf lists the claims a pod uses.
+// ClaimsOf lists the claims a pod uses: spec.resourceClaims, then those
+// of the ClaimsAnnotation whose names are not taken yet.
 func ClaimsOf(pod *corev1.Pod) []PodClaim {
-	if len(pod.Spec.ResourceClaims) == 0 {
+	annotation, hasAnnotation := pod.Annotations[ClaimsAnnotation]
+	if len(pod.Spec.ResourceClaims) == 0 && !hasAnnotation {
 		return nil
 	}
 	claims := make([]PodClaim, 0, len(pod.Spec.ResourceClaims))
+	seen := make(map[string]bool, len(pod.Spec.ResourceClaims))
 	for _, podClaim := range pod.Spec.ResourceClaims {
+		seen[podClaim.Name] = true
+		claims = append(claims, PodClaim{
+			Name:         podClaim.Name,
+			ClaimName:    podClaim.ResourceClaimName,
+			TemplateName: podClaim.ResourceClaimTemplateName,
+		})
+	}
+	if !hasAnnotation {
+		return claims
+	}
+	var annotated []corev1.PodResourceClaim
+	if err := json.Unmarshal([]byte(annotation), &annotated); err != nil {
+		return append(claims, PodClaim{Name: ClaimsAnnotation, Err: fmt.Errorf("annotation %s: %w", ClaimsAnnotation, err)})
+	}
+	for _, podClaim := range annotated {
+		if seen[podClaim.Name] {
+			continue
+		}
+		seen[podClaim.Name] = true
 		claims = append(claims, PodClaim{
 			Name:         podClaim.Name,
 			ClaimName:    podClaim.ResourceClaimName,
@@ -47,16 +92,32 @@ func ClaimsOf(pod *corev1.Pod) []PodClaim {
 
 // HasClaims is a cheap check for event handlers.
 func HasClaims(pod *corev1.Pod) bool {
-	return len(pod.Spec.ResourceClaims) > 0
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return true
+	}
+	_, ok := pod.Annotations[ClaimsAnnotation]
+	return ok
 }
 
 // StatusOf maps the name of a pod claim to the name of the claim generated
-// for it. A nil value records that no claim is needed.
+// for it. A nil value records that no claim is needed. It reads
+// status.resourceClaimStatuses and the ClaimStatusesAnnotation; the status
+// wins where both name a pod claim. An annotation that cannot be parsed
+// counts as absent: the claims are then generated (or found) again.
 func StatusOf(pod *corev1.Pod) map[string]*string {
-	if len(pod.Status.ResourceClaimStatuses) == 0 {
+	annotation, hasAnnotation := pod.Annotations[ClaimStatusesAnnotation]
+	if len(pod.Status.ResourceClaimStatuses) == 0 && !hasAnnotation {
 		return nil
 	}
 	statuses := make(map[string]*string, len(pod.Status.ResourceClaimStatuses))
+	if hasAnnotation {
+		var annotated []corev1.PodResourceClaimStatus
+		if err := json.Unmarshal([]byte(annotation), &annotated); err == nil {
+			for _, status := range annotated {
+				statuses[status.Name] = status.ResourceClaimName
+			}
+		}
+	}
 	for _, status := range pod.Status.ResourceClaimStatuses {
 		statuses[status.Name] = status.ResourceClaimName
 	}
@@ -79,6 +140,8 @@ var (
 // one if the pod owns it (see IsForPod).
 func ClaimName(pod *corev1.Pod, podClaim PodClaim) (name *string, mustCheckOwner bool, err error) {
 	switch {
+	case podClaim.Err != nil:
+		return nil, false, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, podClaim.Err)
 	case podClaim.ClaimName != nil:
 		return podClaim.ClaimName, false, nil
 	case podClaim.TemplateName != nil:

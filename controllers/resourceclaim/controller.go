@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -82,6 +81,8 @@ const (
 // Controller is the resource claim controller. Create it with
 // NewController, start it with Run.
 type Controller struct {
+	// mode says how generated claims are recorded in pods.
+	mode           podclaims.Mode
 	kubeClient     kubernetes.Interface
 	resourceClient versioned.Interface
 
@@ -111,6 +112,13 @@ type Controller struct {
 	deletedPods *uidSet
 }
 
+// Options tune the controller. The zero value is standalone mode.
+type Options struct {
+	// Mode says where generated claims are recorded in a pod;
+	// podclaims.Standalone when nil.
+	Mode podclaims.Mode
+}
+
 // NewController wires event handlers and indexers into the informers, so
 // it must be called before the informers start. It starts nothing: start
 // the informer factories, then call Run.
@@ -122,7 +130,21 @@ func NewController(
 	claimInformer resourceinformers.ResourceClaimInformer,
 	templateInformer resourceinformers.ResourceClaimTemplateInformer,
 ) (*Controller, error) {
+	return NewControllerWithOptions(logger, kubeClient, resourceClient, podInformer, claimInformer, templateInformer, Options{})
+}
+
+// NewControllerWithOptions is NewController with options.
+func NewControllerWithOptions(
+	logger klog.Logger,
+	kubeClient kubernetes.Interface,
+	resourceClient versioned.Interface,
+	podInformer coreinformers.PodInformer,
+	claimInformer resourceinformers.ResourceClaimInformer,
+	templateInformer resourceinformers.ResourceClaimTemplateInformer,
+	opts Options,
+) (*Controller, error) {
 	c := &Controller{
+		mode:            podclaims.OrStandalone(opts.Mode),
 		kubeClient:      kubeClient,
 		resourceClient:  resourceClient,
 		podLister:       podInformer.Lister(),
@@ -573,24 +595,22 @@ func (c *Controller) findGeneratedClaim(pod *corev1.Pod, podClaimName string) (*
 	return found, nil
 }
 
-// applyPodClaimStatuses records the generated claims in the pod status.
-// The apply names every generated claim of the pod, not just the new
-// ones: with server-side apply, an entry that this field manager stops
-// naming would be removed.
+// applyPodClaimStatuses records the generated claims in the pod (the
+// status, or an annotation for host pods: see podclaims.Mode). It names
+// every generated claim of the pod, not just the new ones: with
+// server-side apply, an entry that this field manager stops naming would
+// be removed.
 func (c *Controller) applyPodClaimStatuses(ctx context.Context, pod *corev1.Pod, generated map[string]string) error {
-	statuses := make([]*corev1apply.PodResourceClaimStatusApplyConfiguration, 0, len(generated))
+	statuses := make([]corev1.PodResourceClaimStatus, 0, len(generated))
 	for _, podClaim := range podclaims.ClaimsOf(pod) {
 		if claimName, ok := generated[podClaim.Name]; ok {
-			statuses = append(statuses, corev1apply.PodResourceClaimStatus().WithName(podClaim.Name).WithResourceClaimName(claimName))
+			statuses = append(statuses, corev1.PodResourceClaimStatus{Name: podClaim.Name, ResourceClaimName: &claimName})
 		}
 	}
-	podApply := corev1apply.Pod(pod.Name, pod.Namespace).
-		WithUID(pod.UID).
-		WithStatus(corev1apply.PodStatus().WithResourceClaimStatuses(statuses...))
-	if _, err := c.kubeClient.CoreV1().Pods(pod.Namespace).ApplyStatus(ctx, podApply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
-		return fmt.Errorf("apply status.resourceClaimStatuses of pod %s: %w", klog.KObj(pod), err)
+	if err := c.mode.RecordGenerated(ctx, c.kubeClient, pod, statuses, FieldManager); err != nil {
+		return err
 	}
-	klog.FromContext(ctx).V(4).Info("Recorded generated claims in pod status", "claims", generated)
+	klog.FromContext(ctx).V(4).Info("Recorded generated claims in pod", "claims", generated)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package resourceclaim
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -27,6 +28,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/controllers/podclaims"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
@@ -263,6 +265,11 @@ type testCase struct {
 	expectedCreates map[string]int
 	// expectNoPodGets says that no pod may be fetched from the server.
 	expectNoPodGets bool
+	// mode of the controller; standalone when nil.
+	mode podclaims.Mode
+	// expectedAnnotatedStatuses maps pod name to the generated claims in
+	// its claim-statuses annotation (aggregated mode).
+	expectedAnnotatedStatuses map[string][]corev1.PodResourceClaimStatus
 }
 
 func TestSync(t *testing.T) {
@@ -736,7 +743,7 @@ func runSyncTest(t *testing.T, tc testCase) {
 	claimInformer := resourceInformers.Resource().V1().ResourceClaims()
 	templateInformer := resourceInformers.Resource().V1().ResourceClaimTemplates()
 
-	c, err := NewController(logger, kubeClient, resourceClient, podInformer, claimInformer, templateInformer)
+	c, err := NewControllerWithOptions(logger, kubeClient, resourceClient, podInformer, claimInformer, templateInformer, Options{Mode: tc.mode})
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}
@@ -812,6 +819,17 @@ func runSyncTest(t *testing.T, tc testCase) {
 		}
 		if diff := cmp.Diff(expected, actual.Status.ResourceClaimStatuses, sortStatuses()); diff != "" {
 			t.Errorf("status.resourceClaimStatuses of pod %s (-expected, +actual):\n%s", pod.Name, diff)
+		}
+		if expected, ok := tc.expectedAnnotatedStatuses[pod.Name]; ok {
+			var annotated []corev1.PodResourceClaimStatus
+			if value, ok := actual.Annotations[podclaims.ClaimStatusesAnnotation]; ok {
+				if err := json.Unmarshal([]byte(value), &annotated); err != nil {
+					t.Errorf("annotation %s of pod %s: %v", podclaims.ClaimStatusesAnnotation, pod.Name, err)
+				}
+			}
+			if diff := cmp.Diff(expected, annotated, sortStatuses()); diff != "" {
+				t.Errorf("annotation %s of pod %s (-expected, +actual):\n%s", podclaims.ClaimStatusesAnnotation, pod.Name, diff)
+			}
 		}
 	}
 

@@ -1,0 +1,284 @@
+package podclaims
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+)
+
+func TestClaimsOfAnnotation(t *testing.T) {
+	tests := map[string]struct {
+		spec       []corev1.PodResourceClaim
+		annotation *string
+		expected   []PodClaim
+		invalid    bool
+	}{
+		"none": {},
+		"spec only": {
+			spec:     []corev1.PodResourceClaim{{Name: "a", ResourceClaimName: ptrTo("c")}},
+			expected: []PodClaim{{Name: "a", ClaimName: ptrTo("c")}},
+		},
+		"annotation only": {
+			annotation: ptrTo(`[{"name":"gpu","resourceClaimTemplateName":"t"},{"name":"shared","resourceClaimName":"c"}]`),
+			expected:   []PodClaim{{Name: "gpu", TemplateName: ptrTo("t")}, {Name: "shared", ClaimName: ptrTo("c")}},
+		},
+		"spec wins on the same name": {
+			spec:       []corev1.PodResourceClaim{{Name: "a", ResourceClaimName: ptrTo("from-spec")}},
+			annotation: ptrTo(`[{"name":"a","resourceClaimName":"from-annotation"},{"name":"b","resourceClaimName":"c"}]`),
+			expected:   []PodClaim{{Name: "a", ClaimName: ptrTo("from-spec")}, {Name: "b", ClaimName: ptrTo("c")}},
+		},
+		"empty list": {annotation: ptrTo(`[]`), expected: []PodClaim{}},
+		"not json":   {annotation: ptrTo(`gpu`), invalid: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod", Namespace: "ns"}, Spec: corev1.PodSpec{ResourceClaims: tc.spec}}
+			if tc.annotation != nil {
+				pod.Annotations = map[string]string{ClaimsAnnotation: *tc.annotation}
+			}
+			if got, want := HasClaims(pod), tc.spec != nil || tc.annotation != nil; got != want {
+				t.Errorf("HasClaims: expected %v, got %v", want, got)
+			}
+			claims := ClaimsOf(pod)
+			if tc.invalid {
+				if len(claims) != 1 || claims[0].Err == nil {
+					t.Fatalf("expected one claim with an error, got %+v", claims)
+				}
+				if _, _, err := ClaimName(pod, claims[0]); err == nil {
+					t.Error("ClaimName: expected the annotation's error")
+				}
+				return
+			}
+			if !reflect.DeepEqual(claims, tc.expected) {
+				t.Errorf("expected %+v, got %+v", tc.expected, claims)
+			}
+		})
+	}
+}
+
+func TestStatusOfAnnotation(t *testing.T) {
+	tests := map[string]struct {
+		status     []corev1.PodResourceClaimStatus
+		annotation *string
+		expected   map[string]*string
+	}{
+		"none": {},
+		"annotation": {
+			annotation: ptrTo(`[{"name":"gpu","resourceClaimName":"pod-gpu-abc"},{"name":"unneeded"}]`),
+			expected:   map[string]*string{"gpu": ptrTo("pod-gpu-abc"), "unneeded": nil},
+		},
+		"status wins": {
+			status:     []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptrTo("from-status")}},
+			annotation: ptrTo(`[{"name":"gpu","resourceClaimName":"from-annotation"},{"name":"b","resourceClaimName":"x"}]`),
+			expected:   map[string]*string{"gpu": ptrTo("from-status"), "b": ptrTo("x")},
+		},
+		"broken annotation counts as absent": {annotation: ptrTo(`{`), expected: map[string]*string{}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod := &corev1.Pod{Status: corev1.PodStatus{ResourceClaimStatuses: tc.status}}
+			if tc.annotation != nil {
+				pod.Annotations = map[string]string{ClaimStatusesAnnotation: *tc.annotation}
+			}
+			if got := StatusOf(pod); !reflect.DeepEqual(got, tc.expected) {
+				t.Errorf("expected %v, got %v", tc.expected, got)
+			}
+		})
+	}
+}
+
+func TestNotPlaceable(t *testing.T) {
+	gates := func(names ...string) *corev1.Pod {
+		pod := &corev1.Pod{}
+		for _, name := range names {
+			pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: name})
+		}
+		return pod
+	}
+	tests := map[string]struct {
+		pod                    *corev1.Pod
+		standalone, aggregated bool // placeable
+	}{
+		"no gates":       {pod: gates(), standalone: true},
+		"our gate":       {pod: gates(SchedulingGate), aggregated: true},
+		"other gate":     {pod: gates("example.com/other")},
+		"ours and other": {pod: gates(SchedulingGate, "example.com/other")},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := Standalone.NotPlaceable(tc.pod) == ""; got != tc.standalone {
+				t.Errorf("standalone: expected placeable=%v, got %v", tc.standalone, got)
+			}
+			if got := Aggregated.NotPlaceable(tc.pod) == ""; got != tc.aggregated {
+				t.Errorf("aggregated: expected placeable=%v, got %v", tc.aggregated, got)
+			}
+		})
+	}
+}
+
+func TestRequireNode(t *testing.T) {
+	ours := corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-a"}}
+	zone := corev1.NodeSelectorRequirement{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"z1"}}
+	required := func(terms ...corev1.NodeSelectorTerm) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+	}
+	tests := map[string]struct {
+		affinity *corev1.Affinity
+		expected *corev1.Affinity
+		changed  bool
+	}{
+		"no affinity": {
+			expected: required(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{ours}}),
+			changed:  true,
+		},
+		"existing terms are narrowed, not added to": {
+			affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{zone}}, corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{zone}}),
+			expected: required(
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{zone}, MatchFields: []corev1.NodeSelectorRequirement{ours}},
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{zone}, MatchFields: []corev1.NodeSelectorRequirement{ours}}),
+			changed: true,
+		},
+		"already pinned": {
+			affinity: required(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{ours}}),
+			expected: required(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{ours}}),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod := &corev1.Pod{Spec: corev1.PodSpec{Affinity: tc.affinity}}
+			if changed := RequireNode(pod, "node-a"); changed != tc.changed {
+				t.Errorf("expected changed=%v, got %v", tc.changed, changed)
+			}
+			if !reflect.DeepEqual(pod.Spec.Affinity, tc.expected) {
+				t.Errorf("expected %+v, got %+v", tc.expected, pod.Spec.Affinity)
+			}
+		})
+	}
+}
+
+func hostPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pod", Namespace: "ns", UID: "uid-1", ResourceVersion: "1",
+			Annotations: map[string]string{ClaimsAnnotation: `[{"name":"gpu","resourceClaimTemplateName":"t"}]`}},
+		Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: SchedulingGate}, {Name: "example.com/other"}}},
+	}
+}
+
+func TestAggregatedPlace(t *testing.T) {
+	tests := map[string]struct {
+		stored       *corev1.Pod // nil: as hostPod
+		conflicts    int
+		expectErr    bool
+		expectUpdate bool
+	}{
+		"pins and ungates":    {expectUpdate: true},
+		"retries on conflict": {conflicts: 2, expectUpdate: true},
+		"bound to the node":   {stored: func() *corev1.Pod { p := hostPod(); p.Spec.NodeName = "node-a"; p.Spec.SchedulingGates = nil; return p }(), conflicts: 1},
+		"bound elsewhere":     {stored: func() *corev1.Pod { p := hostPod(); p.Spec.NodeName = "node-b"; p.Spec.SchedulingGates = nil; return p }(), conflicts: 1, expectErr: true},
+		"replaced by new pod": {stored: func() *corev1.Pod { p := hostPod(); p.UID = "uid-2"; return p }(), conflicts: 1, expectErr: true},
+		"gives up eventually": {conflicts: 100, expectErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			stored := tc.stored
+			if stored == nil {
+				stored = hostPod()
+			}
+			client := kubefake.NewClientset(stored)
+			conflicts := tc.conflicts
+			client.PrependReactor("update", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				if conflicts > 0 {
+					conflicts--
+					return true, nil, apierrors.NewConflict(corev1.Resource("pods"), "pod", errors.New("changed"))
+				}
+				return false, nil, nil
+			})
+			err := Aggregated.Place(ctx, client, hostPod(), "node-a")
+			if (err != nil) != tc.expectErr {
+				t.Fatalf("expected error %v, got %v", tc.expectErr, err)
+			}
+			got, getErr := client.CoreV1().Pods("ns").Get(context.Background(), "pod", metav1.GetOptions{})
+			if getErr != nil {
+				t.Fatal(getErr)
+			}
+			if !tc.expectUpdate {
+				return
+			}
+			if want := []corev1.PodSchedulingGate{{Name: "example.com/other"}}; !reflect.DeepEqual(got.Spec.SchedulingGates, want) {
+				t.Errorf("gates: expected %v, got %v", want, got.Spec.SchedulingGates)
+			}
+			want := hostPod()
+			RequireNode(want, "node-a")
+			if !reflect.DeepEqual(got.Spec.Affinity, want.Spec.Affinity) {
+				t.Errorf("affinity: expected %+v, got %+v", want.Spec.Affinity, got.Spec.Affinity)
+			}
+		})
+	}
+}
+
+func TestRecordGenerated(t *testing.T) {
+	generated := []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptrTo("pod-gpu-abc")}}
+	tests := map[string]struct {
+		mode Mode
+		// check inspects the stored pod.
+		check func(t *testing.T, pod *corev1.Pod)
+	}{
+		"standalone writes the status": {
+			mode: Standalone,
+			check: func(t *testing.T, pod *corev1.Pod) {
+				if !reflect.DeepEqual(pod.Status.ResourceClaimStatuses, generated) {
+					t.Errorf("expected status %v, got %v", generated, pod.Status.ResourceClaimStatuses)
+				}
+				if _, ok := pod.Annotations[ClaimStatusesAnnotation]; ok {
+					t.Error("unexpected annotation")
+				}
+			},
+		},
+		"aggregated writes the annotation": {
+			mode: Aggregated,
+			check: func(t *testing.T, pod *corev1.Pod) {
+				var got []corev1.PodResourceClaimStatus
+				if err := json.Unmarshal([]byte(pod.Annotations[ClaimStatusesAnnotation]), &got); err != nil {
+					t.Fatalf("annotation: %v", err)
+				}
+				if !reflect.DeepEqual(got, generated) {
+					t.Errorf("expected annotation %v, got %v", generated, got)
+				}
+				if pod.Annotations[ClaimsAnnotation] == "" {
+					t.Error("other annotations must stay")
+				}
+				if len(pod.Status.ResourceClaimStatuses) != 0 {
+					t.Error("unexpected status")
+				}
+				if !reflect.DeepEqual(StatusOf(pod), map[string]*string{"gpu": ptrTo("pod-gpu-abc")}) {
+					t.Errorf("StatusOf does not read back what was written: %v", StatusOf(pod))
+				}
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			client := kubefake.NewClientset(hostPod())
+			if err := tc.mode.RecordGenerated(ctx, client, hostPod(), generated, "test"); err != nil {
+				t.Fatal(err)
+			}
+			pod, err := client.CoreV1().Pods("ns").Get(ctx, "pod", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, pod)
+		})
+	}
+}
