@@ -26,8 +26,11 @@ import (
 const (
 	churnNodes          = 20
 	churnDevicesPerNode = 4
-	churnDuration       = 100 * time.Second
-	churnMaxPods        = 45
+	// churnOps operations, ~150 ms apart: ~100 s; churnDuration bounds
+	// a slow run.
+	churnOps      = 650
+	churnDuration = 4 * time.Minute
+	churnMaxPods  = 45
 	// reservedForGoneBound: a claim may stay reserved for a deleted pod
 	// at most this long.
 	reservedForGoneBound = 30 * time.Second
@@ -139,7 +142,7 @@ func TestChurn(t *testing.T) {
 	var live []string // pods created and not deleted by the test
 	var rules []string
 	podSeq, ruleSeq := 0, 0
-	for churnCtx.Err() == nil {
+	for done := 0; done < churnOps && churnCtx.Err() == nil; {
 		time.Sleep(time.Duration(50+rng.Intn(200)) * time.Millisecond)
 		var op string
 		var err error
@@ -197,6 +200,7 @@ func TestChurn(t *testing.T) {
 			continue
 		}
 		ops[op]++
+		done++
 		if err != nil {
 			opErrs[op]++
 			if opErrs[op] <= 3 {
@@ -204,6 +208,7 @@ func TestChurn(t *testing.T) {
 			}
 		}
 	}
+	stopChurn()
 	<-flipsDone
 
 	// Quiesce: no rules, no more changes; every pod that can be placed
@@ -337,6 +342,14 @@ func quiesceProblems(ctx context.Context, api *server) (problems []string, infea
 		if claim.Status.Allocation != nil {
 			for _, r := range claim.Status.Allocation.Devices.Results {
 				free[r.Pool]--
+			}
+			if len(claim.Status.ReservedFor) == 0 {
+				problems = append(problems, fmt.Sprintf("claim %s is allocated (%d devices) with no consumer left", claim.Name, len(claim.Status.Allocation.Devices.Results)))
+			}
+		}
+		for _, ref := range claim.OwnerReferences {
+			if ref.Kind == "Pod" && !podUIDs[ref.UID] && claim.DeletionTimestamp == nil {
+				problems = append(problems, fmt.Sprintf("claim %s generated for pod %s (%s), which does not exist", claim.Name, ref.Name, ref.UID))
 			}
 		}
 	}
