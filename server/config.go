@@ -37,6 +37,9 @@ type ExtraConfig struct {
 	Controllers *ControllerOptions
 	// Simulator says whether and what the simulator simulates.
 	Simulator *SimulatorOptions
+	// Aggregated says whether the server runs aggregated into a host
+	// cluster, and how to reach it.
+	Aggregated *AggregatedOptions
 	// KubeconfigPath is the admin kubeconfig written for this server.
 	KubeconfigPath string
 	// ServerURL is where clients reach the API.
@@ -109,14 +112,14 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Extra = ExtraConfig{Scheme: scheme, codecs: codecs, DataDir: o.DataDir, CoreLite: o.CoreLite, Controllers: o.Controllers, Simulator: o.Simulator, lock: lock}
+	cfg.Extra = ExtraConfig{Scheme: scheme, codecs: codecs, DataDir: o.DataDir, CoreLite: o.CoreLite, Controllers: o.Controllers, Simulator: o.Simulator, Aggregated: o.Aggregated, lock: lock}
 
 	ca, err := loadOrCreatePKI(pkiDir(o.DataDir))
 	if err != nil {
 		return nil, err
 	}
 	if o.SecureServing.ServerCert.CertKey.CertFile == "" && o.SecureServing.ServerCert.GeneratedCert == nil {
-		dnsNames, ips := servingNames(o.SecureServing.BindAddress)
+		dnsNames, ips := o.Aggregated.servingNames(servingNames(o.SecureServing.BindAddress))
 		certFile, keyFile, err := ca.ensureServingCert(dnsNames, ips)
 		if err != nil {
 			return nil, err
@@ -300,7 +303,18 @@ func (c CompletedConfig) New() (*Server, error) {
 		}
 	}
 	if c.Extra.Controllers != nil && c.Extra.Controllers.Run {
-		if c.Extra.coreLite == nil {
+		if c.Extra.Aggregated != nil && c.Extra.Aggregated.Aggregated() {
+			// Pods, nodes, events and leases are the host cluster's.
+			host, err := c.Extra.Aggregated.hostConfig()
+			if err != nil {
+				return nil, err
+			}
+			c.Extra.Controllers.host = host
+			c.Extra.Controllers.podMode = c.Extra.Aggregated.podMode()
+			if err := generic.AddPostStartHook("start-controllers", c.Extra.Controllers.startControllers); err != nil {
+				return nil, err
+			}
+		} else if c.Extra.coreLite == nil {
 			// Pods, nodes and leases live in a host cluster then; running
 			// against one is the aggregated mode's job.
 			klog.Background().Info("Not running controllers: they need core-lite (pods, nodes, leases) in this mode")

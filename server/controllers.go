@@ -21,6 +21,7 @@ import (
 
 	"github.com/draplane/draplane/controllers/allocation"
 	"github.com/draplane/draplane/controllers/devicetainteviction"
+	"github.com/draplane/draplane/controllers/podclaims"
 	"github.com/draplane/draplane/controllers/podtermination"
 	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/generated/clientset/versioned"
@@ -48,6 +49,13 @@ type ControllerOptions struct {
 	// ClientQPS and ClientBurst bound the controllers' loopback client.
 	ClientQPS   float32
 	ClientBurst int
+
+	// host, set by the server in aggregated mode, is the cluster whose
+	// pods, nodes, events and leases the controllers use; nil means our
+	// own core-lite through the loopback client.
+	host *rest.Config
+	// podMode, set by the server, is how the controllers write into pods.
+	podMode podclaims.Mode
 
 	// leases, set by the server, hands the leases back on shutdown.
 	leases *leaseHolders
@@ -104,7 +112,12 @@ func (o *ControllerOptions) Validate() []error {
 func (o *ControllerOptions) startControllers(hook genericapiserver.PostStartHookContext) error {
 	config := rest.CopyConfig(hook.LoopbackClientConfig)
 	config.QPS, config.Burst = o.ClientQPS, o.ClientBurst
-	kubeClient, err := kubernetes.NewForConfig(config)
+	kubeConfig := config
+	if o.host != nil {
+		kubeConfig = rest.CopyConfig(o.host)
+		kubeConfig.QPS, kubeConfig.Burst = o.ClientQPS, o.ClientBurst
+	}
+	kubeClient, err := kubernetes.NewForConfig(kubeConfig)
 	if err != nil {
 		return fmt.Errorf("controllers: kube client: %w", err)
 	}
@@ -182,12 +195,13 @@ func runControllers(ctx context.Context, kubeClient kubernetes.Interface, resour
 	slices := resourceInformers.Resource().V1().ResourceSlices()
 	taintRules := resourceInformers.Resource().V1().DeviceTaintRules()
 
-	claimController, err := resourceclaim.NewController(logger.WithName("resourceclaim"), kubeClient, resourceClient, pods, claims, templates)
+	claimController, err := resourceclaim.NewControllerWithOptions(logger.WithName("resourceclaim"), kubeClient, resourceClient, pods, claims, templates,
+		resourceclaim.Options{Mode: o.podMode})
 	if err != nil {
 		return fmt.Errorf("resource claim controller: %w", err)
 	}
 	allocationController, err := allocation.NewController(logger.WithName("allocation"), kubeClient, resourceClient,
-		pods, nodes, claims, classes, slices, taintRules, allocation.Options{})
+		pods, nodes, claims, classes, slices, taintRules, allocation.Options{Mode: o.podMode})
 	if err != nil {
 		return fmt.Errorf("allocation controller: %w", err)
 	}
@@ -196,15 +210,21 @@ func runControllers(ctx context.Context, kubeClient kubernetes.Interface, resour
 	if err != nil {
 		return fmt.Errorf("device taint eviction controller: %w", err)
 	}
-	terminationController, err := podtermination.NewController(logger.WithName("podtermination"), kubeClient, pods)
-	if err != nil {
-		return fmt.Errorf("pod termination controller: %w", err)
+	// A host cluster's kubelets finish their pods themselves.
+	var terminationController *podtermination.Controller
+	if o.host == nil {
+		terminationController, err = podtermination.NewController(logger.WithName("podtermination"), kubeClient, pods)
+		if err != nil {
+			return fmt.Errorf("pod termination controller: %w", err)
+		}
 	}
 
 	kubeInformers.Start(ctx.Done())
 	resourceInformers.Start(ctx.Done())
 	done := make(chan struct{}, 4)
+	running := 0
 	run := func(name string, f func(context.Context, int)) {
+		running++
 		go func() {
 			defer func() { done <- struct{}{} }()
 			f(klog.NewContext(ctx, logger.WithName(name)), o.Workers)
@@ -213,9 +233,11 @@ func runControllers(ctx context.Context, kubeClient kubernetes.Interface, resour
 	run("resourceclaim", claimController.Run)
 	run("allocation", allocationController.Run)
 	run("devicetainteviction", evictionController.Run)
-	run("podtermination", terminationController.Run)
+	if terminationController != nil {
+		run("podtermination", terminationController.Run)
+	}
 	<-ctx.Done()
-	for range 4 {
+	for range running {
 		<-done
 	}
 	kubeInformers.Shutdown()

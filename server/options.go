@@ -47,6 +47,9 @@ type Options struct {
 	// off when a real cluster serves them (aggregated mode).
 	CoreLite bool
 
+	// Aggregated chooses the mode (--mode) and holds aggregated mode's
+	// flags (server/aggregated.go).
+	Aggregated     *AggregatedOptions
 	Controllers    *ControllerOptions
 	Simulator      *SimulatorOptions
 	Etcd           *genericoptions.EtcdOptions
@@ -61,6 +64,7 @@ type Options struct {
 func NewOptions() *Options {
 	o := &Options{
 		CoreLite:       true,
+		Aggregated:     NewAggregatedOptions(),
 		Controllers:    NewControllerOptions(),
 		Simulator:      NewSimulatorOptions(),
 		Etcd:           genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(etcdPrefix, nil)),
@@ -102,6 +106,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	generic.BoolVar(&o.CoreLite, "core-lite", o.CoreLite,
 		"Serve core/v1 namespaces, pods, nodes, events and coordination.k8s.io/v1 leases (standalone). Turn off when a cluster serves them.")
 
+	o.Aggregated.AddFlags(fss.FlagSet("mode"))
 	o.Controllers.AddFlags(fss.FlagSet("controllers"))
 	o.Simulator.AddFlags(fss.FlagSet("simulator"))
 	o.Etcd.AddFlags(fss.FlagSet("etcd"))
@@ -122,6 +127,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 
 // Complete fills in defaults that depend on the environment.
 func (o *Options) Complete() error {
+	o.Aggregated.complete(o)
 	if o.DataDir == "" {
 		dir, err := DefaultDataDir()
 		if err != nil {
@@ -134,7 +140,9 @@ func (o *Options) Complete() error {
 		return fmt.Errorf("data dir %q: %w", o.DataDir, err)
 	}
 	o.DataDir = dir
-	if o.Authentication.ClientCert.ClientCA == "" {
+	// Aggregated, client certificates are the host's (its client CA from
+	// the extension-apiserver-authentication ConfigMap).
+	if o.Authentication.ClientCert.ClientCA == "" && !o.Aggregated.Aggregated() {
 		o.Authentication.ClientCert.ClientCA = filepath.Join(pkiDir(o.DataDir), "ca.crt")
 	}
 	return nil
@@ -152,6 +160,7 @@ func (o *Options) Validate() error {
 	} else {
 		errs = append(errs, o.Etcd.Validate()...)
 	}
+	errs = append(errs, o.Aggregated.Validate()...)
 	errs = append(errs, o.Controllers.Validate()...)
 	errs = append(errs, o.Simulator.Validate()...)
 	errs = append(errs, o.SecureServing.Validate()...)

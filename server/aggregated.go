@@ -1,0 +1,170 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+
+	"github.com/spf13/pflag"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/draplane/draplane/controllers/podclaims"
+)
+
+// The modes of --mode.
+const (
+	// ModeStandalone serves core-lite and trusts only its own CA.
+	ModeStandalone = "standalone"
+	// ModeAggregated runs behind a kube-apiserver's aggregator (an
+	// APIService): see AggregatedOptions.
+	ModeAggregated = "aggregated"
+)
+
+// AggregatedOptions are the flags of aggregated mode.
+//
+// The mode is chosen with --mode only; it is never inferred from other
+// flags. Standalone accepts the delegated-auth flags too (a TokenReview
+// webhook in front of a standalone server is legitimate), so guessing the
+// mode from them would turn core-lite off by surprise.
+//
+// In aggregated mode:
+//   - core-lite is off: pods, nodes, events and leases are the host
+//     cluster's;
+//   - authentication is delegated: front-proxy client certificates from the
+//     aggregator (requestheader client CA and allowed names from the
+//     kube-system/extension-apiserver-authentication ConfigMap, or the
+//     --requestheader-* flags), bearer tokens through TokenReview, client
+//     certificates of the host's client CA;
+//   - authorization is delegated through SubjectAccessReview (members of
+//     system:masters and the health endpoints are allowed without asking);
+//   - the controllers (without the pod termination controller, the host's
+//     kubelets finish pods) read and write pods, nodes, events and the
+//     leader Lease in the host cluster through --kubeconfig, or the
+//     in-cluster config, and our own group through the loopback client.
+//     Host pods list their claims in the resource.draplane.dev/claims
+//     annotation and are placed by node affinity plus removal of the
+//     resource.draplane.dev/allocation scheduling gate (podclaims.Aggregated);
+//   - the serving certificate (when not given with --tls-cert-file) is
+//     also valid for <service>.<namespace>.svc, which is the name the
+//     aggregator checks, and for every --tls-sans entry.
+type AggregatedOptions struct {
+	// Mode is ModeStandalone or ModeAggregated.
+	Mode string
+	// Kubeconfig points at the host cluster; empty means in-cluster.
+	// It is also the default of --authentication-kubeconfig and
+	// --authorization-kubeconfig.
+	Kubeconfig string
+	// ServiceName and ServiceNamespace name the Service the APIService
+	// points at.
+	ServiceName      string
+	ServiceNamespace string
+	// ExtraSANs are further DNS names or IPs for the serving certificate.
+	ExtraSANs []string
+}
+
+// NewAggregatedOptions returns the defaults: standalone; the names of
+// deploy/.
+func NewAggregatedOptions() *AggregatedOptions {
+	return &AggregatedOptions{
+		Mode:             ModeStandalone,
+		ServiceName:      "draplane",
+		ServiceNamespace: "draplane-system",
+	}
+}
+
+// AddFlags adds the mode flags.
+func (o *AggregatedOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Mode, "mode", o.Mode,
+		"standalone: serve core-lite, trust only the data dir's CA. aggregated: run behind a kube-apiserver's APIService with delegated authentication and authorization, core-lite off, controllers working on the host cluster's pods and nodes (--kubeconfig). Never inferred from other flags.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
+		"Aggregated mode: kubeconfig of the host cluster for the controllers (pods, nodes, events, leases) and default of --authentication-kubeconfig and --authorization-kubeconfig. Empty: in-cluster config.")
+	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName,
+		"Aggregated mode: name of the Service the APIService points at; the serving certificate covers <service-name>.<service-namespace>.svc.")
+	fs.StringVar(&o.ServiceNamespace, "service-namespace", o.ServiceNamespace,
+		"Aggregated mode: namespace of that Service.")
+	fs.StringSliceVar(&o.ExtraSANs, "tls-sans", o.ExtraSANs,
+		"Further DNS names or IP addresses for the generated serving certificate.")
+}
+
+// Aggregated reports whether aggregated mode is on.
+func (o *AggregatedOptions) Aggregated() bool { return o.Mode == ModeAggregated }
+
+// Validate checks the mode flags.
+func (o *AggregatedOptions) Validate() []error {
+	var errs []error
+	if o.Mode != ModeStandalone && o.Mode != ModeAggregated {
+		errs = append(errs, fmt.Errorf("--mode must be %s or %s, got %q", ModeStandalone, ModeAggregated, o.Mode))
+	}
+	if o.Aggregated() && (o.ServiceName == "" || o.ServiceNamespace == "") {
+		errs = append(errs, errors.New("aggregated mode needs --service-name and --service-namespace (the aggregator checks the serving certificate for <service>.<namespace>.svc)"))
+	}
+	return errs
+}
+
+// complete turns aggregated mode into settings of the other options. It
+// runs before Options.Complete fills in standalone defaults.
+func (o *AggregatedOptions) complete(opts *Options) {
+	if !o.Aggregated() {
+		return
+	}
+	opts.CoreLite = false
+	// The simulator makes nodes in core-lite; there is none.
+	opts.Simulator = NewSimulatorOptions()
+	// Ask the host: TokenReview, SubjectAccessReview, and the
+	// extension-apiserver-authentication ConfigMap for the client CAs.
+	opts.Authentication.RemoteKubeConfigFileOptional = false
+	opts.Authentication.SkipInClusterLookup = false
+	opts.Authorization.RemoteKubeConfigFileOptional = false
+	if opts.Authentication.RemoteKubeConfigFile == "" {
+		opts.Authentication.RemoteKubeConfigFile = o.Kubeconfig
+	}
+	if opts.Authorization.RemoteKubeConfigFile == "" {
+		opts.Authorization.RemoteKubeConfigFile = o.Kubeconfig
+	}
+}
+
+// servingNames adds the Service names and --tls-sans to the names of the
+// generated serving certificate.
+func (o *AggregatedOptions) servingNames(dnsNames []string, ips []net.IP) ([]string, []net.IP) {
+	if o.ServiceName != "" && o.ServiceNamespace != "" && o.Aggregated() {
+		svc := o.ServiceName + "." + o.ServiceNamespace
+		dnsNames = append(dnsNames, o.ServiceName, svc, svc+".svc", svc+".svc.cluster.local")
+	}
+	for _, san := range o.ExtraSANs {
+		if ip := net.ParseIP(san); ip != nil {
+			if !slices.ContainsFunc(ips, ip.Equal) {
+				ips = append(ips, ip)
+			}
+		} else if san != "" && !slices.Contains(dnsNames, san) {
+			dnsNames = append(dnsNames, san)
+		}
+	}
+	return dnsNames, ips
+}
+
+// hostConfig is the client config of the host cluster.
+func (o *AggregatedOptions) hostConfig() (*rest.Config, error) {
+	if o.Kubeconfig == "" {
+		config, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("aggregated mode: no --kubeconfig and no in-cluster config: %w", err)
+		}
+		return config, nil
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("aggregated mode: --kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	return config, nil
+}
+
+// podMode is how the controllers write into pods in this mode.
+func (o *AggregatedOptions) podMode() podclaims.Mode {
+	if o.Aggregated() {
+		return podclaims.Aggregated
+	}
+	return podclaims.Standalone
+}

@@ -1,0 +1,123 @@
+package server
+
+import (
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestAggregatedOptions(t *testing.T) {
+	tests := map[string]struct {
+		args    []string
+		wantErr string
+		check   func(t *testing.T, o *Options)
+	}{
+		"standalone by default": {
+			check: func(t *testing.T, o *Options) {
+				if !o.CoreLite || o.Aggregated.Aggregated() {
+					t.Errorf("expected standalone with core-lite, got mode %q core-lite %v", o.Aggregated.Mode, o.CoreLite)
+				}
+				if o.Authentication.ClientCert.ClientCA != filepath.Join(o.DataDir, "pki", "ca.crt") {
+					t.Errorf("standalone trusts the data dir's CA, got %q", o.Authentication.ClientCert.ClientCA)
+				}
+			},
+		},
+		"delegated-auth flags do not switch modes": {
+			args: []string{"--authentication-kubeconfig=/host.kubeconfig"},
+			check: func(t *testing.T, o *Options) {
+				if !o.CoreLite || o.Aggregated.Aggregated() {
+					t.Error("mode must not be inferred")
+				}
+			},
+		},
+		"aggregated": {
+			args: []string{"--mode=aggregated", "--kubeconfig=/host.kubeconfig"},
+			check: func(t *testing.T, o *Options) {
+				if o.CoreLite {
+					t.Error("core-lite must be off")
+				}
+				if o.Authentication.RemoteKubeConfigFile != "/host.kubeconfig" || o.Authorization.RemoteKubeConfigFile != "/host.kubeconfig" {
+					t.Errorf("authn/authz kubeconfigs must default to --kubeconfig, got %q and %q",
+						o.Authentication.RemoteKubeConfigFile, o.Authorization.RemoteKubeConfigFile)
+				}
+				if o.Authentication.RemoteKubeConfigFileOptional || o.Authorization.RemoteKubeConfigFileOptional || o.Authentication.SkipInClusterLookup {
+					t.Error("aggregated mode must ask the host")
+				}
+				if o.Authentication.ClientCert.ClientCA != "" {
+					t.Errorf("aggregated mode takes the host's client CA, got %q", o.Authentication.ClientCert.ClientCA)
+				}
+			},
+		},
+		"explicit authn kubeconfig wins": {
+			args: []string{"--mode=aggregated", "--kubeconfig=/host.kubeconfig", "--authentication-kubeconfig=/authn.kubeconfig"},
+			check: func(t *testing.T, o *Options) {
+				if o.Authentication.RemoteKubeConfigFile != "/authn.kubeconfig" {
+					t.Errorf("got %q", o.Authentication.RemoteKubeConfigFile)
+				}
+			},
+		},
+		"unknown mode":    {args: []string{"--mode=cluster"}, wantErr: "--mode must be"},
+		"no service name": {args: []string{"--mode=aggregated", "--service-name="}, wantErr: "--service-name"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o := NewOptions()
+			all := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			for _, set := range o.Flags().FlagSets {
+				all.AddFlagSet(set)
+			}
+			if err := all.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			o.DataDir = t.TempDir()
+			if err := o.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one about %s", err, tc.wantErr)
+			}
+			if tc.check != nil {
+				tc.check(t, o)
+			}
+		})
+	}
+}
+
+func TestAggregatedServingNames(t *testing.T) {
+	tests := map[string]struct {
+		mode, svc, ns string
+		sans          []string
+		wantDNS       []string
+		wantIPs       []string
+	}{
+		"standalone: no service names": {mode: ModeStandalone, svc: "draplane", ns: "draplane-system", wantDNS: []string{"localhost"}, wantIPs: []string{"127.0.0.1"}},
+		"aggregated: service names": {mode: ModeAggregated, svc: "api", ns: "dra",
+			wantDNS: []string{"localhost", "api", "api.dra", "api.dra.svc", "api.dra.svc.cluster.local"}, wantIPs: []string{"127.0.0.1"}},
+		"extra SANs": {mode: ModeStandalone, sans: []string{"dra.example.com", "10.0.0.7", "localhost"},
+			wantDNS: []string{"localhost", "dra.example.com"}, wantIPs: []string{"127.0.0.1", "10.0.0.7"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o := &AggregatedOptions{Mode: tc.mode, ServiceName: tc.svc, ServiceNamespace: tc.ns, ExtraSANs: tc.sans}
+			dns, ips := o.servingNames([]string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
+			if !slices.Equal(dns, tc.wantDNS) {
+				t.Errorf("DNS names: got %v, want %v", dns, tc.wantDNS)
+			}
+			var gotIPs []string
+			for _, ip := range ips {
+				gotIPs = append(gotIPs, ip.String())
+			}
+			if !slices.Equal(gotIPs, tc.wantIPs) {
+				t.Errorf("IPs: got %v, want %v", gotIPs, tc.wantIPs)
+			}
+		})
+	}
+}
