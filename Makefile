@@ -82,3 +82,7 @@ clean: ## Remove build output.
 .PHONY: test-reliability
 test-reliability: ## Crash safety (10,000 writes, 25 kill -9), HA on a 3-member etcd cluster, churn with a double-allocation checker (~5 min).
 	DRAPLANE_RELIABILITY=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 -v ./test/reliability/ $(if $(RELIABILITY_RUN),-run '$(RELIABILITY_RUN)')
+
+.PHONY: test-aggregated
+test-aggregated: ## Aggregated mode under a real kube-apiserver 1.37 + etcd on loopback (first run builds them, ~15 min; cached in ~/.cache/draplane).
+	DRAPLANE_AGGREGATION=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 -v ./test/e2e/aggregation/
