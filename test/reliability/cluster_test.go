@@ -89,7 +89,10 @@ func leaderArgs(lease, renew, retry time.Duration) []string {
 	}
 }
 
-var becameLeader = regexp.MustCompile(`Became leader, starting controllers".*identity="([^"]+)"`)
+var (
+	becameLeader          = regexp.MustCompile(`Became leader, starting controllers".*identity="([^"]+)"`)
+	becameSimulatorLeader = regexp.MustCompile(`Became leader, starting the simulator".*identity="([^"]+)"`)
+)
 
 // leaderTerms are the identities with which a replica started the
 // controllers in its current run.

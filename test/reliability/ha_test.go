@@ -89,6 +89,37 @@ func TestHA(t *testing.T) {
 	}
 	t.Logf("replica %d leads the controllers (%s)", leader, leaderIdentity)
 
+	// The simulator has a lease of its own: exactly one replica runs it.
+	simulatorLeader := func(exclude int) (int, string) {
+		id, _ := holder(ctx, t, servers[(exclude+1)%replicas], simulatorLease)
+		found := -1
+		for i, s := range servers {
+			if i == exclude {
+				continue
+			}
+			for _, m := range becameSimulatorLeader.FindAllStringSubmatch(s.Output(), -1) {
+				if m[1] == id {
+					found = i
+				}
+			}
+		}
+		return found, id
+	}
+	var simLeader int
+	var simIdentity string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		simLeader, simIdentity = simulatorLeader(-1)
+		return simLeader >= 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no replica holds the simulator lease and says so (holder %q)", simIdentity)
+	}
+	for i, s := range servers {
+		if n := len(becameSimulatorLeader.FindAllString(s.Output(), -1)); (i == simLeader) != (n == 1) || n > 1 {
+			t.Errorf("replica %d started the simulator %d times; replica %d holds its lease", i, n, simLeader)
+		}
+	}
+
 	survivor := servers[(leader+1)%replicas]
 	kube := survivor.KubeClient(t)
 	resource := survivor.Client(t).ResourceV1()
@@ -171,6 +202,16 @@ func TestHA(t *testing.T) {
 	}
 	t.Logf("HA: leader replica %d killed; replica %d took the lease after %v (lease acquireTime - kill; observed by polling after %v; lease duration %v, retry period %v)",
 		leader, newLeader, handover.Round(time.Millisecond), observed.Round(time.Millisecond), leaseDuration, retryPeriod)
+
+	if simLeader == leader {
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			l, _ := simulatorLeader(leader)
+			return l >= 0, nil
+		})
+		if err != nil {
+			t.Errorf("the simulator did not move to a surviving replica")
+		}
+	}
 
 	// Work continues: the pod created while nobody led gets its claim and
 	// a node; nothing is duplicated.
