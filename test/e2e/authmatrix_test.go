@@ -2,15 +2,20 @@ package e2e
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
 	"math/big"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,8 +74,9 @@ func (r authResource) collection() string {
 
 // TestAuthMatrix: for every resource served and every verb, anonymous
 // requests and a client certificate from another CA (claiming the admin
-// group) are refused with 401 or 403 and change nothing; the admin
-// succeeds.
+// group) are refused with 401 or 403, a user with a certificate from the
+// server's CA outside the admin group with 403, and none of them changes
+// anything; the admin succeeds.
 func TestAuthMatrix(t *testing.T) {
 	s := sharedServer(t)
 	admin, err := rest.HTTPClientFor(s.RESTConfig(t))
@@ -86,13 +92,18 @@ func TestAuthMatrix(t *testing.T) {
 	// always presented, so the server itself must reject it.
 	presented := foreignCertClient(t, s)
 	withheld := strangerHTTPClient(t, s)
+	// Signed by the server's own CA, so authenticated, but not an admin:
+	// authorization must refuse it (403).
+	developer := ownCACertClient(t, s, "developer", "developers")
 	refusers := []struct {
 		name   string
 		client *http.Client
+		codes  []int
 	}{
-		{"anonymous", anonymous},
-		{"foreign CA, presented", presented},
-		{"foreign CA, withheld", withheld},
+		{"anonymous", anonymous, []int{http.StatusUnauthorized, http.StatusForbidden}},
+		{"foreign CA, presented", presented, []int{http.StatusUnauthorized, http.StatusForbidden}},
+		{"foreign CA, withheld", withheld, []int{http.StatusUnauthorized, http.StatusForbidden}},
+		{"own CA, not admin", developer, []int{http.StatusForbidden}},
 	}
 
 	do := func(t *testing.T, client *http.Client, method, path, contentType, body string) (int, string) {
@@ -172,8 +183,8 @@ func TestAuthMatrix(t *testing.T) {
 				for _, req := range requests {
 					code, answer := do(t, who.client, req.method, req.path, req.contentType, req.body)
 					checked++
-					if code != http.StatusUnauthorized && code != http.StatusForbidden {
-						t.Errorf("%s %s (%s %s): status %d, want 401 or 403: %.500s", who.name, req.verb, req.method, req.path, code, answer)
+					if !slices.Contains(who.codes, code) {
+						t.Errorf("%s %s (%s %s): status %d, want one of %v: %.500s", who.name, req.verb, req.method, req.path, code, who.codes, answer)
 					}
 					if !strings.Contains(answer, `"kind":"Status"`) || strings.Contains(answer, `"items"`) || strings.Contains(answer, `"spec"`) {
 						t.Errorf("%s %s: refused, but the answer carries data: %.500s", who.name, req.verb, answer)
@@ -254,5 +265,61 @@ func foreignCertClient(t *testing.T, s *testServer) *http.Client {
 	client.Transport.(*http.Transport).TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 		return cert, nil
 	}
+	return client
+}
+
+// ownCACertClient presents a client certificate for user (in group) signed
+// by the server's own CA: it authenticates, but is not an admin.
+func ownCACertClient(t *testing.T, s *testServer, user, group string) *http.Client {
+	t.Helper()
+	caPEM, err := os.ReadFile(filepath.Join(s.dataDir, "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(s.dataDir, "pki", "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caBlock, _ := pem.Decode(caPEM)
+	keyBlock, _ := pem.Decode(keyPEM)
+	if caBlock == nil || keyBlock == nil {
+		t.Fatal("server CA: no PEM")
+	}
+	ca, err := x509.ParseCertificate(caBlock.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caKey crypto.Signer
+	if k, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes); err == nil {
+		caKey, _ = k.(crypto.Signer)
+	} else if k, err := x509.ParseECPrivateKey(keyBlock.Bytes); err == nil {
+		caKey = k
+	} else if k, err := x509.ParsePKCS1PrivateKey(keyBlock.Bytes); err == nil {
+		caKey = k
+	}
+	if caKey == nil {
+		t.Fatal("server CA key: unknown format")
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: user, Organization: []string{group}},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, key.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := s.anonymousHTTPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}
 	return client
 }
