@@ -356,3 +356,22 @@ func newResource(s *server) (resourcev1client.ResourceV1Interface, error) {
 	}
 	return c.ResourceV1(), nil
 }
+
+// StartAndKill starts the server and kills it with SIGKILL after the given
+// time, typically before it is ready: recovery must survive a crash in the
+// middle of recovery. It fails if the server exited by itself.
+func (s *server) StartAndKill(after time.Duration) error {
+	s.mu.Lock()
+	s.output.Reset()
+	s.mu.Unlock()
+	if err := s.startProcess(); err != nil {
+		return err
+	}
+	s.Starts++
+	time.Sleep(after)
+	if !s.running() {
+		return fmt.Errorf("%s exited by itself during startup:\n%s", s.name, tail(s.Output(), 40))
+	}
+	s.Kill9()
+	return nil
+}
