@@ -38,7 +38,7 @@ import (
 
 const (
 	// pollTimeout bounds every "wait until": the machine is shared.
-	pollTimeout = 3 * time.Minute
+	pollTimeout = 2 * time.Minute
 	group       = "resource.draplane.dev"
 )
 
@@ -136,7 +136,7 @@ func setUp(t *testing.T) *env {
 	// kube-apiserver.
 	start = time.Now()
 	apiPort := freePort(t)
-	startProcess(t, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"),
+	apiserverExited := startProcess(t, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
 		"--cert-dir="+filepath.Join(e.dir, "apiserver-certs"),
@@ -158,6 +158,9 @@ func setUp(t *testing.T) *env {
 		// (127.0.0.1) instead of its endpoints, which may not be
 		// loopback addresses.
 		"--enable-aggregator-routing=false",
+		// The kubernetes Service's endpoint may not be a loopback
+		// address either.
+		"--endpoint-reconciler-type=none",
 		"--v=1")
 	e.hostKubeconfig = filepath.Join(e.dir, "host.kubeconfig")
 	writeFile(t, e.hostKubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
@@ -178,6 +181,9 @@ contexts:
 current-context: host
 `, apiPort, clusterCA.file, adminCert, adminKey)))
 	poll(t, "kube-apiserver /readyz", func() (bool, error) {
+		if err := exitedErr(apiserverExited); err != nil {
+			return false, err
+		}
 		_, err := e.kubectl("get", "--raw=/readyz")
 		return err == nil, nil
 	})
@@ -188,17 +194,20 @@ current-context: host
 	start = time.Now()
 	e.draDataDir = filepath.Join(e.dir, "draplane")
 	e.draPort = freePort(t)
-	startProcess(t, "dra-apiserver", draBinary,
+	draExited := startProcess(t, "dra-apiserver", draBinary,
 		"--mode=aggregated", "--kubeconfig="+e.hostKubeconfig,
 		"--data-dir="+e.draDataDir, "--secure-port="+strconv.Itoa(e.draPort), "--bind-address=127.0.0.1",
 		"--service-name=draplane", "--service-namespace=draplane-system",
 		"--leader-elect-resource-namespace=draplane-system",
 		"--leader-elect-retry-period=500ms",
 		"--v=2")
-	caPEM := waitForFile(t, filepath.Join(e.draDataDir, "pki", "ca.crt"))
+	caPEM := waitForFile(t, filepath.Join(e.draDataDir, "pki", "ca.crt"), draExited)
 	e.draCA = x509.NewCertPool()
 	e.draCA.AppendCertsFromPEM(caPEM)
 	poll(t, "dra-apiserver /readyz", func() (bool, error) {
+		if err := exitedErr(draExited); err != nil {
+			return false, err
+		}
 		resp, err := e.draClient(nil).Get(e.draURL("/readyz"))
 		if err != nil {
 			return false, nil
@@ -289,6 +298,8 @@ func (e *env) testDiscovery(t *testing.T) {
 // kinds are one object of each kind as a user writes it.
 var kinds = []struct {
 	resource, namespace, name, manifest string
+	// notInV1beta1: v1beta1 (as upstream's) has no such kind.
+	notInV1beta1 bool
 }{
 	{"deviceclasses", "", "agg-class", `apiVersion: resource.draplane.dev/v1
 kind: DeviceClass
@@ -298,7 +309,7 @@ spec:
   selectors:
   - cel:
       expression: device.driver == "agg.example.com"
-`},
+`, false},
 	{"resourceslices", "", "agg-slice", `apiVersion: resource.draplane.dev/v1
 kind: ResourceSlice
 metadata:
@@ -309,7 +320,7 @@ spec:
   pool: {name: agg-pool, generation: 1, resourceSliceCount: 1}
   devices:
   - name: dev-0
-`},
+`, false},
 	{"resourceclaimtemplates", "default", "agg-template", `apiVersion: resource.draplane.dev/v1
 kind: ResourceClaimTemplate
 metadata:
@@ -321,7 +332,7 @@ spec:
       requests:
       - name: req
         exactly: {deviceClassName: agg-class, allocationMode: ExactCount, count: 1}
-`},
+`, false},
 	{"resourceclaims", "default", "agg-claim", `apiVersion: resource.draplane.dev/v1
 kind: ResourceClaim
 metadata:
@@ -332,7 +343,7 @@ spec:
     requests:
     - name: req
       exactly: {deviceClassName: agg-class, allocationMode: ExactCount, count: 1}
-`},
+`, false},
 	{"devicetaintrules", "", "agg-rule", `apiVersion: resource.draplane.dev/v1
 kind: DeviceTaintRule
 metadata:
@@ -340,7 +351,7 @@ metadata:
 spec:
   deviceSelector: {driver: agg.example.com, pool: agg-pool}
   taint: {key: example.com/maintenance, value: planned, effect: NoSchedule}
-`},
+`, true},
 }
 
 func (e *env) testCRUD(t *testing.T) {
@@ -359,8 +370,11 @@ func (e *env) testCRUD(t *testing.T) {
 				t.Fatalf("get: %v %q", err, out)
 			}
 			// The same object through the other served version.
-			if out, err := e.kubectl(append([]string{"get", k.resource + ".v1beta1." + group, k.name, "-o", "jsonpath={.apiVersion}"}, ns...)...); err != nil || out != group+"/v1beta1" {
-				t.Errorf("get as v1beta1: %v %q", err, out)
+			if !k.notInV1beta1 {
+				out, err := e.kubectl(append([]string{"get", k.resource + ".v1beta1." + group, k.name, "-o", "jsonpath={.apiVersion}"}, ns...)...)
+				if err != nil || out != group+"/v1beta1" {
+					t.Errorf("get as v1beta1: %v %q", err, out)
+				}
 			}
 			if out, err := e.kubectl(append([]string{"label", full, k.name, "e2e=aggregated"}, ns...)...); err != nil {
 				t.Fatalf("label (update): %v\n%s", err, out)
@@ -507,8 +521,13 @@ spec:
 	if out, err := e.kubectlStdin(objects, "apply", "-f", "-"); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
-	// Simulated nodes: Ready, as a kubelet would report.
+	// Simulated nodes: Ready, as a kubelet would report, and without the
+	// not-ready taint that admission (TaintNodesByCondition) puts on new
+	// nodes and the node lifecycle controller would remove.
 	for _, node := range []string{"node-1", "node-2"} {
+		if out, err := e.kubectl("taint", "node", node, "node.kubernetes.io/not-ready:NoSchedule-"); err != nil && !strings.Contains(out, "not found") {
+			t.Fatalf("node %s untaint: %v\n%s", node, err, out)
+		}
 		status := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`,
 			time.Now().UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339))
 		if out, err := e.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", status); err != nil {
@@ -545,7 +564,7 @@ spec:
 			return false, err
 		}
 		return len(got.Spec.SchedulingGates) == 0, nil
-	})
+	}, e)
 	want := got.DeepCopy()
 	if podclaims.RequireNode(want, "node-1") {
 		t.Errorf("pod not pinned to node-1 by node affinity: %+v", got.Spec.Affinity)
@@ -557,10 +576,11 @@ spec:
 	}
 
 	// The claim lives in our etcd and is listed through the host.
-	out, err := e.kubectl("get", "resourceclaims."+group, "-A", "-o", "name")
+	out, err := e.kubectl("get", "resourceclaims."+group, "-A")
 	if err != nil || !strings.Contains(out, *claimName) {
 		t.Errorf("kubectl get resourceclaims.%s -A: %v\n%s", group, err, out)
 	}
+	t.Logf("kubectl --kubeconfig <host> get resourceclaims.%s -A:\n%s", group, out)
 	out, err = e.kubectl("get", "resourceclaims."+group, "-n", "default", *claimName, "-o", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -633,20 +653,36 @@ func (e *env) draClient(cert *tls.Certificate) *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: config}}
 }
 
-func poll(t *testing.T, what string, condition func() (bool, error)) {
+// poll waits for condition; on timeout it logs what the debug commands
+// (kubectl arguments) show, then fails the test.
+func poll(t *testing.T, what string, condition func() (bool, error), debug ...*env) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
 		return condition()
 	})
 	if err != nil {
+		for _, e := range debug {
+			for _, args := range [][]string{
+				{"get", "pods", "-A", "-o", "yaml"},
+				{"get", "resourceclaims." + group, "-A", "-o", "yaml"},
+				{"get", "nodes", "-o", "wide"},
+				{"get", "events", "-A"},
+			} {
+				out, _ := e.kubectl(args...)
+				t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+			}
+		}
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 
-func waitForFile(t *testing.T, path string) []byte {
+func waitForFile(t *testing.T, path string, exited <-chan struct{}) []byte {
 	t.Helper()
 	var data []byte
 	poll(t, path, func() (bool, error) {
+		if err := exitedErr(exited); err != nil {
+			return false, err
+		}
 		var err error
 		data, err = os.ReadFile(path)
 		return err == nil && len(data) > 0, nil
@@ -669,9 +705,20 @@ func freePort(t *testing.T) int {
 	}
 }
 
+// exitedErr fails a wait for a process that is gone.
+func exitedErr(exited <-chan struct{}) error {
+	select {
+	case <-exited:
+		return fmt.Errorf("the process exited")
+	default:
+		return nil
+	}
+}
+
 // startProcess runs a binary until the test ends, its output in the
-// test's temp dir (and the last lines in the log if the test fails).
-func startProcess(t *testing.T, name, binary string, args ...string) {
+// test's temp dir (and the last lines in the log if the test fails). The
+// channel is closed when the process exits.
+func startProcess(t *testing.T, name, binary string, args ...string) <-chan struct{} {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logFile, err := os.Create(logPath)
@@ -707,4 +754,5 @@ func startProcess(t *testing.T, name, binary string, args ...string) {
 			t.Logf("last lines of %s:\n%s", name, strings.Join(lines, "\n"))
 		}
 	})
+	return exited
 }
