@@ -612,14 +612,29 @@ spec:
 		t.Errorf("claim not owned by the host pod: %s", out)
 	}
 
-	// Deleting the unbound pod releases and deletes its claim.
-	if out, err := e.kubectl("delete", "pod", "-n", "default", "gpu-job", "--wait=true"); err != nil {
-		t.Fatalf("delete pod: %v\n%s", err, out)
+	// A NoExecute taint on its device evicts the host pod; its generated
+	// claim goes with it.
+	rule := `apiVersion: resource.draplane.dev/v1
+kind: DeviceTaintRule
+metadata: {name: gpu-0-broken}
+spec:
+  deviceSelector: {driver: gpu.example.com, pool: node-1, device: gpu-0}
+  taint: {key: example.com/broken, value: "true", effect: NoExecute}
+`
+	if out, err := e.kubectlStdin(rule, "create", "-f", "-"); err != nil {
+		t.Fatalf("create DeviceTaintRule: %v\n%s", err, out)
 	}
+	poll(t, "host pod evicted", func() (bool, error) {
+		out, err := e.kubectl("get", "pod", "-n", "default", "gpu-job", "--ignore-not-found", "-o", "name")
+		return err == nil && out == "", nil
+	}, e)
 	poll(t, "generated claim deleted with its pod", func() (bool, error) {
 		out, err := e.kubectl("get", "resourceclaims."+group, "-n", "default", *claimName, "--ignore-not-found", "-o", "name")
 		return err == nil && out == "", nil
-	})
+	}, e)
+	if out, err := e.kubectl("get", "events", "-n", "default", "--field-selector=involvedObject.name=gpu-job", "-o", "custom-columns=REASON:.reason", "--no-headers"); err != nil || !strings.Contains(out, "DeviceTaintEviction") {
+		t.Errorf("no DeviceTaintEviction event for the host pod: %v\n%s", err, out)
+	}
 }
 
 // --- helpers ---------------------------------------------------------
