@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
@@ -26,7 +25,7 @@ import (
 	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/test/integration/framework"
 )
 
 const (
@@ -45,55 +44,12 @@ type Env struct {
 	Controller *allocation.Controller
 }
 
-// StartServer runs dra-apiserver in this process on a free port with its
-// own data directory and without its own controllers, and returns an
-// admin client config without client side rate limits.
+// StartServer runs dra-apiserver in this process without its own
+// controllers: the caller starts them with StartControllers, so that a
+// second set never races the one under test.
 func StartServer(ctx context.Context, tb testing.TB, wg *sync.WaitGroup) *rest.Config {
 	tb.Helper()
-	options := server.NewOptions()
-	options.DataDir = tb.TempDir()
-	options.SecureServing.BindPort = 0
-	options.EmbeddedEtcd.UnsafeNoFsync = true
-	// The tests run the controllers themselves: a second set inside the
-	// server would generate a second claim per pod claim and allocate
-	// without knowing this set's pending allocations.
-	options.Controllers.Run = false
-	if err := options.Complete(); err != nil {
-		tb.Fatalf("complete options: %v", err)
-	}
-	if err := options.Validate(); err != nil {
-		tb.Fatalf("validate options: %v", err)
-	}
-	config, err := options.Config(ctx)
-	if err != nil {
-		tb.Fatalf("server config: %v", err)
-	}
-	kubeconfig := config.Extra.KubeconfigPath
-	srv, err := config.Complete().New()
-	if err != nil {
-		config.Close()
-		tb.Fatalf("build server: %v", err)
-	}
-	wg.Go(func() {
-		if err := srv.Run(ctx); err != nil {
-			tb.Errorf("server stopped: %v", err)
-		}
-	})
-
-	restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		tb.Fatalf("load admin kubeconfig: %v", err)
-	}
-	restConfig.QPS = -1
-	kube := kubernetes.NewForConfigOrDie(restConfig)
-	WaitFor(ctx, tb, "server ready with namespace default", func() (bool, error) {
-		if _, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
-			return false, nil
-		}
-		_, err := kube.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	})
-	return restConfig
+	return framework.StartServer(ctx, tb, wg, false)
 }
 
 // StartControllers runs the resource claim controller and the allocation

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -35,7 +34,7 @@ import (
 	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/test/integration/framework"
 )
 
 // pollTimeout only keeps a broken controller from hanging the run;
@@ -68,53 +67,6 @@ func TestDeviceTaintEviction(t *testing.T) {
 	// consumer that the first test depends on.
 	startAllocationControllers(ctx, t, &wg, e)
 	t.Run("NoSchedule evicts nothing and blocks new allocations", func(t *testing.T) { testNoSchedule(ctx, t, e) })
-}
-
-// startServer runs dra-apiserver in this process; withControllers turns
-// on the server's own controllers, otherwise the test starts the ones it
-// needs.
-func startServer(ctx context.Context, t *testing.T, wg *sync.WaitGroup, withControllers bool) *env {
-	t.Helper()
-	options := server.NewOptions()
-	options.Controllers.Run = withControllers
-	options.DataDir = t.TempDir()
-	options.SecureServing.BindPort = 0
-	options.EmbeddedEtcd.UnsafeNoFsync = true
-	if err := options.Complete(); err != nil {
-		t.Fatalf("complete options: %v", err)
-	}
-	if err := options.Validate(); err != nil {
-		t.Fatalf("validate options: %v", err)
-	}
-	config, err := options.Config(ctx)
-	if err != nil {
-		t.Fatalf("server config: %v", err)
-	}
-	kubeconfig := config.Extra.KubeconfigPath
-	srv, err := config.Complete().New()
-	if err != nil {
-		config.Close()
-		t.Fatalf("build server: %v", err)
-	}
-	wg.Go(func() {
-		if err := srv.Run(ctx); err != nil {
-			t.Errorf("server stopped: %v", err)
-		}
-	})
-	restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatalf("load admin kubeconfig: %v", err)
-	}
-	restConfig.QPS = -1
-	e := &env{config: restConfig, kube: kubernetes.NewForConfigOrDie(restConfig), resource: versioned.NewForConfigOrDie(restConfig)}
-	waitFor(ctx, t, "server ready", func() (bool, error) {
-		if _, err := e.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
-			return false, nil
-		}
-		_, err := e.kube.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	})
-	return e
 }
 
 // startEvictionController runs the controller as the server would, with a
@@ -466,4 +418,13 @@ func testSelectAllConfirmation(ctx context.Context, t *testing.T, e *env) {
 	if err := e.resource.ResourceV1().DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete rule: %v", err)
 	}
+}
+
+// startServer runs dra-apiserver in this process; withControllers turns
+// on the server's own controllers, otherwise the test starts the ones it
+// needs.
+func startServer(ctx context.Context, t *testing.T, wg *sync.WaitGroup, withControllers bool) *env {
+	t.Helper()
+	restConfig := framework.StartServer(ctx, t, wg, withControllers)
+	return &env{config: restConfig, kube: kubernetes.NewForConfigOrDie(restConfig), resource: versioned.NewForConfigOrDie(restConfig)}
 }

@@ -26,7 +26,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
@@ -35,7 +34,7 @@ import (
 	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/test/integration/framework"
 )
 
 const (
@@ -65,60 +64,12 @@ func TestResourceClaimController(t *testing.T) {
 		wg.Wait()
 	})
 
-	config := startServer(ctx, t, &wg)
+	config := framework.StartServer(ctx, t, &wg, false)
 	e := startController(ctx, t, &wg, config)
 
 	t.Run("pod with two template claims", func(t *testing.T) { testTwoTemplateClaims(ctx, t, e) })
 	t.Run("shared claim used by three pods", func(t *testing.T) { testSharedClaim(ctx, t, e) })
 	t.Run("claim of deleted pod", func(t *testing.T) { testDeletedPod(ctx, t, e) })
-}
-
-// startServer runs dra-apiserver in this process on a free port with its
-// own data directory and returns an admin client config.
-func startServer(ctx context.Context, t *testing.T, wg *sync.WaitGroup) *rest.Config {
-	t.Helper()
-	options := server.NewOptions()
-	options.DataDir = t.TempDir()
-	options.SecureServing.BindPort = 0
-	options.EmbeddedEtcd.UnsafeNoFsync = true
-	// The test runs the controller under test itself; the server's own
-	// set would be a second claim controller racing it.
-	options.Controllers.Run = false
-	if err := options.Complete(); err != nil {
-		t.Fatalf("complete options: %v", err)
-	}
-	if err := options.Validate(); err != nil {
-		t.Fatalf("validate options: %v", err)
-	}
-	config, err := options.Config(ctx)
-	if err != nil {
-		t.Fatalf("server config: %v", err)
-	}
-	kubeconfig := config.Extra.KubeconfigPath
-	srv, err := config.Complete().New()
-	if err != nil {
-		config.Close()
-		t.Fatalf("build server: %v", err)
-	}
-	wg.Go(func() {
-		if err := srv.Run(ctx); err != nil {
-			t.Errorf("server stopped: %v", err)
-		}
-	})
-
-	restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatalf("load admin kubeconfig: %v", err)
-	}
-	kube := kubernetes.NewForConfigOrDie(restConfig)
-	waitFor(ctx, t, "server ready with namespace "+namespace, func() (bool, error) {
-		if _, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
-			return false, nil
-		}
-		_, err := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
-		return err == nil, nil
-	})
-	return restConfig
 }
 
 // startController runs the controller as the server would, except that

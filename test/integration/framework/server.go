@@ -1,0 +1,72 @@
+// Package framework starts dra-apiserver inside a test process, for the
+// integration tests of the controllers.
+package framework
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/draplane/draplane/server"
+)
+
+// StartServer runs dra-apiserver in this process on a free port, with its
+// own data directory and etcd without fsync, until ctx ends (wg tracks
+// it). The server's own controllers are off unless withControllers: a test
+// that runs the controllers under test itself must not get a second set
+// racing them. It returns an admin client config without client-side rate
+// limit, once /readyz answers and namespace default exists.
+func StartServer(ctx context.Context, tb testing.TB, wg *sync.WaitGroup, withControllers bool) *rest.Config {
+	tb.Helper()
+	options := server.NewOptions()
+	options.DataDir = tb.TempDir()
+	options.SecureServing.BindPort = 0
+	options.EmbeddedEtcd.UnsafeNoFsync = true
+	options.Controllers.Run = withControllers
+	if err := options.Complete(); err != nil {
+		tb.Fatalf("complete options: %v", err)
+	}
+	if err := options.Validate(); err != nil {
+		tb.Fatalf("validate options: %v", err)
+	}
+	config, err := options.Config(ctx)
+	if err != nil {
+		tb.Fatalf("server config: %v", err)
+	}
+	kubeconfig := config.Extra.KubeconfigPath
+	srv, err := config.Complete().New()
+	if err != nil {
+		config.Close()
+		tb.Fatalf("build server: %v", err)
+	}
+	wg.Go(func() {
+		if err := srv.Run(ctx); err != nil {
+			tb.Errorf("server stopped: %v", err)
+		}
+	})
+
+	restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		tb.Fatalf("load admin kubeconfig: %v", err)
+	}
+	restConfig.QPS = -1
+	kube := kubernetes.NewForConfigOrDie(restConfig)
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if _, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+			return false, nil
+		}
+		_, err := kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		tb.Fatalf("server not ready with namespace default: %v", err)
+	}
+	return restConfig
+}
