@@ -1,19 +1,16 @@
 package deviceclass
 
 import (
-	"context"
 	"fmt"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/registry/internal/table"
 )
 
 // REST is the storage of DeviceClasses. It adds short names and categories
@@ -42,7 +39,7 @@ func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*
 		DeleteStrategy:      strategy,
 		ResetFieldsStrategy: strategy,
 
-		TableConvertor: tableConvertor{},
+		TableConvertor: tableConvertor,
 	}
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
 		return nil, fmt.Errorf("complete DeviceClass storage: %w", err)
@@ -57,48 +54,18 @@ func (r *REST) ShortNames() []string { return []string{"dvc"} }
 func (r *REST) Categories() []string { return []string{"dra"} }
 
 // tableConvertor renders the columns of `kubectl get deviceclasses`.
-type tableConvertor struct{}
-
-var columns = []metav1.TableColumnDefinition{
-	{Name: "Name", Type: "string", Format: "name", Description: "Name of the class."},
-	{Name: "Selectors", Type: "integer", Description: "Number of device selectors."},
-	{Name: "Extended Resource", Type: "string", Description: "Extended resource name that maps to this class, if any."},
-	{Name: "Age", Type: "string", Description: "Time since creation."},
-}
-
-func (tableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	var classes []resourceapi.DeviceClass
-	switch o := obj.(type) {
-	case *resourceapi.DeviceClass:
-		classes = []resourceapi.DeviceClass{*o}
-	case *resourceapi.DeviceClassList:
-		classes = o.Items
-	default:
-		return nil, fmt.Errorf("cannot render %T as a DeviceClass table", obj)
-	}
-	table := &metav1.Table{ColumnDefinitions: columns}
-	if list, err := meta.ListAccessor(obj); err == nil {
-		table.ResourceVersion = list.GetResourceVersion()
-		table.Continue = list.GetContinue()
-		table.RemainingItemCount = list.GetRemainingItemCount()
-	}
-	for i := range classes {
-		class := &classes[i]
+var tableConvertor = table.Convertor[*resourceapi.DeviceClass]{
+	Columns: []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string", Format: "name", Description: "Name of the class."},
+		{Name: "Selectors", Type: "integer", Description: "Number of device selectors."},
+		{Name: "Extended Resource", Type: "string", Description: "Extended resource name that maps to this class, if any."},
+		{Name: "Age", Type: "string", Description: "Time since creation."},
+	},
+	Row: func(class *resourceapi.DeviceClass) []interface{} {
 		extended := "<none>"
 		if class.Spec.ExtendedResourceName != nil {
 			extended = *class.Spec.ExtendedResourceName
 		}
-		table.Rows = append(table.Rows, metav1.TableRow{
-			Object: runtime.RawExtension{Object: class},
-			Cells:  []interface{}{class.Name, int64(len(class.Spec.Selectors)), extended, age(class.CreationTimestamp)},
-		})
-	}
-	return table, nil
-}
-
-func age(created metav1.Time) string {
-	if created.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(time.Since(created.Time))
+		return []interface{}{class.Name, int64(len(class.Spec.Selectors)), extended, table.Age(class.CreationTimestamp)}
+	},
 }

@@ -1,20 +1,17 @@
 package devicetaintrule
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/registry/internal/table"
 
 	"github.com/draplane/draplane/registry/internal/statusrest"
 )
@@ -46,7 +43,7 @@ func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*
 		DeleteStrategy:      strategy,
 		ResetFieldsStrategy: strategy,
 
-		TableConvertor: tableConvertor{},
+		TableConvertor: tableConvertor,
 	}
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
 		return nil, nil, fmt.Errorf("complete DeviceTaintRule storage: %w", err)
@@ -69,46 +66,23 @@ func (r *REST) Categories() []string { return []string{"dra"} }
 type StatusREST = statusrest.REST
 
 // tableConvertor renders the columns of `kubectl get devicetaintrules`.
-type tableConvertor struct{}
-
-var columns = []metav1.TableColumnDefinition{
-	{Name: "Name", Type: "string", Format: "name", Description: "Name of the rule."},
-	{Name: "Effect", Type: "string", Description: "Effect of the taint."},
-	{Name: "Taint", Type: "string", Description: "Taint as key=value."},
-	{Name: "Selector", Type: "string", Description: "Devices the rule taints, as driver/pool/device; * matches any."},
-	{Name: "Age", Type: "string", Description: "Time since creation."},
-}
-
-func (tableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	var rules []resourceapi.DeviceTaintRule
-	switch o := obj.(type) {
-	case *resourceapi.DeviceTaintRule:
-		rules = []resourceapi.DeviceTaintRule{*o}
-	case *resourceapi.DeviceTaintRuleList:
-		rules = o.Items
-	default:
-		return nil, fmt.Errorf("cannot render %T as a DeviceTaintRule table", obj)
-	}
-	table := &metav1.Table{ColumnDefinitions: columns}
-	if list, err := meta.ListAccessor(obj); err == nil {
-		table.ResourceVersion = list.GetResourceVersion()
-		table.Continue = list.GetContinue()
-		table.RemainingItemCount = list.GetRemainingItemCount()
-	}
-	for i := range rules {
-		rule := &rules[i]
+var tableConvertor = table.Convertor[*resourceapi.DeviceTaintRule]{
+	Columns: []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string", Format: "name", Description: "Name of the rule."},
+		{Name: "Effect", Type: "string", Description: "Effect of the taint."},
+		{Name: "Taint", Type: "string", Description: "Taint as key=value."},
+		{Name: "Selector", Type: "string", Description: "Devices the rule taints, as driver/pool/device; * matches any."},
+		{Name: "Age", Type: "string", Description: "Time since creation."},
+	},
+	Row: func(rule *resourceapi.DeviceTaintRule) []interface{} {
 		taint := rule.Spec.Taint.Key
 		if rule.Spec.Taint.Value != "" {
 			taint += "=" + rule.Spec.Taint.Value
 		}
-		table.Rows = append(table.Rows, metav1.TableRow{
-			Object: runtime.RawExtension{Object: rule},
-			Cells: []interface{}{
-				rule.Name, string(rule.Spec.Taint.Effect), taint, selectorString(rule.Spec.DeviceSelector), age(rule.CreationTimestamp),
-			},
-		})
-	}
-	return table, nil
+		return []interface{}{
+			rule.Name, string(rule.Spec.Taint.Effect), taint, selectorString(rule.Spec.DeviceSelector), table.Age(rule.CreationTimestamp),
+		}
+	},
 }
 
 // selectorString renders a selector as driver/pool/device with * for
@@ -124,11 +98,4 @@ func selectorString(selector *resourceapi.DeviceTaintSelector) string {
 		return *value
 	}
 	return strings.Join([]string{part(selector.Driver), part(selector.Pool), part(selector.Device)}, "/")
-}
-
-func age(created metav1.Time) string {
-	if created.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(time.Since(created.Time))
 }

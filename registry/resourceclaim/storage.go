@@ -1,21 +1,17 @@
 package resourceclaim
 
 import (
-	"context"
 	"fmt"
 	"sort"
-	"strings"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/registry/internal/table"
 
 	"github.com/draplane/draplane/registry/internal/statusrest"
 )
@@ -47,7 +43,7 @@ func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*
 		DeleteStrategy:      strategy,
 		ResetFieldsStrategy: strategy,
 
-		TableConvertor: tableConvertor{},
+		TableConvertor: tableConvertor,
 	}
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
 		return nil, nil, fmt.Errorf("complete ResourceClaim storage: %w", err)
@@ -70,35 +66,16 @@ func (r *REST) Categories() []string { return []string{"dra"} }
 type StatusREST = statusrest.REST
 
 // tableConvertor renders the columns of `kubectl get resourceclaims`.
-type tableConvertor struct{}
-
-var columns = []metav1.TableColumnDefinition{
-	{Name: "Name", Type: "string", Format: "name", Description: "Name of the claim."},
-	{Name: "State", Type: "string", Description: "pending, allocated or allocated,reserved; ,deleted while being deleted."},
-	{Name: "Class", Type: "string", Description: "Device classes the requests name."},
-	{Name: "Age", Type: "string", Description: "Time since creation."},
-	{Name: "Reserved For", Type: "string", Priority: 1, Description: "Consumers the claim is reserved for."},
-	{Name: "Devices", Type: "string", Priority: 1, Description: "Allocated devices as driver/pool/device."},
-}
-
-func (tableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	var claims []resourceapi.ResourceClaim
-	switch o := obj.(type) {
-	case *resourceapi.ResourceClaim:
-		claims = []resourceapi.ResourceClaim{*o}
-	case *resourceapi.ResourceClaimList:
-		claims = o.Items
-	default:
-		return nil, fmt.Errorf("cannot render %T as a ResourceClaim table", obj)
-	}
-	table := &metav1.Table{ColumnDefinitions: columns}
-	if list, err := meta.ListAccessor(obj); err == nil {
-		table.ResourceVersion = list.GetResourceVersion()
-		table.Continue = list.GetContinue()
-		table.RemainingItemCount = list.GetRemainingItemCount()
-	}
-	for i := range claims {
-		claim := &claims[i]
+var tableConvertor = table.Convertor[*resourceapi.ResourceClaim]{
+	Columns: []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string", Format: "name", Description: "Name of the claim."},
+		{Name: "State", Type: "string", Description: "pending, allocated or allocated,reserved; ,deleted while being deleted."},
+		{Name: "Class", Type: "string", Description: "Device classes the requests name."},
+		{Name: "Age", Type: "string", Description: "Time since creation."},
+		{Name: "Reserved For", Type: "string", Priority: 1, Description: "Consumers the claim is reserved for."},
+		{Name: "Devices", Type: "string", Priority: 1, Description: "Allocated devices as driver/pool/device."},
+	},
+	Row: func(claim *resourceapi.ResourceClaim) []interface{} {
 		var consumers []string
 		for _, ref := range claim.Status.ReservedFor {
 			consumers = append(consumers, ref.Resource+"/"+ref.Name)
@@ -109,15 +86,11 @@ func (tableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, ta
 				devices = append(devices, result.Driver+"/"+result.Pool+"/"+result.Device)
 			}
 		}
-		table.Rows = append(table.Rows, metav1.TableRow{
-			Object: runtime.RawExtension{Object: claim},
-			Cells: []interface{}{
-				claim.Name, ClaimState(claim), orNone(ClassNames(claim.Spec)), age(claim.CreationTimestamp),
-				orNone(consumers), orNone(devices),
-			},
-		})
-	}
-	return table, nil
+		return []interface{}{
+			claim.Name, ClaimState(claim), table.JoinOrNone(ClassNames(claim.Spec)), table.Age(claim.CreationTimestamp),
+			table.JoinOrNone(consumers), table.JoinOrNone(devices),
+		}
+	},
 }
 
 // ClassNames returns the sorted, distinct device classes a claim spec
@@ -140,18 +113,4 @@ func ClassNames(spec resourceapi.ResourceClaimSpec) []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-func orNone(values []string) string {
-	if len(values) == 0 {
-		return "<none>"
-	}
-	return strings.Join(values, ",")
-}
-
-func age(created metav1.Time) string {
-	if created.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(time.Since(created.Time))
 }

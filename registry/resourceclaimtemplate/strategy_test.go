@@ -74,7 +74,7 @@ func TestTable(t *testing.T) {
 			Name: "nic", FirstAvailable: []resourceapi.DeviceSubRequest{{Name: "a", DeviceClassName: "nic.example.com"}},
 		})
 	})
-	table, err := tableConvertor{}.ConvertToTable(context.Background(), template, nil)
+	table, err := tableConvertor.ConvertToTable(context.Background(), template, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,20 +1,17 @@
 package resourceslice
 
 import (
-	"context"
 	"fmt"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/registry/internal/table"
 )
 
 // REST is the storage of ResourceSlices. It adds short names and
@@ -44,7 +41,7 @@ func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*
 		DeleteStrategy:      strategy,
 		ResetFieldsStrategy: strategy,
 
-		TableConvertor: tableConvertor{},
+		TableConvertor: tableConvertor,
 	}
 	options := &generic.StoreOptions{
 		RESTOptions: optsGetter,
@@ -65,36 +62,17 @@ func (r *REST) ShortNames() []string { return []string{"rsl"} }
 func (r *REST) Categories() []string { return []string{"dra"} }
 
 // tableConvertor renders the columns of `kubectl get resourceslices`.
-type tableConvertor struct{}
-
-var columns = []metav1.TableColumnDefinition{
-	{Name: "Name", Type: "string", Format: "name", Description: "Name of the slice."},
-	{Name: "Node", Type: "string", Description: "Node the devices are local to; <none> for network-attached pools."},
-	{Name: "Driver", Type: "string", Description: "Driver that publishes the slice."},
-	{Name: "Pool", Type: "string", Description: "Pool the slice belongs to."},
-	{Name: "Devices", Type: "integer", Description: "Number of devices in the slice."},
-	{Name: "Age", Type: "string", Description: "Time since creation."},
-	{Name: "Generation", Type: "integer", Priority: 1, Description: "Pool generation."},
-}
-
-func (tableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	var slices []resourceapi.ResourceSlice
-	switch o := obj.(type) {
-	case *resourceapi.ResourceSlice:
-		slices = []resourceapi.ResourceSlice{*o}
-	case *resourceapi.ResourceSliceList:
-		slices = o.Items
-	default:
-		return nil, fmt.Errorf("cannot render %T as a ResourceSlice table", obj)
-	}
-	table := &metav1.Table{ColumnDefinitions: columns}
-	if list, err := meta.ListAccessor(obj); err == nil {
-		table.ResourceVersion = list.GetResourceVersion()
-		table.Continue = list.GetContinue()
-		table.RemainingItemCount = list.GetRemainingItemCount()
-	}
-	for i := range slices {
-		slice := &slices[i]
+var tableConvertor = table.Convertor[*resourceapi.ResourceSlice]{
+	Columns: []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string", Format: "name", Description: "Name of the slice."},
+		{Name: "Node", Type: "string", Description: "Node the devices are local to; <none> for network-attached pools."},
+		{Name: "Driver", Type: "string", Description: "Driver that publishes the slice."},
+		{Name: "Pool", Type: "string", Description: "Pool the slice belongs to."},
+		{Name: "Devices", Type: "integer", Description: "Number of devices in the slice."},
+		{Name: "Age", Type: "string", Description: "Time since creation."},
+		{Name: "Generation", Type: "integer", Priority: 1, Description: "Pool generation."},
+	},
+	Row: func(slice *resourceapi.ResourceSlice) []interface{} {
 		node := "<none>"
 		switch {
 		case slice.Spec.NodeName != nil && *slice.Spec.NodeName != "":
@@ -104,20 +82,9 @@ func (tableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, ta
 		case slice.Spec.NodeSelector != nil:
 			node = "<selector>"
 		}
-		table.Rows = append(table.Rows, metav1.TableRow{
-			Object: runtime.RawExtension{Object: slice},
-			Cells: []interface{}{
-				slice.Name, node, slice.Spec.Driver, slice.Spec.Pool.Name,
-				int64(len(slice.Spec.Devices)), age(slice.CreationTimestamp), slice.Spec.Pool.Generation,
-			},
-		})
-	}
-	return table, nil
-}
-
-func age(created metav1.Time) string {
-	if created.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(time.Since(created.Time))
+		return []interface{}{
+			slice.Name, node, slice.Spec.Driver, slice.Spec.Pool.Name,
+			int64(len(slice.Spec.Devices)), table.Age(slice.CreationTimestamp), slice.Spec.Pool.Generation,
+		}
+	},
 }

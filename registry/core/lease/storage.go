@@ -7,7 +7,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
-	"github.com/draplane/draplane/registry/core/internal/table"
+	"github.com/draplane/draplane/registry/internal/table"
 )
 
 // REST serves leases.

@@ -15,8 +15,8 @@ import (
 	storeerr "k8s.io/apiserver/pkg/storage/errors"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
-	"github.com/draplane/draplane/registry/core/internal/table"
 	"github.com/draplane/draplane/registry/internal/statusrest"
+	"github.com/draplane/draplane/registry/internal/table"
 )
 
 // REST serves namespaces. It wraps the generic store because deleting a

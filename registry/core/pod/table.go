@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/draplane/draplane/registry/core/internal/table"
+	"github.com/draplane/draplane/registry/internal/table"
 )
 
 var podSpecDescriptions = corev1.PodSpec{}.SwaggerDoc()

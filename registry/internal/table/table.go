@@ -1,10 +1,11 @@
-// Package table builds kubectl-style tables for the core-lite resources;
+// Package table builds kubectl-style tables for every resource we serve;
 // genericregistry.Store's default table only shows a name and an age.
 package table
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -69,4 +70,12 @@ func Age(t metav1.Time) string {
 		return "<unknown>"
 	}
 	return duration.HumanDuration(time.Since(t.Time))
+}
+
+// JoinOrNone renders values as a comma-separated cell, "<none>" if empty.
+func JoinOrNone(values []string) string {
+	if len(values) == 0 {
+		return "<none>"
+	}
+	return strings.Join(values, ",")
 }
