@@ -59,9 +59,7 @@ type quickstartStep struct {
 // $HOME, and each output the README shows must match what the command
 // printed. A command that fails fails the test.
 func TestQuickstart(t *testing.T) {
-	if kubectlPath == "" {
-		t.Skip("no kubectl at /usr/bin/kubectl or on PATH; set KUBECTL to run the kubectl tests")
-	}
+	requireKubectl(t)
 	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
 		t.Fatal(err)
