@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
-	"github.com/draplane/draplane/allocator/cel"
+	"github.com/draplane/draplane/cel"
 )
 
 // Policy chooses among nodes that all fit.
@@ -38,7 +38,7 @@ const (
 type Options struct {
 	Policy Policy
 	// Selectors compiles selector expressions. The default is the device
-	// CEL environment of allocator/cel; tests substitute simpler languages.
+	// CEL environment of package cel; tests substitute simpler languages.
 	Selectors SelectorCompiler
 	// NewShareID generates the share IDs of allocations of devices that
 	// allow multiple allocations. Defaults to random UIDs; tests set it to

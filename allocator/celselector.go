@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/draplane/draplane/allocator/cel"
+	"github.com/draplane/draplane/cel"
 )
 
 // preparedInput holds a device converted for CEL once, shared by all

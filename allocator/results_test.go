@@ -312,7 +312,7 @@ func TestPackingWithinNode(t *testing.T) {
 	}
 }
 
-// TestCELSelectors runs the default compiler, the allocator/cel environment.
+// TestCELSelectors runs the default compiler, the environment of package cel.
 func TestCELSelectors(t *testing.T) {
 	var numbers []string
 	for i := 0; i < 100; i++ {

@@ -7,7 +7,7 @@ import (
 )
 
 // SelectorDevice is what a selector expression sees of a device. It mirrors
-// the device type of the CEL environment in allocator/cel so the allocator
+// the device type of the CEL environment in package cel so the allocator
 // can be tested with other matchers.
 type SelectorDevice struct {
 	Driver                   string

@@ -10,7 +10,7 @@ targets=(
   "./apis/resource FuzzDecode"
   "./apis/resource FuzzValidate"
   "./apis/resource FuzzV1beta1Conversion"
-  "./allocator/cel FuzzCompile"
+  "./cel FuzzCompile"
 )
 for entry in "${targets[@]}"; do
   read -r pkg target <<<"${entry}"

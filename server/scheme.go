@@ -14,7 +14,6 @@ import (
 	"github.com/draplane/draplane/apis/resource/install"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
-	"github.com/draplane/draplane/registry/resourceslice"
 )
 
 // newScheme returns the scheme the server decodes, converts and encodes
@@ -23,9 +22,6 @@ import (
 func newScheme(coreLite bool) (*runtime.Scheme, serializer.CodecFactory, error) {
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
-	if err := resourceslice.AddFieldLabelConversions(scheme); err != nil {
-		return nil, serializer.CodecFactory{}, err
-	}
 	if coreLite {
 		if err := addCoreLiteToScheme(scheme); err != nil {
 			return nil, serializer.CodecFactory{}, fmt.Errorf("register core-lite types: %w", err)

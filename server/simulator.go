@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
-	"github.com/draplane/draplane/controllers/simulator"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/simulator"
 )
 
 // SimulatorOptions say whether and what the simulator simulates.

@@ -71,7 +71,7 @@ type Options struct {
 	// Policy chooses among nodes that fit; MostAllocated by default.
 	Policy allocator.Policy
 	// Selectors compiles device selectors; the CEL environment of
-	// allocator/cel by default.
+	// package cel by default.
 	Selectors allocator.SelectorCompiler
 	// MinRetryDelay and MaxRetryDelay bound the per-pod exponential
 	// backoff after errors and between attempts to place an

@@ -11,7 +11,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/server/etcdtest"
+	"github.com/draplane/draplane/internal/testing/etcdtest"
 )
 
 func TestStorageRefusesSpecChanges(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/server/etcdtest"
+	"github.com/draplane/draplane/internal/testing/etcdtest"
 )
 
 // newTestREST returns the storage on a fresh embedded etcd, encoding v1

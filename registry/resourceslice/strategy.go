@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/storage"
@@ -21,8 +20,6 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
 	"github.com/draplane/draplane/apis/resource/validation"
 )
 
@@ -173,28 +170,4 @@ func indexers() *cache.Indexers {
 			return []string{*slice.Spec.NodeName}, nil
 		},
 	}
-}
-
-// AddFieldLabelConversions registers the field selectors ResourceSlices
-// support for every served version; without them the server only accepts
-// metadata.name and metadata.namespace.
-func AddFieldLabelConversions(scheme *runtime.Scheme) error {
-	for _, gv := range []schema.GroupVersion{resourcev1.SchemeGroupVersion, resourcev1beta1.SchemeGroupVersion} {
-		kind := gv.WithKind("ResourceSlice")
-		err := scheme.AddFieldLabelConversionFunc(kind, func(label, value string) (string, string, error) {
-			switch label {
-			case "metadata.name",
-				resourceapi.ResourceSliceSelectorNodeName,
-				resourceapi.ResourceSliceSelectorDriver,
-				resourceapi.ResourceSliceSelectorPoolName:
-				return label, value, nil
-			default:
-				return "", "", fmt.Errorf("field label not supported for %s: %s", kind, label)
-			}
-		})
-		if err != nil {
-			return fmt.Errorf("add field label conversion for %s: %w", kind, err)
-		}
-	}
-	return nil
 }

@@ -164,23 +164,3 @@ func TestSelectableFields(t *testing.T) {
 		})
 	}
 }
-
-func TestFieldLabelConversions(t *testing.T) {
-	scheme := testScheme()
-	if err := AddFieldLabelConversions(scheme); err != nil {
-		t.Fatal(err)
-	}
-	for _, version := range []string{"v1", "v1beta1"} {
-		gvk := resourceapi.SchemeGroupVersion.WithKind("ResourceSlice")
-		gvk.Version = version
-		for label, wantErr := range map[string]bool{
-			"metadata.name": false, "spec.nodeName": false, "spec.driver": false, "spec.pool.name": false,
-			"spec.devices": true, "metadata.namespace": true,
-		} {
-			_, _, err := scheme.ConvertFieldLabel(gvk, label, "x")
-			if (err != nil) != wantErr {
-				t.Errorf("%s %s: err %v, want error %v", version, label, err, wantErr)
-			}
-		}
-	}
-}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/server/etcdtest"
+	"github.com/draplane/draplane/internal/testing/etcdtest"
 )
 
 // TestExternalEtcd: with --etcd-servers nothing is embedded and the

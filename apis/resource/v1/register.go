@@ -21,7 +21,7 @@ var (
 	// localSchemeBuilder is extended by the generated conversion and
 	// defaulting registration in init functions.
 	localSchemeBuilder = &SchemeBuilder
-	SchemeBuilder      = runtime.NewSchemeBuilder(addKnownTypes, addDefaultingFuncs)
+	SchemeBuilder      = runtime.NewSchemeBuilder(addKnownTypes, addDefaultingFuncs, addFieldLabelConversions)
 	AddToScheme        = localSchemeBuilder.AddToScheme
 )
 

@@ -14,8 +14,8 @@ import (
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 
-	dracel "github.com/draplane/draplane/allocator/cel"
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	dracel "github.com/draplane/draplane/cel"
 )
 
 // storedExpressions holds the CEL expressions of the object as it was

@@ -1,4 +1,4 @@
-package allocationintegration
+package allocation
 
 import (
 	"context"

@@ -1,8 +1,8 @@
-// Package allocationintegration runs the allocation controller, with the
+// Package allocation runs the allocation controller, with the
 // resource claim controller, against the real dra-apiserver (in-process,
 // embedded etcd). The helpers here are shared by the integration tests
-// in this directory and the benchmark in controllers/allocation.
-package allocationintegration
+// and the benchmark in this directory.
+package allocation
 
 import (
 	"context"

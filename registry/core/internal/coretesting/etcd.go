@@ -16,8 +16,8 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 
+	"github.com/draplane/draplane/internal/testing/etcdtest"
 	"github.com/draplane/draplane/registry/core/internal/corescheme"
-	"github.com/draplane/draplane/server/etcdtest"
 )
 
 // StartEtcd starts an embedded etcd on unix sockets (never on 2379/2380)
