@@ -61,7 +61,7 @@ verify: fmt vet verify-codegen test ## gofmt, go vet, verify-codegen and the tes
 .PHONY: bench
 bench: ## Allocator benchmarks (ns/op, B/op, allocs/op) and pods bound/s by the allocation controller on a real in-process server.
 	$(GO) test -run '^$$' -bench . -benchmem ./allocator/
-	$(GO) test -run '^$$' -bench BenchmarkPodsBoundPerSecond -benchtime=1x ./controllers/allocation/
+	$(GO) test -run '^$$' -bench BenchmarkPodsBoundPerSecond -benchtime=1x ./test/integration/allocation/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s).

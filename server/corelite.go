@@ -31,19 +31,19 @@ var bootstrapNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSyst
 
 func addCoreLiteToScheme(scheme *runtime.Scheme) error { return core.AddToScheme(scheme) }
 
-// coreLite is what serving core-lite needs besides storage: clients and
+// CoreLite is what serving core-lite needs besides storage: clients and
 // informers over the loopback connection, shared by the admission plugin
 // and the namespace controller.
-type coreLite struct {
+type CoreLite struct {
 	client        kubernetes.Interface
 	dynamicClient dynamic.Interface
 	informers     informers.SharedInformerFactory
 }
 
-// newCoreLite builds the loopback clients and the NamespaceLifecycle
+// NewCoreLite builds the loopback clients and the NamespaceLifecycle
 // admission plugin: no object may be created in a namespace that does not
 // exist or is being deleted.
-func newCoreLite(loopback *rest.Config) (*coreLite, admission.Interface, error) {
+func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return nil, nil, fmt.Errorf("loopback client: %w", err)
@@ -52,7 +52,7 @@ func newCoreLite(loopback *rest.Config) (*coreLite, admission.Interface, error) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("loopback dynamic client: %w", err)
 	}
-	c := &coreLite{
+	c := &CoreLite{
 		client:        client,
 		dynamicClient: dynamicClient,
 		informers:     informers.NewSharedInformerFactory(client, 10*time.Minute),
@@ -72,7 +72,7 @@ func newCoreLite(loopback *rest.Config) (*coreLite, admission.Interface, error) 
 // install serves core/v1 and coordination.k8s.io/v1 and adds the hooks
 // that start the informers, create the bootstrap namespaces and run the
 // namespace controller.
-func (c *coreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
+func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
 	legacy, err := core.NewLegacyStorage(optsGetter)
 	if err != nil {
 		return fmt.Errorf("core/v1 storage: %w", err)
@@ -115,7 +115,7 @@ func (c *coreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 
 // createBootstrapNamespaces creates default and kube-system. /readyz waits
 // for it, so clients never see a server without them.
-func (c *coreLite) createBootstrapNamespaces(hook genericapiserver.PostStartHookContext) error {
+func (c *CoreLite) createBootstrapNamespaces(hook genericapiserver.PostStartHookContext) error {
 	logger := klog.Background().WithName("bootstrap-namespaces")
 	return wait.PollUntilContextTimeout(hook, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, name := range bootstrapNamespaces {

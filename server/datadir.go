@@ -9,15 +9,15 @@ import (
 	"syscall"
 )
 
-// dataDirLock is an exclusive lock on a data dir. Two servers on one data
+// DataDirLock is an exclusive lock on a data dir. Two servers on one data
 // dir would fight over the etcd files (the second one blocks forever in
 // etcd's own WAL lock), so the second fails at once instead.
-type dataDirLock struct {
+type DataDirLock struct {
 	file *os.File
 }
 
-// lockDataDir takes the lock or says which process holds it.
-func lockDataDir(dir string) (*dataDirLock, error) {
+// LockDataDir takes the lock or says which process holds it.
+func LockDataDir(dir string) (*DataDirLock, error) {
 	path := filepath.Join(dir, "lock")
 	file, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -35,12 +35,12 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 	if err := file.Truncate(0); err == nil {
 		_, _ = file.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return &dataDirLock{file: file}, nil
+	return &DataDirLock{file: file}, nil
 }
 
 // Unlock releases the lock; the kernel also releases it when the process
 // dies, so kill -9 never leaves a stale lock behind.
-func (l *dataDirLock) Unlock() {
+func (l *DataDirLock) Unlock() {
 	if l == nil || l.file == nil {
 		return
 	}

@@ -9,16 +9,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/klog/v2"
 )
 
-// EmbeddedEtcdOptions configure the etcd that runs inside the process when
+// EmbeddedEtcdConfig configures the etcd that runs inside the process when
 // no --etcd-servers are given.
-type EmbeddedEtcdOptions struct {
+type EmbeddedEtcdConfig struct {
 	// QuotaBackendBytes is the size at which etcd stops accepting writes.
 	QuotaBackendBytes int64
 	// UnsafeNoFsync trades durability for speed: a crash can lose or
@@ -28,41 +26,8 @@ type EmbeddedEtcdOptions struct {
 	LogLevel string
 }
 
-// NewEmbeddedEtcdOptions returns the defaults: 1 GiB quota (etcd's own
-// default of 2 GiB is more than a development control plane needs and
-// makes a runaway writer fill the disk before it is noticed), fsync on,
-// only errors logged.
-func NewEmbeddedEtcdOptions() *EmbeddedEtcdOptions {
-	return &EmbeddedEtcdOptions{
-		QuotaBackendBytes: 1 << 30,
-		LogLevel:          "error",
-	}
-}
-
-// AddFlags adds the embedded etcd flags.
-func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.Int64Var(&o.QuotaBackendBytes, "embedded-etcd-quota-backend-bytes", o.QuotaBackendBytes,
-		"Size in bytes at which the embedded etcd stops accepting writes (it then has to be compacted and defragmented).")
-	fs.BoolVar(&o.UnsafeNoFsync, "embedded-etcd-unsafe-no-fsync", o.UnsafeNoFsync,
-		"Turn off fsync in the embedded etcd. UNSAFE: a crash can lose or corrupt data. Only for throwaway development data.")
-	fs.StringVar(&o.LogLevel, "embedded-etcd-log-level", o.LogLevel,
-		"Log level of the embedded etcd: debug, info, warn, error, panic or fatal.")
-}
-
-// Validate checks the embedded etcd options.
-func (o *EmbeddedEtcdOptions) Validate() []error {
-	var errs []error
-	if o.QuotaBackendBytes <= 0 {
-		errs = append(errs, fmt.Errorf("--embedded-etcd-quota-backend-bytes must be positive, got %d", o.QuotaBackendBytes))
-	}
-	if _, err := zapcore.ParseLevel(o.LogLevel); err != nil {
-		errs = append(errs, fmt.Errorf("--embedded-etcd-log-level: %w", err))
-	}
-	return errs
-}
-
-// embeddedEtcd is a single-member etcd running in this process.
-type embeddedEtcd struct {
+// EmbeddedEtcd is a single-member etcd running in this process.
+type EmbeddedEtcd struct {
 	etcd     *embed.Etcd
 	logLevel zap.AtomicLevel
 	// ClientURL is where the API server's storage connects.
@@ -72,7 +37,7 @@ type embeddedEtcd struct {
 // startEmbeddedEtcd starts a one-member etcd with its data in dir. It
 // listens on loopback only, on ports the kernel picks, so it never
 // collides with a system etcd on 2379/2380.
-func startEmbeddedEtcd(ctx context.Context, dir string, o *EmbeddedEtcdOptions) (*embeddedEtcd, error) {
+func startEmbeddedEtcd(ctx context.Context, dir string, o *EmbeddedEtcdConfig) (*EmbeddedEtcd, error) {
 	logger := klog.FromContext(ctx)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create etcd data dir: %w", err)
@@ -142,17 +107,22 @@ func startEmbeddedEtcd(ctx context.Context, dir string, o *EmbeddedEtcdOptions) 
 		}
 	}()
 	logger.V(2).Info("Embedded etcd ready", "dir", dir, "url", clientURL, "duration", time.Since(start))
-	return &embeddedEtcd{etcd: e, logLevel: level, ClientURL: clientURL}, nil
+	return &EmbeddedEtcd{etcd: e, logLevel: level, ClientURL: clientURL}, nil
 }
 
 // Close stops etcd. Its logger is silenced first: closing the listeners
 // makes etcd log harmless "use of closed network connection" errors.
-func (e *embeddedEtcd) Close() {
+func (e *EmbeddedEtcd) Close() {
 	if e == nil {
 		return
 	}
 	e.logLevel.SetLevel(zap.FatalLevel)
 	e.etcd.Close()
+}
+
+// StartEmbeddedEtcd starts the embedded etcd of a data dir.
+func StartEmbeddedEtcd(ctx context.Context, dataDir string, config EmbeddedEtcdConfig) (*EmbeddedEtcd, error) {
+	return startEmbeddedEtcd(ctx, etcdDir(dataDir), &config)
 }
 
 // etcdDir is where the embedded etcd keeps its data inside the data dir.

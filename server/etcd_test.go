@@ -15,7 +15,7 @@ func TestEmbeddedEtcdServes(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	dir := t.TempDir()
 	for round, op := range []string{"put", "get"} {
-		e, err := startEmbeddedEtcd(ctx, dir, &EmbeddedEtcdOptions{QuotaBackendBytes: 1 << 28, LogLevel: "error"})
+		e, err := startEmbeddedEtcd(ctx, dir, &EmbeddedEtcdConfig{QuotaBackendBytes: 1 << 28, LogLevel: "error"})
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}

@@ -280,3 +280,38 @@ func writeAdminKubeconfig(path, serverURL string, caPEM, certPEM, keyPEM []byte)
 	}
 	return writeFileAtomic(path, data, 0o600)
 }
+
+// CAFile is the CA of a data dir: it signs the serving and client
+// certificates, and standalone it is the client CA the server trusts.
+func CAFile(dataDir string) string { return filepath.Join(pkiDir(dataDir), "ca.crt") }
+
+// EnsureServingCert returns the serving certificate of a data dir, signed
+// by its CA (created on first use) and valid for dnsNames and ips; an
+// existing certificate is reused while it covers them.
+func EnsureServingCert(dataDir string, dnsNames []string, ips []net.IP) (certFile, keyFile string, err error) {
+	ca, err := loadOrCreatePKI(pkiDir(dataDir))
+	if err != nil {
+		return "", "", err
+	}
+	return ca.ensureServingCert(dnsNames, ips)
+}
+
+// WriteAdminKubeconfig writes the admin kubeconfig of a data dir for the
+// server at serverURL and returns its path.
+func WriteAdminKubeconfig(dataDir, serverURL string) (string, error) {
+	ca, err := loadOrCreatePKI(pkiDir(dataDir))
+	if err != nil {
+		return "", err
+	}
+	certPEM, keyPEM, err := ca.ensureAdminCert()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dataDir, AdminKubeconfigName)
+	if err := writeAdminKubeconfig(path, serverURL, ca.caPEM, certPEM, keyPEM); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+func pkiDir(dataDir string) string { return filepath.Join(dataDir, "pki") }

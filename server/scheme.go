@@ -16,10 +16,10 @@ import (
 	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
 )
 
-// newScheme returns the scheme the server decodes, converts and encodes
+// NewScheme returns the scheme the server decodes, converts and encodes
 // with: resource.draplane.dev (internal, v1, v1beta1) and, with core-lite,
 // the core types under their real and internal versions.
-func newScheme(coreLite bool) (*runtime.Scheme, serializer.CodecFactory, error) {
+func NewScheme(coreLite bool) (*runtime.Scheme, serializer.CodecFactory, error) {
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
 	if coreLite {

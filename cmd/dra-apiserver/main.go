@@ -1,5 +1,6 @@
 // Command dra-apiserver is the draplane control plane. Everything but
-// building the command lives in package server.
+// building the command lives in package app (the command and its options)
+// and the packages it builds on.
 package main
 
 import (
@@ -7,9 +8,9 @@ import (
 
 	"k8s.io/component-base/cli"
 
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/cmd/dra-apiserver/app"
 )
 
 func main() {
-	os.Exit(cli.Run(server.NewCommand()))
+	os.Exit(cli.Run(app.NewCommand()))
 }

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/cmd/dra-apiserver/app"
 )
 
 // StartServer runs dra-apiserver in this process on a free port, with its
@@ -25,7 +25,7 @@ import (
 // limit, once /readyz answers and namespace default exists.
 func StartServer(ctx context.Context, tb testing.TB, wg *sync.WaitGroup, withControllers bool) *rest.Config {
 	tb.Helper()
-	options := server.NewOptions()
+	options := app.NewOptions()
 	options.DataDir = tb.TempDir()
 	options.SecureServing.BindPort = 0
 	options.EmbeddedEtcd.UnsafeNoFsync = true

@@ -1,7 +1,6 @@
-package server
+package app
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -33,35 +32,6 @@ func TestSimulatorOptionsValidate(t *testing.T) {
 				t.Errorf("unexpected errors: %v", errs)
 			case tc.wantErr != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.wantErr)):
 				t.Errorf("errors %v, want one about %s", errs, tc.wantErr)
-			}
-		})
-	}
-}
-
-// TestSimulatorReadyz: /readyz waits until this replica registered the
-// simulated nodes, or another replica runs the simulator.
-func TestSimulatorReadyz(t *testing.T) {
-	tests := []struct {
-		name                string
-		seeded, otherLeader bool
-		wantReady           bool
-	}{
-		{name: "starting"},
-		{name: "seeded", seeded: true, wantReady: true},
-		{name: "another replica leads", otherLeader: true, wantReady: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newSimulatorRunner(NewSimulatorOptions(), NewControllerOptions())
-			r.seeded.Store(tc.seeded)
-			r.otherLeader.Store(tc.otherLeader)
-			check := r.readyzCheck()
-			if check.Name() != "simulator" {
-				t.Errorf("check name %q", check.Name())
-			}
-			req, _ := http.NewRequest(http.MethodGet, "/readyz", nil)
-			if err := check.Check(req); (err == nil) != tc.wantReady {
-				t.Errorf("check error %v, want ready=%v", err, tc.wantReady)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package server
+package app
 
 import (
 	"encoding/json"
@@ -50,12 +50,12 @@ kubeconfig in --data-dir, serving on https://127.0.0.1:6444.`,
 			if err != nil {
 				return err
 			}
-			server, err := cfg.Complete().New()
+			srv, err := cfg.Complete().New()
 			if err != nil {
 				cfg.Close()
 				return err
 			}
-			return server.Run(ctx)
+			return srv.Run(ctx)
 		},
 	}
 

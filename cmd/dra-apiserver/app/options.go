@@ -1,8 +1,7 @@
-// Package server builds and runs dra-apiserver: options own the flags,
-// Config holds everything resolved from them (certificates, storage,
-// embedded etcd), a CompletedConfig builds the Server, and the Server runs
-// until its context ends.
-package server
+// Package app is the dra-apiserver command: its options own the flags,
+// Complete and Validate them, and resolve them into the server.Config the
+// API server is built from.
+package app
 
 import (
 	"errors"
@@ -15,6 +14,8 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
+
+	"github.com/draplane/draplane/server"
 )
 
 const (
@@ -23,8 +24,6 @@ const (
 	DefaultSecurePort = 6444
 	// etcdPrefix is the key prefix of every object in etcd.
 	etcdPrefix = "/registry"
-	// AdminKubeconfigName is the kubeconfig written into the data dir.
-	AdminKubeconfigName = "admin.kubeconfig"
 )
 
 // Options are everything a user can set on the command line.
@@ -48,7 +47,7 @@ type Options struct {
 	CoreLite bool
 
 	// Aggregated chooses the mode (--mode) and holds aggregated mode's
-	// flags (server/aggregated.go).
+	// flags (aggregated.go).
 	Aggregated     *AggregatedOptions
 	Controllers    *ControllerOptions
 	Simulator      *SimulatorOptions
@@ -93,7 +92,7 @@ func NewOptions() *Options {
 	// anything, everybody else is denied (no SubjectAccessReview without a
 	// cluster).
 	o.Authorization.AlwaysAllowPaths = []string{"/healthz", "/healthz/*", "/readyz", "/readyz/*", "/livez", "/livez/*"}
-	o.Authorization.AlwaysAllowGroups = []string{AdminGroup}
+	o.Authorization.AlwaysAllowGroups = []string{server.AdminGroup}
 	return o
 }
 
@@ -143,7 +142,7 @@ func (o *Options) Complete() error {
 	// Aggregated, client certificates are the host's (its client CA from
 	// the extension-apiserver-authentication ConfigMap).
 	if o.Authentication.ClientCert.ClientCA == "" && !o.Aggregated.Aggregated() {
-		o.Authentication.ClientCert.ClientCA = filepath.Join(pkiDir(o.DataDir), "ca.crt")
+		o.Authentication.ClientCert.ClientCA = server.CAFile(o.DataDir)
 	}
 	return nil
 }
@@ -187,5 +186,3 @@ func DefaultDataDir() (string, error) {
 	}
 	return filepath.Join(home, ".local", "state", "draplane"), nil
 }
-
-func pkiDir(dataDir string) string { return filepath.Join(dataDir, "pki") }

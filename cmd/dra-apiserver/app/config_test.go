@@ -1,4 +1,4 @@
-package server
+package app
 
 import (
 	"path/filepath"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/draplane/draplane/server"
 )
 
 // TestConfigFailureReleasesEverything: a failure after the embedded etcd
@@ -27,7 +29,7 @@ func TestConfigFailureReleasesEverything(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "etcd storage") {
 		t.Fatalf("Config: got %v, want an etcd storage error", err)
 	}
-	lock, err := lockDataDir(dataDir)
+	lock, err := server.LockDataDir(dataDir)
 	if err != nil {
 		t.Fatalf("data dir still locked after a failed Config: %v", err)
 	}

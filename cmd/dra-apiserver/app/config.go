@@ -1,0 +1,217 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apiserver/pkg/admission"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
+
+	"github.com/draplane/draplane/controllermanager"
+	"github.com/draplane/draplane/server"
+)
+
+// Config resolves the options into a server.Config. With no
+// --etcd-servers it starts the embedded etcd; the caller owns it through
+// the Server (or Config.Close when building the server fails).
+func (o *Options) Config(ctx context.Context) (*server.Config, error) {
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	lock, err := server.LockDataDir(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	// Etcd takes the longest to start; everything else is done meanwhile.
+	etcd := o.startEtcd(ctx)
+	cfg, err := o.config(etcd)
+	if err != nil {
+		// Waits for etcd, so that a failure never leaves it running.
+		if e, _ := etcd.wait(); e != nil {
+			e.Close()
+		}
+		lock.Unlock()
+		return nil, err
+	}
+	cfg.Extra.Lock = lock
+	return cfg, nil
+}
+
+// config builds everything but the data dir lock; etcd is waited for only
+// when storage needs its address.
+func (o *Options) config(etcd *startingEtcd) (*server.Config, error) {
+	scheme, codecs, err := server.NewScheme(o.CoreLite)
+	if err != nil {
+		return nil, err
+	}
+	generic, err := server.NewRecommendedConfig(codecs)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &server.Config{Generic: generic, Extra: server.ExtraConfig{Scheme: scheme, Codecs: codecs, DataDir: o.DataDir}}
+	if err := o.applyServing(generic); err != nil {
+		return nil, err
+	}
+	if err := o.Authentication.ApplyTo(&generic.Authentication, generic.SecureServing, generic.OpenAPIConfig); err != nil {
+		return nil, fmt.Errorf("authentication: %w", err)
+	}
+	if err := o.Authorization.ApplyTo(&generic.Authorization); err != nil {
+		return nil, fmt.Errorf("authorization: %w", err)
+	}
+	cfg.Extra.ServerURL = o.externalAddress(generic)
+	if cfg.Extra.KubeconfigPath, err = server.WriteAdminKubeconfig(o.DataDir, cfg.Extra.ServerURL); err != nil {
+		return nil, err
+	}
+	generic.AdmissionControl = admission.NewChainHandler()
+	if o.CoreLite {
+		coreLite, plugin, err := server.NewCoreLite(generic.LoopbackClientConfig)
+		if err != nil {
+			return nil, err
+		}
+		generic.AdmissionControl = plugin
+		cfg.Extra.CoreLite = coreLite
+	}
+	if cfg.Extra.ControllerManager, err = o.controllerManagerConfig(); err != nil {
+		return nil, err
+	}
+	if cfg.Extra.Etcd, err = etcd.wait(); err != nil {
+		return nil, err
+	}
+	if err := o.applyStorage(generic, scheme, codecs, cfg.Extra.Etcd); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// startingEtcd is the embedded etcd while it starts.
+type startingEtcd struct {
+	done chan struct{}
+	etcd *server.EmbeddedEtcd
+	err  error
+}
+
+// startEtcd starts the embedded etcd in the background; with
+// --etcd-servers there is none to start.
+func (o *Options) startEtcd(ctx context.Context) *startingEtcd {
+	s := &startingEtcd{done: make(chan struct{})}
+	if !o.embedded() {
+		close(s.done)
+		return s
+	}
+	go func() {
+		defer close(s.done)
+		s.etcd, s.err = server.StartEmbeddedEtcd(ctx, o.DataDir, o.EmbeddedEtcd.config())
+	}()
+	return s
+}
+
+// wait returns the started etcd (nil with --etcd-servers); it can be
+// called more than once.
+func (s *startingEtcd) wait() (*server.EmbeddedEtcd, error) {
+	<-s.done
+	return s.etcd, s.err
+}
+
+// applyServing signs a serving certificate by the data dir's CA unless one
+// is given, binds a free port for --secure-port=0 and applies the serving
+// options.
+func (o *Options) applyServing(generic *genericapiserver.RecommendedConfig) error {
+	if o.SecureServing.ServerCert.CertKey.CertFile == "" && o.SecureServing.ServerCert.GeneratedCert == nil {
+		dnsNames, ips := o.Aggregated.servingNames(servingNames(o.SecureServing.BindAddress))
+		certFile, keyFile, err := server.EnsureServingCert(o.DataDir, dnsNames, ips)
+		if err != nil {
+			return err
+		}
+		o.SecureServing.ServerCert.CertKey.CertFile = certFile
+		o.SecureServing.ServerCert.CertKey.KeyFile = keyFile
+	}
+	if o.SecureServing.BindPort == 0 && o.SecureServing.Listener == nil {
+		// Port 0 would turn serving off in the generic options; here it
+		// means "any free port", reported in the kubeconfig.
+		host := "127.0.0.1"
+		if ip := o.SecureServing.BindAddress; ip != nil {
+			host = ip.String()
+		}
+		listener, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return fmt.Errorf("listen on a free port: %w", err)
+		}
+		o.SecureServing.Listener = listener
+		o.SecureServing.BindPort = listener.Addr().(*net.TCPAddr).Port
+	}
+	if err := o.SecureServing.ApplyToConfig(&generic.Config); err != nil {
+		return fmt.Errorf("secure serving: %w", err)
+	}
+	return nil
+}
+
+// externalAddress sets the address clients reach the server at and
+// returns its URL.
+func (o *Options) externalAddress(generic *genericapiserver.RecommendedConfig) string {
+	port := o.SecureServing.BindPort
+	if addr, ok := generic.SecureServing.Listener.Addr().(*net.TCPAddr); ok {
+		port = addr.Port
+	}
+	host := "127.0.0.1"
+	if ip := o.SecureServing.BindAddress; ip != nil && !ip.IsUnspecified() {
+		host = ip.String()
+	}
+	generic.ExternalAddress = net.JoinHostPort(host, strconv.Itoa(port))
+	return "https://" + generic.ExternalAddress
+}
+
+// applyStorage stores every resource in etcd: the embedded one when it
+// runs, else --etcd-servers.
+func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, scheme *runtime.Scheme, codecs serializer.CodecFactory, etcd *server.EmbeddedEtcd) error {
+	etcdOptions := *o.Etcd
+	if etcd != nil {
+		etcdOptions.StorageConfig.Transport.ServerList = []string{etcd.ClientURL}
+	}
+	storageFactory := serverstorage.NewDefaultStorageFactory(
+		etcdOptions.StorageConfig,
+		etcdOptions.DefaultStorageMediaType,
+		codecs,
+		serverstorage.NewDefaultResourceEncodingConfigForEffectiveVersion(scheme, generic.EffectiveVersion),
+		generic.MergedResourceConfig,
+		nil,
+	)
+	if err := etcdOptions.ApplyWithStorageFactoryTo(storageFactory, &generic.Config); err != nil {
+		return fmt.Errorf("etcd storage: %w", err)
+	}
+	return nil
+}
+
+// controllerManagerConfig is what runs in-process: the controllers (on
+// the host cluster's pods and nodes in aggregated mode) and the simulator.
+func (o *Options) controllerManagerConfig() (*controllermanager.Config, error) {
+	c := &controllermanager.Config{PodMode: o.Aggregated.podMode(), Simulator: o.Simulator.config()}
+	o.Controllers.ApplyTo(c)
+	if o.Controllers.Run && o.Aggregated.Aggregated() {
+		// Pods, nodes, events and leases are the host cluster's.
+		host, err := o.Aggregated.hostConfig()
+		if err != nil {
+			return nil, err
+		}
+		c.Host = host
+	}
+	return c, nil
+}
+
+// servingNames are the names the serving certificate is valid for.
+func servingNames(bind net.IP) ([]string, []net.IP) {
+	dnsNames := []string{"localhost"}
+	if hostname, err := os.Hostname(); err == nil && hostname != "" && hostname != "localhost" {
+		dnsNames = append(dnsNames, hostname)
+	}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}
+	if bind != nil && !bind.IsUnspecified() && !bind.IsLoopback() {
+		ips = append(ips, bind)
+	}
+	return dnsNames, ips
+}

@@ -1,0 +1,97 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/draplane/draplane/controllermanager"
+	"github.com/draplane/draplane/controllers/devicetainteviction"
+)
+
+// ControllerOptions say whether and how the in-process controllers run.
+type ControllerOptions struct {
+	// Run turns the controllers on.
+	Run bool
+	// LeaderElect makes replicas on one etcd share the work: only the
+	// holder of the lease runs controllers.
+	LeaderElect   bool
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	// LeaseNamespace and LeaseName name the coordination.k8s.io Lease.
+	LeaseNamespace string
+	LeaseName      string
+	// Workers per controller.
+	Workers int
+	// EvictionsPerSecond bounds device taint evictions over the whole
+	// control plane.
+	EvictionsPerSecond float64
+	// ClientQPS and ClientBurst bound the controllers' loopback client.
+	ClientQPS   float32
+	ClientBurst int
+}
+
+// NewControllerOptions returns the defaults: controllers on, behind leader
+// election with the timings of kube-controller-manager.
+func NewControllerOptions() *ControllerOptions {
+	return &ControllerOptions{
+		Run:                true,
+		LeaderElect:        true,
+		LeaseDuration:      15 * time.Second,
+		RenewDeadline:      10 * time.Second,
+		RetryPeriod:        2 * time.Second,
+		LeaseNamespace:     "kube-system",
+		LeaseName:          "draplane-controllers",
+		Workers:            4,
+		EvictionsPerSecond: devicetainteviction.DefaultEvictionsPerSecond,
+		ClientQPS:          500,
+		ClientBurst:        1000,
+	}
+}
+
+// AddFlags adds the controller flags.
+func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.Run, "controllers", o.Run, "Run the in-process controllers (claims from templates, allocation and placement, device taint eviction).")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run the controllers only while holding the leader lease, so several replicas can share one etcd.")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a non-leader waits after the last renewal before taking over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps trying to renew before it gives up leading.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace, "Namespace of the leader election Lease.")
+	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "Name of the leader election Lease.")
+	fs.IntVar(&o.Workers, "controller-workers", o.Workers, "Workers per controller.")
+	fs.Float64Var(&o.EvictionsPerSecond, "device-taint-evictions-per-second", o.EvictionsPerSecond, "Upper bound on pods evicted per second because of device taints.")
+}
+
+// Validate checks the controller options.
+func (o *ControllerOptions) Validate() []error {
+	var errs []error
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--controller-workers must be at least 1, got %d", o.Workers))
+	}
+	if o.LeaderElect && !(o.RetryPeriod > 0 && o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
+		errs = append(errs, errors.New("leader election needs 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration"))
+	}
+	if o.EvictionsPerSecond <= 0 {
+		errs = append(errs, fmt.Errorf("--device-taint-evictions-per-second must be positive, got %v", o.EvictionsPerSecond))
+	}
+	return errs
+}
+
+// ApplyTo fills in what the controller manager takes from these options.
+func (o *ControllerOptions) ApplyTo(c *controllermanager.Config) {
+	c.Controllers = o.Run
+	c.Workers = o.Workers
+	c.EvictionsPerSecond = o.EvictionsPerSecond
+	c.ClientQPS, c.ClientBurst = o.ClientQPS, o.ClientBurst
+	c.LeaderElection = controllermanager.LeaderElectionConfig{
+		Enabled:        o.LeaderElect,
+		LeaseDuration:  o.LeaseDuration,
+		RenewDeadline:  o.RenewDeadline,
+		RetryPeriod:    o.RetryPeriod,
+		LeaseNamespace: o.LeaseNamespace,
+	}
+	c.LeaseName = o.LeaseName
+}

@@ -1,0 +1,208 @@
+// Package controllermanager runs the in-process controllers and the
+// simulator against the API server: it builds the controllers on one
+// shared informer factory per client, and runs them, and the simulator,
+// behind leader election when replicas share an etcd.
+package controllermanager
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/draplane/draplane/controllers/allocation"
+	"github.com/draplane/draplane/controllers/devicetainteviction"
+	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/podtermination"
+	"github.com/draplane/draplane/controllers/resourceclaim"
+	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+)
+
+// Config is what the controller manager runs and how.
+type Config struct {
+	// Controllers turns the controllers on: claims from templates,
+	// allocation and placement, device taint eviction and, without a host
+	// cluster, pod termination.
+	Controllers bool
+	// Workers per controller (and of the simulator).
+	Workers int
+	// EvictionsPerSecond bounds device taint evictions over the whole
+	// control plane.
+	EvictionsPerSecond float64
+	// ClientQPS and ClientBurst bound every client the controller manager
+	// makes.
+	ClientQPS   float32
+	ClientBurst int
+	// LeaderElection guards the controllers and the simulator, each with
+	// a Lease of its own.
+	LeaderElection LeaderElectionConfig
+	// LeaseName is the controllers' Lease.
+	LeaseName string
+	// Host, in aggregated mode, is the cluster whose pods, nodes, events
+	// and leases the controllers use; nil means the API server's own
+	// core-lite through its loopback client.
+	Host *rest.Config
+	// PodMode is how the controllers read claims from pods and place them.
+	PodMode podclaims.Mode
+	// Simulator, when set, runs the simulator.
+	Simulator *SimulatorConfig
+}
+
+// ControllerManager runs what its Config asks for and keeps track of the
+// work that holds Leases, to hand them back on shutdown.
+type ControllerManager struct {
+	config    Config
+	leases    leaseHolders
+	simulator simulatorState
+}
+
+// New returns a controller manager for config; nothing runs before Start*.
+func New(config Config) *ControllerManager {
+	return &ControllerManager{config: config}
+}
+
+// clients returns the clients of the controller manager: resource.draplane.dev
+// through loopback, pods, nodes, events and leases through the host when
+// there is one.
+func (m *ControllerManager) clients(loopback *rest.Config, useHost bool) (kubernetes.Interface, versioned.Interface, error) {
+	config := rest.CopyConfig(loopback)
+	config.QPS, config.Burst = m.config.ClientQPS, m.config.ClientBurst
+	kubeConfig := config
+	if useHost && m.config.Host != nil {
+		kubeConfig = rest.CopyConfig(m.config.Host)
+		kubeConfig.QPS, kubeConfig.Burst = m.config.ClientQPS, m.config.ClientBurst
+	}
+	kubeClient, err := kubernetes.NewForConfig(kubeConfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kube client: %w", err)
+	}
+	resourceClient, err := versioned.NewForConfig(config)
+	if err != nil {
+		return nil, nil, fmt.Errorf("resource client: %w", err)
+	}
+	return kubeClient, resourceClient, nil
+}
+
+// StartControllers starts the controllers in the background, behind the
+// controllers' Lease when leader election is on, until ctx ends or the
+// leases are released.
+func (m *ControllerManager) StartControllers(ctx context.Context, loopback *rest.Config) error {
+	kubeClient, resourceClient, err := m.clients(loopback, true)
+	if err != nil {
+		return fmt.Errorf("controllers: %w", err)
+	}
+	ctx = klog.NewContext(ctx, klog.Background().WithName("controllers"))
+	run := func(ctx context.Context) {
+		if err := m.runControllers(ctx, kubeClient, resourceClient); err != nil {
+			klog.FromContext(ctx).Error(err, "Controllers stopped")
+		}
+	}
+	if !m.config.LeaderElection.Enabled {
+		go run(ctx)
+		return nil
+	}
+	m.leases.goRun(ctx, func(ctx context.Context) {
+		runLeaderElected(ctx, kubeClient, m.config.LeaderElection, campaign{
+			leaseName:          m.config.LeaseName,
+			lead:               run,
+			noLockMessage:      "Cannot run controllers: no leader election lock",
+			startedMessage:     "Became leader, starting controllers",
+			stoppedMessage:     "Stopped leading",
+			otherLeaderMessage: "Another replica leads the controllers",
+		})
+	})
+	return nil
+}
+
+// ReleaseLeases stops the leader-elected work and waits, at most timeout,
+// until it has handed its Leases back. The API server calls it before it
+// stops serving, while the Lease updates still reach it.
+func (m *ControllerManager) ReleaseLeases(timeout time.Duration) {
+	m.leases.release(timeout)
+}
+
+// runControllers builds every controller on one informer factory per
+// client and runs them until ctx ends. Controllers cannot be restarted, so
+// each term of leadership gets new ones.
+func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kubernetes.Interface, resourceClient versioned.Interface) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	kubeInformers := informers.NewSharedInformerFactory(kubeClient, 0)
+	resourceInformers := resourceinformers.NewSharedInformerFactory(resourceClient, 0)
+	controllers, err := m.newControllers(logger, kubeClient, resourceClient, kubeInformers, resourceInformers)
+	if err != nil {
+		return err
+	}
+
+	kubeInformers.Start(ctx.Done())
+	resourceInformers.Start(ctx.Done())
+	done := make(chan struct{}, len(controllers))
+	for _, c := range controllers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			c.run(klog.NewContext(ctx, logger.WithName(c.name)), m.config.Workers)
+		}()
+	}
+	<-ctx.Done()
+	for range controllers {
+		<-done
+	}
+	kubeInformers.Shutdown()
+	resourceInformers.Shutdown()
+	return nil
+}
+
+// namedController is a controller's Run under the name it logs with.
+type namedController struct {
+	name string
+	run  func(ctx context.Context, workers int)
+}
+
+// newControllers builds the controllers; each asks the factories for the
+// informers it needs before they start.
+func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
+	kubeInformers informers.SharedInformerFactory, resourceInformers resourceinformers.SharedInformerFactory) ([]namedController, error) {
+	pods := kubeInformers.Core().V1().Pods()
+	nodes := kubeInformers.Core().V1().Nodes()
+	claims := resourceInformers.Resource().V1().ResourceClaims()
+	templates := resourceInformers.Resource().V1().ResourceClaimTemplates()
+	classes := resourceInformers.Resource().V1().DeviceClasses()
+	slices := resourceInformers.Resource().V1().ResourceSlices()
+	taintRules := resourceInformers.Resource().V1().DeviceTaintRules()
+
+	claimController, err := resourceclaim.NewControllerWithOptions(logger.WithName("resourceclaim"), kubeClient, resourceClient, pods, claims, templates,
+		resourceclaim.Options{Mode: m.config.PodMode})
+	if err != nil {
+		return nil, fmt.Errorf("resource claim controller: %w", err)
+	}
+	allocationController, err := allocation.NewController(logger.WithName("allocation"), kubeClient, resourceClient,
+		pods, nodes, claims, classes, slices, taintRules, allocation.Options{Mode: m.config.PodMode})
+	if err != nil {
+		return nil, fmt.Errorf("allocation controller: %w", err)
+	}
+	evictionController, err := devicetainteviction.NewController(logger.WithName("devicetainteviction"), kubeClient, resourceClient,
+		pods, claims, slices, taintRules, devicetainteviction.Options{EvictionsPerSecond: m.config.EvictionsPerSecond})
+	if err != nil {
+		return nil, fmt.Errorf("device taint eviction controller: %w", err)
+	}
+	controllers := []namedController{
+		{"resourceclaim", claimController.Run},
+		{"allocation", allocationController.Run},
+		{"devicetainteviction", evictionController.Run},
+	}
+	// A host cluster's kubelets finish their pods themselves.
+	if m.config.Host == nil {
+		terminationController, err := podtermination.NewController(logger.WithName("podtermination"), kubeClient, pods)
+		if err != nil {
+			return nil, fmt.Errorf("pod termination controller: %w", err)
+		}
+		controllers = append(controllers, namedController{"podtermination", terminationController.Run})
+	}
+	return controllers, nil
+}
