@@ -55,8 +55,12 @@ fmt: ## Check gofmt.
 vet: ## go vet every package.
 	$(GO) vet ./...
 
+.PHONY: verify-layout
+verify-layout: ## Fail if a package imports one above it (cmd -> server -> {controllermanager, registry} -> simulator -> controllers -> allocator -> ... -> apis).
+	$(GO) run ./hack/tools/verify-layout
+
 .PHONY: verify
-verify: fmt vet verify-codegen test ## gofmt, go vet, verify-codegen and the tests.
+verify: fmt vet verify-codegen verify-layout test ## gofmt, go vet, verify-codegen, the layout check and the tests.
 
 .PHONY: bench
 bench: ## Allocator benchmarks (ns/op, B/op, allocs/op) and pods bound/s by the allocation controller on a real in-process server.

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestAPITier(t *testing.T) {
+	if got := layers[apiTier]; len(got) != 1 || got[0] != "apis/resource/validation" {
+		t.Errorf("apiTier names layer %v, want the one of apis/resource/validation", got)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name string
+		pkg  pkg
+		// wantProblem is part of the one problem expected; empty: none.
+		wantProblem string
+	}{
+		{name: "down", pkg: pkg{Path: "server", Imports: []string{"controllermanager", "registry/resourceslice", "controllers/namespace", "apis/resource/install"}}},
+		{name: "own group", pkg: pkg{Path: "controllers/allocation", Imports: []string{"controllers/podclaims", "allocator"}}},
+		{name: "validation uses cel", pkg: pkg{Path: "apis/resource/validation", Imports: []string{"cel", "apis/resource"}}},
+		{name: "up: validation imports the allocator", pkg: pkg{Path: "apis/resource/validation", Imports: []string{"allocator"}}, wantProblem: "allocator is above apis/resource/validation"},
+		{name: "up: types import validation", pkg: pkg{Path: "apis/resource", Imports: []string{"apis/resource/validation"}}, wantProblem: "apis/resource/validation is above apis"},
+		{name: "up: registry tests import server", pkg: pkg{Path: "registry/deviceclass", TestImports: []string{"server/etcdtest"}}, wantProblem: "server is above registry"},
+		{name: "side by side", pkg: pkg{Path: "registry/resourceclaim", Imports: []string{"controllermanager"}}, wantProblem: "side by side"},
+		{name: "controller tests import test/", pkg: pkg{Path: "controllers/allocation", TestImports: []string{"test/integration/allocation"}}, wantProblem: "only test/ may import tests"},
+		{name: "tests use test helpers", pkg: pkg{Path: "registry/deviceclass", TestImports: []string{"internal/testing/etcdtest"}}},
+		{name: "test helper packages use test helpers", pkg: pkg{Path: "registry/core/internal/coretesting", Imports: []string{"internal/testing/etcdtest"}}},
+		{name: "code does not use test helpers", pkg: pkg{Path: "registry/deviceclass", Imports: []string{"internal/testing/etcdtest"}}, wantProblem: "test helpers are for tests only"},
+		{name: "API tests use generated code", pkg: pkg{Path: "apis/resource", TestImports: []string{"generated/clientset/versioned/fake", "apis/resource/validation"}}},
+		{name: "API tests do not use the allocator", pkg: pkg{Path: "apis/resource", TestImports: []string{"allocator"}}, wantProblem: "allocator is above apis"},
+		{name: "tests import anything", pkg: pkg{Path: "test/e2e", Imports: []string{"cmd/dra-apiserver/app", "server"}}},
+		{name: "unknown directory", pkg: pkg{Path: "util"}, wantProblem: "not in any layer"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			problems := check([]pkg{tc.pkg})
+			switch {
+			case tc.wantProblem == "" && len(problems) > 0:
+				t.Errorf("unexpected problems: %q", problems)
+			case tc.wantProblem != "" && (len(problems) != 1 || !strings.Contains(problems[0], tc.wantProblem)):
+				t.Errorf("problems %q, want one about %q", problems, tc.wantProblem)
+			}
+		})
+	}
+}
