@@ -46,17 +46,8 @@ func (s *Simulator) enqueueConsumers(obj any) {
 	}
 }
 
-func (s *Simulator) runWorker(ctx context.Context) {
-	for s.processNext(ctx) {
-	}
-}
-
-func (s *Simulator) processNext(ctx context.Context) bool {
-	key, shutdown := s.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer s.queue.Done(key)
+// handle moves one pod along and looks at it again when it asks to.
+func (s *Simulator) handle(ctx context.Context, key string) {
 	requeueAfter, err := s.syncPod(ctx, key)
 	switch {
 	case err != nil:
@@ -68,7 +59,6 @@ func (s *Simulator) processNext(ctx context.Context) bool {
 	default:
 		s.queue.Forget(key)
 	}
-	return true
 }
 
 // syncPod moves a pod on a simulated node one step along its life: a

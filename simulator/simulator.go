@@ -38,6 +38,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/controllers/worker"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
@@ -203,11 +204,8 @@ func (s *Simulator) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.podSynced, s.claimSynced) {
 		return
 	}
-	for range workers {
-		go wait.UntilWithContext(ctx, s.runWorker, time.Second)
-	}
 	go wait.UntilWithContext(ctx, s.heartbeat, s.opts.HeartbeatInterval)
-	<-ctx.Done()
+	worker.Run(ctx, s.queue, workers, s.handle, s.podSynced, s.claimSynced)
 }
 
 // Seed registers every simulated node as Ready, removes the stale slices

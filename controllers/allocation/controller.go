@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -36,6 +35,7 @@ import (
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/worker"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
@@ -232,7 +232,6 @@ func NewController(
 // shuts the queue down. It blocks.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
 
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
@@ -244,23 +243,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer broadcaster.Shutdown()
 	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
 
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
-		return
-	}
-
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	}
-	<-ctx.Done()
-	// Let the workers finish their current item before the queue goes.
-	c.queue.ShutDown()
-	wg.Wait()
-}
-
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextItem(ctx) {
-	}
+	worker.Run(ctx, c.queue, workers, c.handle, c.synced...)
 }
 
 // errUnschedulable: the pod waits for a cluster event; its backoff keeps
@@ -271,13 +254,9 @@ var errUnschedulable = errors.New("pod is unschedulable")
 // not worth an error log.
 var errRetryLater = errors.New("retry later")
 
-func (c *Controller) processNextItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-
+// handle syncs one pod; an unschedulable pod waits for a cluster event,
+// other failures retry with backoff.
+func (c *Controller) handle(ctx context.Context, key string) {
 	err := c.syncPod(ctx, key)
 	switch {
 	case err == nil:
@@ -291,7 +270,6 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "pod", key)
 		c.queue.AddRateLimited(key)
 	}
-	return true
 }
 
 // onPod queues pods that use claims and still need work. It only looks

@@ -43,7 +43,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -57,6 +56,7 @@ import (
 	"k8s.io/utils/clock"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/controllers/worker"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcescheme "github.com/draplane/draplane/generated/clientset/versioned/scheme"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
@@ -338,7 +338,6 @@ func isPod(consumer resourcev1.ResourceClaimConsumerReference) bool {
 // shuts the queue down. It blocks.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
 
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting controller", "controller", ControllerName, "workers", workers,
@@ -351,18 +350,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer broadcaster.Shutdown()
 	c.recorder = broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: ControllerName})
 
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.podsSynced, c.claimsSynced, c.slicesSynced, c.rulesSynced) {
-		return
-	}
-
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	}
-	<-ctx.Done()
-	// Let the workers finish their current item before the queue goes.
-	c.queue.ShutDown()
-	wg.Wait()
+	worker.Run(ctx, c.queue, workers, c.handle, c.podsSynced, c.claimsSynced, c.slicesSynced, c.rulesSynced)
 }
 
 // eventScheme knows pods and DeviceTaintRules, the objects that events
@@ -374,18 +362,15 @@ func eventScheme() *runtime.Scheme {
 	return scheme
 }
 
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextItem(ctx) {
-	}
+// processNextItem handles the next work item; tests step the controller
+// with it.
+func (c *Controller) processNextItem(ctx context.Context) bool {
+	return worker.ProcessNext(ctx, c.queue, c.handle)
 }
 
-func (c *Controller) processNextItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-
+// handle syncs one work item: errors that retrying cannot fix drop it,
+// others retry it with backoff.
+func (c *Controller) handle(ctx context.Context, key string) {
 	err := c.sync(ctx, key)
 	switch {
 	case err == nil:
@@ -397,7 +382,6 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "key", key)
 		c.queue.AddRateLimited(key)
 	}
-	return true
 }
 
 // errPermanent marks errors that retrying cannot fix.

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -31,6 +30,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/draplane/draplane/controllers/worker"
 )
 
 // podsResource is the one kind whose deletion this controller completes
@@ -93,30 +94,14 @@ func (c *Controller) enqueue(obj interface{}) {
 // Run waits for the informer to sync, then runs workers until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting namespace controller")
 	defer logger.Info("Shutting down namespace controller")
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced) {
-		return
-	}
-	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
+	worker.Run(ctx, c.queue, workers, c.handle, c.synced)
 }
 
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNextItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextItem(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
+// handle finalizes one namespace, or looks at it again later.
+func (c *Controller) handle(ctx context.Context, name string) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "namespace", name)
 	ctx = klog.NewContext(ctx, logger)
 
@@ -134,7 +119,6 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		logger.V(2).Info("Namespace not finalized yet, retrying", "err", err)
 		c.queue.AddRateLimited(name)
 	}
-	return true
 }
 
 // contentRemainingError says that objects are left in the namespace after a

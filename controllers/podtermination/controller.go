@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -23,6 +22,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/draplane/draplane/controllers/worker"
 )
 
 // ControllerName names the controller in logs and its work queue.
@@ -77,30 +78,14 @@ func (c *Controller) enqueue(obj any) {
 // Run processes pods until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting controller", "controller", ControllerName)
 	defer logger.Info("Shutting down controller", "controller", ControllerName)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.podSynced) {
-		return
-	}
-	for range workers {
-		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
-	}
-	<-ctx.Done()
+	worker.Run(ctx, c.queue, workers, c.handle, c.podSynced)
 }
 
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
+// handle syncs one pod and looks at it again when its grace period ends.
+func (c *Controller) handle(ctx context.Context, key string) {
 	requeueAfter, err := c.sync(ctx, key)
 	switch {
 	case err != nil:
@@ -112,7 +97,6 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	default:
 		c.queue.Forget(key)
 	}
-	return true
 }
 
 // sync removes the pod if its grace period is over and otherwise says

@@ -24,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -38,6 +37,7 @@ import (
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/worker"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
@@ -203,7 +203,6 @@ func NewControllerWithOptions(
 // shuts the queue down. It blocks.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
 
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
@@ -215,32 +214,12 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer broadcaster.Shutdown()
 	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
 
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.podsSynced, c.claimsSynced, c.templatesSynced) {
-		return
-	}
-
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	}
-	<-ctx.Done()
-	// Let the workers finish their current item before the queue goes.
-	c.queue.ShutDown()
-	wg.Wait()
+	worker.Run(ctx, c.queue, workers, c.handle, c.podsSynced, c.claimsSynced, c.templatesSynced)
 }
 
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-
+// handle syncs one work item: errors that retrying cannot fix drop it,
+// others retry it with backoff.
+func (c *Controller) handle(ctx context.Context, key string) {
 	err := c.sync(ctx, key)
 	switch {
 	case err == nil:
@@ -252,7 +231,6 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "key", key)
 		c.queue.AddRateLimited(key)
 	}
-	return true
 }
 
 // errPermanent marks errors that retrying cannot fix.
