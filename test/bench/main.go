@@ -18,18 +18,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -37,7 +31,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -49,11 +42,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/generated/clientset/versioned"
+	"github.com/draplane/draplane/test/launcher"
 )
 
 type config struct {
@@ -421,10 +414,9 @@ func createNamespace(ctx context.Context, s *server, name string) error {
 	return nil
 }
 
-// server is one running dra-apiserver.
+// server is one running dra-apiserver with its admin clients.
 type server struct {
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	*launcher.Server
 	ready   time.Duration
 	etcdURL string
 	config  *rest.Config
@@ -440,80 +432,27 @@ type server struct {
 var etcdURLPattern = regexp.MustCompile(`"Embedded etcd ready".* url="([^"]+)"`)
 
 func startServer(binary, dataDir string, args ...string) (*server, error) {
-	args = append([]string{"--data-dir", dataDir, "--secure-port", "0"}, args...)
-	cmd := exec.Command(binary, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
+	s := &server{
+		Server:          launcher.NewServer("dra-apiserver", binary, dataDir, 0, args...),
+		resourceClients: map[int]*versioned.Clientset{},
+		kubeClients:     map[int]*kubernetes.Clientset{},
+	}
+	s.PollInterval = 20 * time.Millisecond
+	if err := s.Start(5 * time.Minute); err != nil {
 		return nil, err
 	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
+	s.ready = s.Ready
+	if m := etcdURLPattern.FindStringSubmatch(s.Output()); m != nil {
+		s.etcdURL = m[1]
 	}
-	s := &server{cmd: cmd, exited: make(chan struct{}), resourceClients: map[int]*versioned.Clientset{}, kubeClients: map[int]*kubernetes.Clientset{}}
-	urls := make(chan string, 1)
-	etcdURLs := make(chan string, 1)
-	begin := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	scan := func(r io.Reader) {
-		scanner := bufio.NewScanner(r)
-		scanner.Buffer(make([]byte, 1<<20), 1<<20)
-		for scanner.Scan() {
-			line := scanner.Text()
-			if url, ok := strings.CutPrefix(line, "draplane: serving on "); ok {
-				urls <- url
-			}
-			if m := etcdURLPattern.FindStringSubmatch(line); m != nil {
-				etcdURLs <- m[1]
-			}
-		}
-	}
-	go scan(stdout)
-	go scan(stderr)
-	go func() { _ = cmd.Wait(); close(s.exited) }()
-	var url string
-	select {
-	case url = <-urls:
-	case <-s.exited:
-		return nil, fmt.Errorf("dra-apiserver exited before serving")
-	case <-time.After(3 * time.Minute):
-		s.stop()
-		return nil, fmt.Errorf("dra-apiserver did not print its URL")
-	}
-	caPEM, err := os.ReadFile(filepath.Join(dataDir, "pki", "ca.crt"))
-	if err != nil {
-		s.stop()
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	anonymous := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-		resp, err := anonymous.Get(url + "/readyz")
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		s.stop()
-		return nil, fmt.Errorf("dra-apiserver not ready: %w", err)
-	}
-	s.ready = time.Since(begin)
-	select {
-	case s.etcdURL = <-etcdURLs:
-	default:
-	}
-	s.config, err = clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
+	config, err := s.RESTConfig()
 	if err != nil {
 		s.stop()
 		return nil, err
 	}
 	// No client-side rate limit: the server is what is measured.
-	s.config.QPS = -1
+	config.QPS = -1
+	s.config = config
 	s.kube = kubernetes.NewForConfigOrDie(s.config)
 	s.resource = versioned.NewForConfigOrDie(s.config)
 	return s, nil
@@ -552,7 +491,7 @@ func (s *server) kubeFor(i int) *kubernetes.Clientset {
 
 // rss is the server's resident set size in bytes.
 func (s *server) rss() int64 {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.Pid()))
 	if err != nil {
 		return -1
 	}
@@ -567,20 +506,7 @@ func (s *server) rss() int64 {
 	return -1
 }
 
-func (s *server) stop() {
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(60 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
-}
+func (s *server) stop() { s.Stop() }
 
 func report(what, value string) { fmt.Printf("%-72s %s\n", what+":", value) }
 

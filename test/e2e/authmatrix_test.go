@@ -83,7 +83,7 @@ func TestAuthMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	anonymous, err := s.anonymousHTTPClient()
+	anonymous, err := s.AnonymousHTTPClient()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func foreignCertClient(t *testing.T, s *testServer) *http.Client {
 		t.Fatal(err)
 	}
 	cert := &tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
-	client, err := s.anonymousHTTPClient()
+	client, err := s.AnonymousHTTPClient()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func ownCACertClient(t *testing.T, s *testServer, user, group string) *http.Clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := s.anonymousHTTPClient()
+	client, err := s.AnonymousHTTPClient()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	anonymous, err := s.anonymousHTTPClient()
+	anonymous, err := s.AnonymousHTTPClient()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 // client certificate signed by the server's CA and the admin group.
 func TestAuthentication(t *testing.T) {
 	s := sharedServer(t)
-	anonymous, err := s.anonymousHTTPClient()
+	anonymous, err := s.AnonymousHTTPClient()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func strangerHTTPClient(t *testing.T, s *testServer) *http.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := s.anonymousHTTPClient()
+	client, err := s.AnonymousHTTPClient()
 	if err != nil {
 		t.Fatal(err)
 	}

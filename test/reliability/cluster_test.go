@@ -51,7 +51,7 @@ func startEtcdCluster(t *testing.T, n int) *etcdCluster {
 	c := &etcdCluster{Servers: strings.Join(clients, ",")}
 	base := t.TempDir()
 	for i := range n {
-		p := &process{name: names[i], binary: etcdBinary, args: []string{
+		p := &process{Name: names[i], Binary: etcdBinary, Args: []string{
 			"--name", names[i], "--data-dir", filepath.Join(base, names[i]),
 			"--client-url", clients[i], "--peer-url", peers[i],
 			"--initial-cluster", strings.Join(initial, ","),
@@ -59,7 +59,7 @@ func startEtcdCluster(t *testing.T, n int) *etcdCluster {
 			// members only need to agree.
 			"--unsafe-no-fsync",
 		}}
-		if err := p.startProcess(); err != nil {
+		if err := p.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(p.Stop)
@@ -67,13 +67,13 @@ func startEtcdCluster(t *testing.T, n int) *etcdCluster {
 	}
 	for _, p := range c.members {
 		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, readyTimeout, true, func(context.Context) (bool, error) {
-			if !p.running() {
+			if !p.Running() {
 				return false, fmt.Errorf("exited")
 			}
 			return strings.Contains(p.Output(), "ready"), nil
 		})
 		if err != nil {
-			t.Fatalf("etcd member %s: %v\n%s", p.name, err, p.Output())
+			t.Fatalf("etcd member %s: %v\n%s", p.Name, err, p.Output())
 		}
 	}
 	t.Logf("etcd cluster of %d members: %s", n, c.Servers)

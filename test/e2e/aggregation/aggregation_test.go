@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/test/launcher"
 )
 
 const (
@@ -97,12 +98,10 @@ func setUp(t *testing.T) *env {
 	e.buildToolsTaken = time.Since(start)
 
 	draBinary := filepath.Join(e.dir, "dra-apiserver")
-	goBuild := exec.CommandContext(ctx, "go", "build", "-ldflags",
-		"-X k8s.io/component-base/version.gitVersion=v0.1.0-aggregation -X k8s.io/component-base/version.gitMajor=0 -X k8s.io/component-base/version.gitMinor=1",
-		"-o", draBinary, "./cmd/dra-apiserver")
-	goBuild.Dir = root
-	if out, err := goBuild.CombinedOutput(); err != nil {
-		t.Fatalf("build dra-apiserver: %v\n%s", err, out)
+	err = launcher.Build("./cmd/dra-apiserver", draBinary,
+		"-X k8s.io/component-base/version.gitVersion=v0.1.0-aggregation", "-X k8s.io/component-base/version.gitMajor=0", "-X k8s.io/component-base/version.gitMinor=1")
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	// Certificates: one CA for the cluster (serving + clients), one for
@@ -730,44 +729,21 @@ func exitedErr(exited <-chan struct{}) error {
 	}
 }
 
-// startProcess runs a binary until the test ends, its output in the
-// test's temp dir (and the last lines in the log if the test fails). The
-// channel is closed when the process exits.
+// startProcess runs a binary until the test ends (and no longer than the
+// test process), keeping its output; the last lines are logged if the test
+// fails. The channel is closed when the process exits.
 func startProcess(t *testing.T, name, binary string, args ...string) <-chan struct{} {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p := &launcher.Process{Name: name, Binary: binary, Args: args,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
+	if err := p.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		logFile.Close()
+		p.Stop()
 		if t.Failed() || os.Getenv("DRAPLANE_AGGREGATION_LOGS") != "" {
-			data, _ := os.ReadFile(logPath)
-			lines := strings.Split(string(data), "\n")
-			if len(lines) > 60 {
-				lines = lines[len(lines)-60:]
-			}
-			t.Logf("last lines of %s:\n%s", name, strings.Join(lines, "\n"))
+			t.Logf("last lines of %s:\n%s", name, launcher.Tail(p.Output(), 60))
 		}
 	})
-	return exited
+	return p.Exited()
 }
