@@ -71,18 +71,7 @@ func newPlan(inv *Inventory, claims []*resourceapi.ResourceClaim) *plan {
 	fail := func(r RequestExplanation) { p.problems = append(p.problems, r) }
 	for ci, claim := range claims {
 		claimName := claimKey(claim)
-		for k, c := range claim.Spec.Devices.Constraints {
-			switch {
-			case c.MatchAttribute != nil:
-				p.cons[ci] = append(p.cons[ci], constraintSpec{match: true, attribute: *c.MatchAttribute, values: inv.attribute(*c.MatchAttribute), requests: c.Requests})
-			case c.DistinctAttribute != nil:
-				p.cons[ci] = append(p.cons[ci], constraintSpec{attribute: *c.DistinctAttribute, values: inv.attribute(*c.DistinctAttribute), requests: c.Requests})
-			default:
-				fail(RequestExplanation{Claim: claimName, Reason: ReasonInvalidRequest, Constraint: k,
-					Detail: fmt.Sprintf("constraint #%d has neither matchAttribute nor distinctAttribute", k)})
-				p.cons[ci] = append(p.cons[ci], constraintSpec{})
-			}
-		}
+		p.addConstraints(inv, ci, claim)
 		minDevices := 0
 		for ri := range claim.Spec.Devices.Requests {
 			req := &claim.Spec.Devices.Requests[ri]
@@ -119,19 +108,7 @@ func newPlan(inv *Inventory, claims []*resourceapi.ResourceClaim) *plan {
 			}
 			p.groups = append(p.groups, g)
 			// A group is hopeless only if every alternative is.
-			least := -1
-			for _, sl := range g.slots {
-				if sl.problem == nil {
-					n := sl.count
-					if sl.all {
-						n = 1
-					}
-					if least < 0 || n < least {
-						least = n
-					}
-				}
-			}
-			if least < 0 {
+			if least := g.leastDevices(); least < 0 {
 				for _, sl := range g.slots {
 					fail(*sl.problem)
 				}
@@ -146,6 +123,42 @@ func newPlan(inv *Inventory, claims []*resourceapi.ResourceClaim) *plan {
 	}
 	p.single = len(p.slots) == 1 && len(p.groups) == 1 && len(p.cons[0]) == 0 && !p.slots[0].all
 	return p
+}
+
+// addConstraints records the constraints of claim ci; one that names no
+// attribute is a problem of the claim and constrains nothing.
+func (p *plan) addConstraints(inv *Inventory, ci int, claim *resourceapi.ResourceClaim) {
+	for k, c := range claim.Spec.Devices.Constraints {
+		switch {
+		case c.MatchAttribute != nil:
+			p.cons[ci] = append(p.cons[ci], constraintSpec{match: true, attribute: *c.MatchAttribute, values: inv.attribute(*c.MatchAttribute), requests: c.Requests})
+		case c.DistinctAttribute != nil:
+			p.cons[ci] = append(p.cons[ci], constraintSpec{attribute: *c.DistinctAttribute, values: inv.attribute(*c.DistinctAttribute), requests: c.Requests})
+		default:
+			p.problems = append(p.problems, RequestExplanation{Claim: claimKey(claim), Reason: ReasonInvalidRequest, Constraint: k,
+				Detail: fmt.Sprintf("constraint #%d has neither matchAttribute nor distinctAttribute", k)})
+			p.cons[ci] = append(p.cons[ci], constraintSpec{})
+		}
+	}
+}
+
+// leastDevices is the fewest devices one of the group's alternatives
+// without a problem needs (an "all" request counts as one), or -1 when
+// every alternative has a problem.
+func (g *group) leastDevices() int {
+	least := -1
+	for _, sl := range g.slots {
+		if sl.problem == nil {
+			n := sl.count
+			if sl.all {
+				n = 1
+			}
+			if least < 0 || n < least {
+				least = n
+			}
+		}
+	}
+	return least
 }
 
 // resolve looks up the class and compiles the selectors of a slot.

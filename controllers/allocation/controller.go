@@ -194,6 +194,24 @@ func NewController(
 		return nil, fmt.Errorf("add pod indexer: %w", err)
 	}
 
+	if err := c.addEventHandlers(logger, podInformer, nodeInformer, claimInformer, classInformer, sliceInformer, taintRuleInformer); err != nil {
+		return nil, err
+	}
+
+	setupMetrics()
+	return c, nil
+}
+
+// addEventHandlers makes the informers' events queue pods and keep the
+// tracker and the inventory current.
+func (c *Controller) addEventHandlers(logger klog.Logger,
+	podInformer coreinformers.PodInformer,
+	nodeInformer coreinformers.NodeInformer,
+	claimInformer resourceinformers.ResourceClaimInformer,
+	classInformer resourceinformers.DeviceClassInformer,
+	sliceInformer resourceinformers.ResourceSliceInformer,
+	taintRuleInformer resourceinformers.DeviceTaintRuleInformer,
+) error {
 	handlers := []struct {
 		what     string
 		informer cache.SharedIndexInformer
@@ -220,12 +238,10 @@ func NewController(
 	}
 	for _, h := range handlers {
 		if _, err := h.informer.AddEventHandlerWithOptions(h.funcs, cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("add %s event handler: %w", h.what, err)
+			return fmt.Errorf("add %s event handler: %w", h.what, err)
 		}
 	}
-
-	setupMetrics()
-	return c, nil
+	return nil
 }
 
 // Run waits for the informers, runs workers until ctx is done and then

@@ -172,25 +172,9 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 	defer t.mutex.Unlock()
 
 	d := &decision{}
-	var toAllocate []*resourceapi.ResourceClaim
-	var allocatedSelectors []*corev1.NodeSelector
-	for _, claim := range claims {
-		if p, ok := t.pending[claim.UID]; ok && p.writing && p.podUID != pod.UID {
-			// A shared claim that another worker is allocating right
-			// now: reserving it before that write lands would fail.
-			return nil, fmt.Errorf("%w: claim %s is being allocated for another pod", errRetryLater, klog.KObj(claim))
-		}
-		pc := &podClaim{claim: claim, allocation: t.allocationLocked(claim.UID)}
-		d.claims = append(d.claims, pc)
-		if pc.allocation != nil {
-			allocatedSelectors = append(allocatedSelectors, pc.allocation.NodeSelector)
-			continue
-		}
-		internal := &resourceapi.ResourceClaim{}
-		if err := resourcev1.Convert_v1_ResourceClaim_To_resource_ResourceClaim(claim, internal, nil); err != nil {
-			return nil, fmt.Errorf("convert claim %s: %w", klog.KObj(claim), err)
-		}
-		toAllocate = append(toAllocate, internal)
+	toAllocate, allocatedSelectors, err := c.podClaimsLocked(pod, claims, d)
+	if err != nil {
+		return nil, err
 	}
 
 	nodes, filter, err := c.candidateNodes(logger, pod, allocatedSelectors)
@@ -253,6 +237,34 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 	}
 	logger.V(4).Info("Selected node", "node", d.node, "score", selection.Score, "newAllocations", i)
 	return d, nil
+}
+
+// podClaimsLocked adds the pod's claims to d and returns those that still
+// need an allocation (in internal form) and the node selectors of those
+// already allocated. The tracker's mutex must be held.
+func (c *Controller) podClaimsLocked(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, d *decision) ([]*resourceapi.ResourceClaim, []*corev1.NodeSelector, error) {
+	t := c.tracker
+	var toAllocate []*resourceapi.ResourceClaim
+	var allocatedSelectors []*corev1.NodeSelector
+	for _, claim := range claims {
+		if p, ok := t.pending[claim.UID]; ok && p.writing && p.podUID != pod.UID {
+			// A shared claim that another worker is allocating right
+			// now: reserving it before that write lands would fail.
+			return nil, nil, fmt.Errorf("%w: claim %s is being allocated for another pod", errRetryLater, klog.KObj(claim))
+		}
+		pc := &podClaim{claim: claim, allocation: t.allocationLocked(claim.UID)}
+		d.claims = append(d.claims, pc)
+		if pc.allocation != nil {
+			allocatedSelectors = append(allocatedSelectors, pc.allocation.NodeSelector)
+			continue
+		}
+		internal := &resourceapi.ResourceClaim{}
+		if err := resourcev1.Convert_v1_ResourceClaim_To_resource_ResourceClaim(claim, internal, nil); err != nil {
+			return nil, nil, fmt.Errorf("convert claim %s: %w", klog.KObj(claim), err)
+		}
+		toAllocate = append(toAllocate, internal)
+	}
+	return toAllocate, allocatedSelectors, nil
 }
 
 // total counts every node that was looked at.

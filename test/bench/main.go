@@ -174,7 +174,51 @@ func benchPods(c config) error {
 	defer s.stop()
 	// /readyz waits for the simulated nodes and their slices.
 	report(fmt.Sprintf("exec to /readyz with %d simulated nodes x %d GPUs", c.nodes, c.devices), seconds(s.ready))
+	if err := createPodTemplate(ctx, s); err != nil {
+		return err
+	}
+	watch, err := watchBound(s, c.pods)
+	if err != nil {
+		return err
+	}
+	defer watch.stop()
 
+	begin := time.Now()
+	created, err := createPods(ctx, s, c)
+	if err != nil {
+		return err
+	}
+	createdAt := time.Since(begin)
+	at, err := watch.wait(begin)
+	if err != nil {
+		return err
+	}
+	d := at.Sub(begin)
+	report(fmt.Sprintf("pods with template claims bound/s (%d pods, %d nodes x %d GPUs)", c.pods, c.nodes, c.devices),
+		fmt.Sprintf("%.0f/s (all bound %.1fs after the first create; creates took %.1fs at %.0f/s)", float64(c.pods)/d.Seconds(), d.Seconds(), createdAt.Seconds(), created))
+	if err := checkNoDeviceTwice(ctx, s, "bench-pods", c.pods); err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second) // let the simulator's Running updates settle
+	report(fmt.Sprintf("RSS after %d pods bound, %d claims, %d slices", c.pods, c.pods, c.nodes), mib(s.rss()))
+
+	more := c.totalClaims - c.pods
+	if more > 0 {
+		if err := createNamespace(ctx, s, "bench-claims"); err != nil {
+			return err
+		}
+		if _, err := createClaims(ctx, s, "bench-claims", "load", more, c.clients); err != nil {
+			return err
+		}
+	}
+	time.Sleep(5 * time.Second)
+	report(fmt.Sprintf("RSS after loading %d claims and %d slices (+%d pods, %d nodes)", c.totalClaims, c.nodes, c.pods, c.nodes), mib(s.rss()))
+	return nil
+}
+
+// createPodTemplate creates the simulated GPUs' class, namespace
+// bench-pods and its one-GPU claim template.
+func createPodTemplate(ctx context.Context, s *server) error {
 	class := &resourcev1.DeviceClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu.sim.draplane.dev"},
 		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
@@ -196,45 +240,13 @@ func benchPods(c config) error {
 	if _, err := s.resource.ResourceV1().ResourceClaimTemplates("bench-pods").Create(ctx, template, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create template: %w", err)
 	}
+	return nil
+}
 
-	// Count bindings with an informer started before the first pod (a
-	// bare watch may be closed by the server when it falls behind).
-	bound := make(chan time.Time, 1)
-	var boundCount atomic.Int64
-	var boundMu sync.Mutex
-	seen := map[string]bool{}
-	onPod := func(obj any) {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Spec.NodeName == "" {
-			return
-		}
-		boundMu.Lock()
-		defer boundMu.Unlock()
-		if seen[pod.Name] {
-			return
-		}
-		seen[pod.Name] = true
-		boundCount.Store(int64(len(seen)))
-		if len(seen) == c.pods {
-			bound <- time.Now()
-		}
-	}
-	factory := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace("bench-pods"))
-	podInformer := factory.Core().V1().Pods().Informer()
-	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onPod,
-		UpdateFunc: func(_, obj any) { onPod(obj) },
-	}); err != nil {
-		return err
-	}
-	stop := make(chan struct{})
-	defer close(stop)
-	factory.Start(stop)
-	if !cache.WaitForCacheSync(stop, podInformer.HasSynced) {
-		return errors.New("pod informer did not sync")
-	}
-	begin := time.Now()
-	created, err := parallel(ctx, c.pods, c.clients, func(ctx context.Context, i int) error {
+// createPods creates the pods, each with a claim from the template, and
+// returns how many were created per second.
+func createPods(ctx context.Context, s *server, c config) (float64, error) {
+	return parallel(ctx, c.pods, c.clients, func(ctx context.Context, i int) error {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: "bench-pods"},
 			Spec: corev1.PodSpec{
@@ -246,52 +258,73 @@ func benchPods(c config) error {
 		_, err := s.kubeFor(i).CoreV1().Pods("bench-pods").Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	})
-	if err != nil {
-		return err
+}
+
+// boundWatch counts the pods of bench-pods that are bound, with an
+// informer started before the first pod (a bare watch may be closed by
+// the server when it falls behind).
+type boundWatch struct {
+	pods  int
+	bound chan time.Time
+	count atomic.Int64
+	mu    sync.Mutex
+	seen  map[string]bool
+	done  chan struct{}
+}
+
+func watchBound(s *server, pods int) (*boundWatch, error) {
+	w := &boundWatch{pods: pods, bound: make(chan time.Time, 1), seen: map[string]bool{}, done: make(chan struct{})}
+	factory := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace("bench-pods"))
+	podInformer := factory.Core().V1().Pods().Informer()
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    w.onPod,
+		UpdateFunc: func(_, obj any) { w.onPod(obj) },
+	}); err != nil {
+		return nil, err
 	}
-	createdAt := time.Since(begin)
+	factory.Start(w.done)
+	if !cache.WaitForCacheSync(w.done, podInformer.HasSynced) {
+		w.stop()
+		return nil, errors.New("pod informer did not sync")
+	}
+	return w, nil
+}
+
+func (w *boundWatch) onPod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen[pod.Name] {
+		return
+	}
+	w.seen[pod.Name] = true
+	w.count.Store(int64(len(w.seen)))
+	if len(w.seen) == w.pods {
+		w.bound <- time.Now()
+	}
+}
+
+func (w *boundWatch) stop() { close(w.done) }
+
+// wait returns when the last pod was seen bound, printing progress every
+// ten seconds; it gives up after five minutes.
+func (w *boundWatch) wait(begin time.Time) (time.Time, error) {
 	progress := time.NewTicker(10 * time.Second)
 	defer progress.Stop()
 	timeout := time.After(5 * time.Minute)
-wait:
 	for {
 		select {
 		case <-progress.C:
-			fmt.Fprintf(os.Stderr, "  %d of %d pods bound after %.0fs\n", boundCount.Load(), c.pods, time.Since(begin).Seconds())
-			continue
-		case at := <-bound:
-			bound <- at
+			fmt.Fprintf(os.Stderr, "  %d of %d pods bound after %.0fs\n", w.count.Load(), w.pods, time.Since(begin).Seconds())
+		case at := <-w.bound:
+			return at, nil
 		case <-timeout:
-			return fmt.Errorf("only %d of %d pods bound within 5 minutes", boundCount.Load(), c.pods)
-		}
-		break wait
-	}
-	select {
-	case at := <-bound:
-		d := at.Sub(begin)
-		report(fmt.Sprintf("pods with template claims bound/s (%d pods, %d nodes x %d GPUs)", c.pods, c.nodes, c.devices),
-			fmt.Sprintf("%.0f/s (all bound %.1fs after the first create; creates took %.1fs at %.0f/s)", float64(c.pods)/d.Seconds(), d.Seconds(), createdAt.Seconds(), created))
-	case <-time.After(5 * time.Minute):
-		return fmt.Errorf("not all %d pods bound within 5 minutes", c.pods)
-	}
-	if err := checkNoDeviceTwice(ctx, s, "bench-pods", c.pods); err != nil {
-		return err
-	}
-	time.Sleep(5 * time.Second) // let the simulator's Running updates settle
-	report(fmt.Sprintf("RSS after %d pods bound, %d claims, %d slices", c.pods, c.pods, c.nodes), mib(s.rss()))
-
-	more := c.totalClaims - c.pods
-	if more > 0 {
-		if err := createNamespace(ctx, s, "bench-claims"); err != nil {
-			return err
-		}
-		if _, err := createClaims(ctx, s, "bench-claims", "load", more, c.clients); err != nil {
-			return err
+			return time.Time{}, fmt.Errorf("only %d of %d pods bound within 5 minutes", w.count.Load(), w.pods)
 		}
 	}
-	time.Sleep(5 * time.Second)
-	report(fmt.Sprintf("RSS after loading %d claims and %d slices (+%d pods, %d nodes)", c.totalClaims, c.nodes, c.pods, c.nodes), mib(s.rss()))
-	return nil
 }
 
 // checkNoDeviceTwice: every pod's claim is allocated, no device twice.

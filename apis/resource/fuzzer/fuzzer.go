@@ -20,6 +20,12 @@ import (
 // Funcs returns the fuzz functions of the group, for the hub and for the
 // external shapes that differ from it.
 func Funcs(_ runtimeserializer.CodecFactory) []any {
+	return append(hubFuncs(), v1beta1Funcs()...)
+}
+
+// hubFuncs fill the hub types (and the values every version shares) the
+// way a decoded, defaulted object looks.
+func hubFuncs() []any {
 	return []any{
 		func(q *resource.Quantity, c randfill.Continue) {
 			*q = *resource.NewQuantity(c.Int63n(1<<20), resource.DecimalSI)
@@ -70,7 +76,13 @@ func Funcs(_ runtimeserializer.CodecFactory) []any {
 				s.AllNodes = nil
 			}
 		},
-		// External v1beta1 shapes, used when fuzzing v1beta1 objects directly.
+	}
+}
+
+// v1beta1Funcs fill the external v1beta1 shapes, used when fuzzing v1beta1
+// objects directly.
+func v1beta1Funcs() []any {
+	return []any{
 		func(d *v1beta1.Device, c randfill.Continue) {
 			c.FillNoCustom(d)
 			if d.Basic == nil {

@@ -34,6 +34,41 @@ func validateResourceSliceSpec(spec, oldSpec *resourceapi.ResourceSliceSpec, fld
 		allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(spec.NodeName, oldSpec.NodeName, fldPath.Child("nodeName"))...)
 	}
 
+	nodeErrs, perDevice := validateNodeSelection(spec, fldPath)
+	allErrs = append(allErrs, nodeErrs...)
+
+	if len(spec.SharedCounters) > 0 && len(spec.Devices) > 0 {
+		allErrs = append(allErrs, field.Invalid(fldPath, "{`sharedCounters`, `devices`}", "only one of `sharedCounters` or `devices` may be set"))
+	}
+
+	// Taints and counter consumption make devices larger, so fewer fit
+	// into one object.
+	maxDevices := resourceapi.ResourceSliceMaxDevices
+	for _, device := range spec.Devices {
+		if len(device.Taints) > 0 || len(device.ConsumesCounters) > 0 {
+			maxDevices = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+			break
+		}
+	}
+	allErrs = append(allErrs, validateSet(spec.Devices, maxDevices,
+		func(device resourceapi.Device, fldPath *field.Path) field.ErrorList {
+			return validateDevice(device, lookupDevice(oldSpec, device.Name), fldPath, perDevice)
+		},
+		func(device resourceapi.Device) string { return device.Name }, fldPath.Child("devices"))...)
+
+	allErrs = append(allErrs, validateSet(spec.SharedCounters, resourceapi.ResourceSliceMaxCounterSets,
+		func(set resourceapi.CounterSet, fldPath *field.Path) field.ErrorList {
+			errs := validateCounterName(set.Name, fldPath.Child("name"))
+			return append(errs, validateCounters(set.Counters, resourceapi.ResourceSliceMaxCountersPerCounterSet, fldPath.Child("counters"))...)
+		},
+		func(set resourceapi.CounterSet) string { return set.Name }, fldPath.Child("sharedCounters"))...)
+	return allErrs
+}
+
+// validateNodeSelection checks that exactly one way of selecting nodes is
+// set, and reports whether devices select their nodes themselves.
+func validateNodeSelection(spec *resourceapi.ResourceSliceSpec, fldPath *field.Path) (field.ErrorList, bool) {
+	var allErrs field.ErrorList
 	var setFields []string
 	if spec.NodeName != nil {
 		if *spec.NodeName == "" {
@@ -75,33 +110,7 @@ func validateResourceSliceSpec(spec, oldSpec *resourceapi.ResourceSliceSpec, fld
 		allErrs = append(allErrs, field.Invalid(fldPath, "{"+strings.Join(setFields, ", ")+"}",
 			"exactly one of "+nodeSelectionFields+" is required, but multiple fields are set"))
 	}
-
-	if len(spec.SharedCounters) > 0 && len(spec.Devices) > 0 {
-		allErrs = append(allErrs, field.Invalid(fldPath, "{`sharedCounters`, `devices`}", "only one of `sharedCounters` or `devices` may be set"))
-	}
-
-	// Taints and counter consumption make devices larger, so fewer fit
-	// into one object.
-	maxDevices := resourceapi.ResourceSliceMaxDevices
-	for _, device := range spec.Devices {
-		if len(device.Taints) > 0 || len(device.ConsumesCounters) > 0 {
-			maxDevices = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
-			break
-		}
-	}
-	allErrs = append(allErrs, validateSet(spec.Devices, maxDevices,
-		func(device resourceapi.Device, fldPath *field.Path) field.ErrorList {
-			return validateDevice(device, lookupDevice(oldSpec, device.Name), fldPath, perDevice)
-		},
-		func(device resourceapi.Device) string { return device.Name }, fldPath.Child("devices"))...)
-
-	allErrs = append(allErrs, validateSet(spec.SharedCounters, resourceapi.ResourceSliceMaxCounterSets,
-		func(set resourceapi.CounterSet, fldPath *field.Path) field.ErrorList {
-			errs := validateCounterName(set.Name, fldPath.Child("name"))
-			return append(errs, validateCounters(set.Counters, resourceapi.ResourceSliceMaxCountersPerCounterSet, fldPath.Child("counters"))...)
-		},
-		func(set resourceapi.CounterSet) string { return set.Name }, fldPath.Child("sharedCounters"))...)
-	return allErrs
+	return allErrs, perDevice
 }
 
 func lookupDevice(spec *resourceapi.ResourceSliceSpec, name string) *resourceapi.Device {

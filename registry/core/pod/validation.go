@@ -234,10 +234,19 @@ func validateContainer(c *corev1.Container, isInit bool, names sets.Set[string],
 			allErrs = append(allErrs, field.NotSupported(fldPath.Child("restartPolicy"), *c.RestartPolicy, allowed))
 		}
 	}
+	allErrs = append(allErrs, validateContainerPorts(c.Ports, fldPath.Child("ports"))...)
+	allErrs = append(allErrs, validateVolumeMounts(c.VolumeMounts, volumes, fldPath.Child("volumeMounts"))...)
+	allErrs = append(allErrs, validateResources(&c.Resources, claims, fldPath.Child("resources"))...)
+	return allErrs
+}
 
+// validateContainerPorts checks a container's ports: valid numbers and
+// protocols, names unique within the container.
+func validateContainerPorts(ports []corev1.ContainerPort, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
 	portNames := sets.New[string]()
-	for i, port := range c.Ports {
-		idxPath := fldPath.Child("ports").Index(i)
+	for i, port := range ports {
+		idxPath := fldPath.Index(i)
 		if port.Name != "" {
 			for _, msg := range validation.IsValidPortName(port.Name) {
 				allErrs = append(allErrs, field.Invalid(idxPath.Child("name"), port.Name, msg))
@@ -259,10 +268,16 @@ func validateContainer(c *corev1.Container, isInit bool, names sets.Set[string],
 			allErrs = append(allErrs, field.NotSupported(idxPath.Child("protocol"), port.Protocol, supportedProtocols))
 		}
 	}
+	return allErrs
+}
 
+// validateVolumeMounts checks that a container mounts volumes of the pod,
+// each at a path of its own.
+func validateVolumeMounts(mounts []corev1.VolumeMount, volumes sets.Set[string], fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
 	mountPaths := sets.New[string]()
-	for i, mount := range c.VolumeMounts {
-		idxPath := fldPath.Child("volumeMounts").Index(i)
+	for i, mount := range mounts {
+		idxPath := fldPath.Index(i)
 		if mount.Name == "" {
 			allErrs = append(allErrs, field.Required(idxPath.Child("name"), ""))
 		} else if !volumes.Has(mount.Name) {
@@ -275,8 +290,6 @@ func validateContainer(c *corev1.Container, isInit bool, names sets.Set[string],
 		}
 		mountPaths.Insert(mount.MountPath)
 	}
-
-	allErrs = append(allErrs, validateResources(&c.Resources, claims, fldPath.Child("resources"))...)
 	return allErrs
 }
 
