@@ -160,7 +160,49 @@ func (a *Allocator) Prepare(snap Snapshot) *Inventory {
 	return inv
 }
 
+// addPool adds the devices of a pool's newest generation; a pool whose
+// slices disagree or are incomplete is recorded as such.
 func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules []*resourceapi.DeviceTaintRule) {
+	gen, current := newestGeneration(all)
+	p := &pool{id: id, generation: gen}
+	want := current[0].Spec.Pool.ResourceSliceCount
+	for _, s := range current {
+		if s.Spec.Pool.ResourceSliceCount != want {
+			p.invalid = "slices disagree on resourceSliceCount"
+		}
+	}
+	if int64(len(current)) < want {
+		p.incomplete = true
+	}
+	counterIndex := inv.addCounterSets(p, current)
+
+	seen := make(map[string]bool)
+	for _, s := range current {
+		if len(s.Spec.SharedCounters) > 0 {
+			// A slice publishes either counter sets or devices; validation
+			// rejects both, and like upstream the devices of such a slice are
+			// not used.
+			continue
+		}
+		perDevice := s.Spec.PerDeviceNodeSelection != nil && *s.Spec.PerDeviceNodeSelection
+		for i := range s.Spec.Devices {
+			api := &s.Spec.Devices[i]
+			if seen[api.Name] {
+				p.invalid = fmt.Sprintf("device %q listed twice", api.Name)
+			}
+			seen[api.Name] = true
+			d := inv.newDevice(p, s, api, perDevice)
+			d.taints = deviceTaints(d, rules)
+			d.counters = counterUses(p, api, counterIndex)
+			d.caps = deviceCapacities(api)
+			inv.addDevice(p, d)
+		}
+	}
+}
+
+// newestGeneration returns the newest generation of a pool and its slices,
+// sorted by name.
+func newestGeneration(all []*resourceapi.ResourceSlice) (int64, []*resourceapi.ResourceSlice) {
 	var gen int64 = -1 << 63
 	for _, s := range all {
 		gen = max(gen, s.Spec.Pool.Generation)
@@ -172,19 +214,13 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 		}
 	}
 	slices.SortStableFunc(current, func(a, b *resourceapi.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
+	return gen, current
+}
 
-	p := &pool{id: id, generation: gen}
-	want := current[0].Spec.Pool.ResourceSliceCount
-	for _, s := range current {
-		if s.Spec.Pool.ResourceSliceCount != want {
-			p.invalid = "slices disagree on resourceSliceCount"
-		}
-	}
-	if int64(len(current)) < want {
-		p.incomplete = true
-	}
-
-	// Counter sets may be published in any slice of the pool.
+// addCounterSets numbers the shared counters of a pool, which may be
+// published in any of its slices, and returns their indexes by set and
+// counter name.
+func (inv *Inventory) addCounterSets(p *pool, current []*resourceapi.ResourceSlice) map[string]map[string]int {
 	counterIndex := make(map[string]map[string]int)
 	for _, s := range current {
 		for _, set := range s.Spec.SharedCounters {
@@ -202,92 +238,98 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 				m[name] = len(inv.counterTotals)
 				q := set.Counters[name].Value
 				inv.counterTotals = append(inv.counterTotals, q.MilliValue())
-				inv.counterNames = append(inv.counterNames, id.String()+"/"+set.Name+"/"+name)
+				inv.counterNames = append(inv.counterNames, p.id.String()+"/"+set.Name+"/"+name)
 			}
 			counterIndex[set.Name] = m
 		}
 	}
+	return counterIndex
+}
 
-	seen := make(map[string]bool)
-	for _, s := range current {
-		if len(s.Spec.SharedCounters) > 0 {
-			// A slice publishes either counter sets or devices; validation
-			// rejects both, and like upstream the devices of such a slice are
-			// not used.
+// newDevice describes one device of slice s, with the nodes it is
+// available on.
+func (inv *Inventory) newDevice(p *pool, s *resourceapi.ResourceSlice, api *resourceapi.Device, perDevice bool) *device {
+	id := p.id
+	d := &device{
+		index: len(inv.devices),
+		id:    DeviceID{id.Driver, id.Pool, api.Name},
+		api:   api,
+		slice: s,
+		pool:  p,
+		multi: api.AllowMultipleAllocations != nil && *api.AllowMultipleAllocations,
+		selector: SelectorDevice{
+			Driver:                   id.Driver,
+			Attributes:               api.Attributes,
+			Capacity:                 api.Capacity,
+			AllowMultipleAllocations: api.AllowMultipleAllocations,
+			prepared:                 &preparedInput{},
+		},
+	}
+	if perDevice {
+		d.nodeName = deref(api.NodeName)
+		d.allNodes = api.AllNodes != nil && *api.AllNodes
+		d.nodeSelector = api.NodeSelector
+	} else {
+		d.nodeName = deref(s.Spec.NodeName)
+		d.allNodes = s.Spec.AllNodes != nil && *s.Spec.AllNodes
+		d.nodeSelector = s.Spec.NodeSelector
+	}
+	return d
+}
+
+// counterUses resolves what a device consumes from the pool's shared
+// counters; a set or counter the pool does not have makes the pool
+// invalid.
+func counterUses(p *pool, api *resourceapi.Device, counterIndex map[string]map[string]int) []counterUse {
+	var uses []counterUse
+	for _, use := range api.ConsumesCounters {
+		set, ok := counterIndex[use.CounterSet]
+		if !ok {
+			p.invalid = fmt.Sprintf("device %q consumes from unknown counter set %q", api.Name, use.CounterSet)
 			continue
 		}
-		perDevice := s.Spec.PerDeviceNodeSelection != nil && *s.Spec.PerDeviceNodeSelection
-		for i := range s.Spec.Devices {
-			api := &s.Spec.Devices[i]
-			if seen[api.Name] {
-				p.invalid = fmt.Sprintf("device %q listed twice", api.Name)
-			}
-			seen[api.Name] = true
-			d := &device{
-				index: len(inv.devices),
-				id:    DeviceID{id.Driver, id.Pool, api.Name},
-				api:   api,
-				slice: s,
-				pool:  p,
-				multi: api.AllowMultipleAllocations != nil && *api.AllowMultipleAllocations,
-				selector: SelectorDevice{
-					Driver:                   id.Driver,
-					Attributes:               api.Attributes,
-					Capacity:                 api.Capacity,
-					AllowMultipleAllocations: api.AllowMultipleAllocations,
-					prepared:                 &preparedInput{},
-				},
-			}
-			if perDevice {
-				d.nodeName = deref(api.NodeName)
-				d.allNodes = api.AllNodes != nil && *api.AllNodes
-				d.nodeSelector = api.NodeSelector
-			} else {
-				d.nodeName = deref(s.Spec.NodeName)
-				d.allNodes = s.Spec.AllNodes != nil && *s.Spec.AllNodes
-				d.nodeSelector = s.Spec.NodeSelector
-			}
-			d.taints = deviceTaints(d, rules)
-			for _, use := range api.ConsumesCounters {
-				set, ok := counterIndex[use.CounterSet]
-				if !ok {
-					p.invalid = fmt.Sprintf("device %q consumes from unknown counter set %q", api.Name, use.CounterSet)
-					continue
-				}
-				names := make([]string, 0, len(use.Counters))
-				for name := range use.Counters {
-					names = append(names, name)
-				}
-				slices.Sort(names)
-				for _, name := range names {
-					idx, ok := set[name]
-					if !ok {
-						p.invalid = fmt.Sprintf("device %q consumes unknown counter %q of set %q", api.Name, name, use.CounterSet)
-						continue
-					}
-					q := use.Counters[name].Value
-					d.counters = append(d.counters, counterUse{counter: idx, amount: q.MilliValue()})
-				}
-			}
-			capNames := make([]resourceapi.QualifiedName, 0, len(api.Capacity))
-			for name := range api.Capacity {
-				capNames = append(capNames, name)
-			}
-			slices.Sort(capNames)
-			for _, name := range capNames {
-				c := api.Capacity[name]
-				d.caps = append(d.caps, deviceCapacity{name: name, total: c.Value.MilliValue(), format: c.Value.Format, policy: newCapacityPolicy(c.RequestPolicy)})
-			}
-
-			p.devices = append(p.devices, d)
-			inv.devices = append(inv.devices, d)
-			inv.byID[d.id] = d
-			if d.nodeName != "" {
-				inv.byNode[d.nodeName] = append(inv.byNode[d.nodeName], d)
-			} else if d.allNodes || d.nodeSelector != nil {
-				inv.floating = append(inv.floating, d)
-			}
+		names := make([]string, 0, len(use.Counters))
+		for name := range use.Counters {
+			names = append(names, name)
 		}
+		slices.Sort(names)
+		for _, name := range names {
+			idx, ok := set[name]
+			if !ok {
+				p.invalid = fmt.Sprintf("device %q consumes unknown counter %q of set %q", api.Name, name, use.CounterSet)
+				continue
+			}
+			q := use.Counters[name].Value
+			uses = append(uses, counterUse{counter: idx, amount: q.MilliValue()})
+		}
+	}
+	return uses
+}
+
+// deviceCapacities lists a device's capacities sorted by name.
+func deviceCapacities(api *resourceapi.Device) []deviceCapacity {
+	capNames := make([]resourceapi.QualifiedName, 0, len(api.Capacity))
+	for name := range api.Capacity {
+		capNames = append(capNames, name)
+	}
+	slices.Sort(capNames)
+	var caps []deviceCapacity
+	for _, name := range capNames {
+		c := api.Capacity[name]
+		caps = append(caps, deviceCapacity{name: name, total: c.Value.MilliValue(), format: c.Value.Format, policy: newCapacityPolicy(c.RequestPolicy)})
+	}
+	return caps
+}
+
+// addDevice makes a device known by ID and by the nodes it is on.
+func (inv *Inventory) addDevice(p *pool, d *device) {
+	p.devices = append(p.devices, d)
+	inv.devices = append(inv.devices, d)
+	inv.byID[d.id] = d
+	if d.nodeName != "" {
+		inv.byNode[d.nodeName] = append(inv.byNode[d.nodeName], d)
+	} else if d.allNodes || d.nodeSelector != nil {
+		inv.floating = append(inv.floating, d)
 	}
 }
 

@@ -365,108 +365,10 @@ func (s *search) candidates(sl *slot) {
 	if !sl.all && s.quickCandidates(sl, ss) {
 		return
 	}
-	st := s.st
-	devices := s.view.devices
-	var (
-		counts         DeviceCounts
-		rejectedBy     int = -1
-		rejectedCount  int
-		evalErr        error
-		evalErrDevice  *device
-		evalErrCount   int
-		firstTaint     *resourceapi.DeviceTaint
-		capacityUsedUp int
-		exhausted      = -1
-		consSpecs      = s.p.cons[sl.claim]
-		hasConstraints = len(sl.cons) > 0
-	)
-	counts.OnNode = len(devices)
-	for _, d := range devices {
-		if sl.numClass == 0 {
-			counts.MatchedClass++
-		}
-		matched := true
-		for i, e := range sl.selectors {
-			ok, err := e.match(s.ctx, d)
-			if err != nil {
-				evalErrCount++
-				if evalErr == nil {
-					evalErr, evalErrDevice = err, d
-				}
-			}
-			if !ok {
-				if rejectedBy < 0 || i == rejectedBy {
-					rejectedBy = i
-					rejectedCount++
-				}
-				matched = false
-				break
-			}
-			if i+1 == sl.numClass {
-				counts.MatchedClass++
-			}
-		}
-		if !matched {
-			continue
-		}
-		counts.MatchedSelectors++
-
-		// "All" takes every device that could hold the request if it were
-		// unused; one whose capacity is used up by others then fails the
-		// request rather than being left out.
-		consume, fits := s.capacityFit(sl.capacity, d, !sl.all)
-		if !fits {
-			continue
-		}
-		if sl.all && d.multi && consume != nil {
-			if _, fitsNow := s.capacityFit(sl.capacity, d, true); !fitsNow {
-				capacityUsedUp++
-				ss.cands = append(ss.cands, cand{d: d, consume: consume})
-				continue
-			}
-		}
-		counts.WithCapacity++
-
-		c := cand{d: d, consume: consume}
-		if hasConstraints {
-			start := len(s.keyArena)
-			for _, k := range sl.cons {
-				spec := &consSpecs[k]
-				s.keyArena = append(s.keyArena, s.st.inv.attributeKey(spec.values, d, spec.attribute))
-			}
-			c.keys = s.keyArena[start:len(s.keyArena):len(s.keyArena)]
-		}
-		// In "All" mode every matching device is needed, so the remaining
-		// checks decide whether the request can succeed, not which devices
-		// are candidates.
-		if t := untolerated(d.taints, sl.tolerations); t != nil {
-			if firstTaint == nil {
-				firstTaint = t
-			}
-			if sl.all {
-				ss.cands = append(ss.cands, c)
-			}
-			continue
-		}
-		counts.Tolerated++
-		if st.busy[d.index] && !sl.admin {
-			if sl.all {
-				ss.cands = append(ss.cands, c)
-			}
-			continue
-		}
-		counts.Free++
-		if !countersFree(d, st) {
-			if exhausted < 0 {
-				exhausted = exhaustedCounter(d, st)
-			}
-			if sl.all {
-				ss.cands = append(ss.cands, c)
-			}
-			continue
-		}
-		counts.Available++
-		ss.cands = append(ss.cands, c)
+	t := filterTally{rejectedBy: -1, exhausted: -1}
+	t.counts.OnNode = len(s.view.devices)
+	for _, d := range s.view.devices {
+		s.filterDevice(sl, ss, d, &t)
 	}
 	if s.ctx.Err() != nil {
 		return
@@ -478,8 +380,137 @@ func (s *search) candidates(sl *slot) {
 		need = 1
 	} else {
 		ss.need = sl.count
-		preferPacked(ss.cands, st)
+		preferPacked(ss.cands, s.st)
 	}
+	reason, failed := s.candidatesReason(sl, ss, &t, need)
+	if !failed {
+		return
+	}
+	ss.problem = s.candidatesProblem(sl, &t, reason)
+	ss.hasProblem = true
+	ss.cands = ss.cands[:0]
+}
+
+// filterTally is what the counting pass of candidates remembers about the
+// devices it filtered out, to explain a failure.
+type filterTally struct {
+	counts DeviceCounts
+	// rejectedBy is the first selector that rejected a device (-1: none),
+	// rejectedCount how many devices it rejected.
+	rejectedBy, rejectedCount int
+	// evalErr is the first selector evaluation error, on evalErrDevice;
+	// evalErrCount counts them all.
+	evalErr       error
+	evalErrDevice *device
+	evalErrCount  int
+	// firstTaint is the first taint not tolerated.
+	firstTaint *resourceapi.DeviceTaint
+	// capacityUsedUp counts devices of an "All" request whose capacity
+	// others use up.
+	capacityUsedUp int
+	// exhausted is the first shared counter found used up (-1: none).
+	exhausted int
+}
+
+// filterDevice runs one device through the checks of a slot, in the order
+// an explanation reports them, and makes it a candidate if it passes.
+func (s *search) filterDevice(sl *slot, ss *slotState, d *device, t *filterTally) {
+	if sl.numClass == 0 {
+		t.counts.MatchedClass++
+	}
+	if !s.matchSelectors(sl, d, t) {
+		return
+	}
+	t.counts.MatchedSelectors++
+
+	// "All" takes every device that could hold the request if it were
+	// unused; one whose capacity is used up by others then fails the
+	// request rather than being left out.
+	consume, fits := s.capacityFit(sl.capacity, d, !sl.all)
+	if !fits {
+		return
+	}
+	if sl.all && d.multi && consume != nil {
+		if _, fitsNow := s.capacityFit(sl.capacity, d, true); !fitsNow {
+			t.capacityUsedUp++
+			ss.cands = append(ss.cands, cand{d: d, consume: consume})
+			return
+		}
+	}
+	t.counts.WithCapacity++
+
+	c := cand{d: d, consume: consume}
+	if len(sl.cons) > 0 {
+		consSpecs := s.p.cons[sl.claim]
+		start := len(s.keyArena)
+		for _, k := range sl.cons {
+			spec := &consSpecs[k]
+			s.keyArena = append(s.keyArena, s.st.inv.attributeKey(spec.values, d, spec.attribute))
+		}
+		c.keys = s.keyArena[start:len(s.keyArena):len(s.keyArena)]
+	}
+	// In "All" mode every matching device is needed, so the remaining
+	// checks decide whether the request can succeed, not which devices
+	// are candidates.
+	if taint := untolerated(d.taints, sl.tolerations); taint != nil {
+		if t.firstTaint == nil {
+			t.firstTaint = taint
+		}
+		if sl.all {
+			ss.cands = append(ss.cands, c)
+		}
+		return
+	}
+	t.counts.Tolerated++
+	if s.st.busy[d.index] && !sl.admin {
+		if sl.all {
+			ss.cands = append(ss.cands, c)
+		}
+		return
+	}
+	t.counts.Free++
+	if !countersFree(d, s.st) {
+		if t.exhausted < 0 {
+			t.exhausted = exhaustedCounter(d, s.st)
+		}
+		if sl.all {
+			ss.cands = append(ss.cands, c)
+		}
+		return
+	}
+	t.counts.Available++
+	ss.cands = append(ss.cands, c)
+}
+
+// matchSelectors evaluates the class's and the request's selectors on a
+// device, counting class matches, rejections and evaluation errors.
+func (s *search) matchSelectors(sl *slot, d *device, t *filterTally) bool {
+	for i, e := range sl.selectors {
+		ok, err := e.match(s.ctx, d)
+		if err != nil {
+			t.evalErrCount++
+			if t.evalErr == nil {
+				t.evalErr, t.evalErrDevice = err, d
+			}
+		}
+		if !ok {
+			if t.rejectedBy < 0 || i == t.rejectedBy {
+				t.rejectedBy = i
+				t.rejectedCount++
+			}
+			return false
+		}
+		if i+1 == sl.numClass {
+			t.counts.MatchedClass++
+		}
+	}
+	return true
+}
+
+// candidatesReason names the first check that left fewer devices than
+// the slot needs; false when there are enough candidates.
+func (s *search) candidatesReason(sl *slot, ss *slotState, t *filterTally, need int) (Reason, bool) {
+	counts := &t.counts
 	var reason Reason
 	switch {
 	case sl.all && len(s.view.unusable) > 0:
@@ -494,7 +525,7 @@ func (s *search) candidates(sl *slot) {
 		reason = ReasonClassMismatch
 	case counts.MatchedSelectors < need:
 		reason = ReasonSelectorMismatch
-	case counts.WithCapacity < need || capacityUsedUp > 0:
+	case counts.WithCapacity < need || t.capacityUsedUp > 0:
 		reason = ReasonCapacity
 	case counts.Tolerated < max(need, ss.need):
 		reason = ReasonTaint
@@ -503,34 +534,37 @@ func (s *search) candidates(sl *slot) {
 	case counts.Available < max(need, ss.need):
 		reason = ReasonCounters
 	default:
-		return
+		return "", false
 	}
-	if evalErrCount > 0 && (reason == ReasonClassMismatch || reason == ReasonSelectorMismatch) {
+	if t.evalErrCount > 0 && (reason == ReasonClassMismatch || reason == ReasonSelectorMismatch) {
 		reason = ReasonSelectorError
 	}
-	ss.problem = RequestExplanation{
+	return reason, true
+}
+
+// candidatesProblem explains why a slot has too few candidates.
+func (s *search) candidatesProblem(sl *slot, t *filterTally, reason Reason) RequestExplanation {
+	r := RequestExplanation{
 		Claim: s.p.claimNames[sl.claim], Request: sl.name, Class: sl.class.Name, Reason: reason,
-		Needed: sl.count, AllDevices: sl.all, Counts: counts, Taint: firstTaint, Constraint: -1,
+		Needed: sl.count, AllDevices: sl.all, Counts: t.counts, Taint: t.firstTaint, Constraint: -1,
 	}
-	ss.hasProblem = true
-	r := &ss.problem
 	if sl.all {
 		r.Needed = 0
 	}
-	if rejectedBy >= 0 {
-		r.Selector, r.SelectorRejected = sl.selectors[rejectedBy].expression, rejectedCount
+	if t.rejectedBy >= 0 {
+		r.Selector, r.SelectorRejected = sl.selectors[t.rejectedBy].expression, t.rejectedCount
 	}
-	if evalErr != nil {
-		r.SelectorError = fmt.Sprintf("device %s: %v", evalErrDevice.id, evalErr)
-		r.SelectorErrors = evalErrCount
+	if t.evalErr != nil {
+		r.SelectorError = fmt.Sprintf("device %s: %v", t.evalErrDevice.id, t.evalErr)
+		r.SelectorErrors = t.evalErrCount
 	}
 	if reason == ReasonPoolUnusable {
 		r.Pool = s.view.unusable[0].problem()
 	}
-	if reason == ReasonCounters && exhausted >= 0 {
-		r.Counter = st.inv.counterNames[exhausted]
+	if reason == ReasonCounters && t.exhausted >= 0 {
+		r.Counter = s.st.inv.counterNames[t.exhausted]
 	}
-	ss.cands = ss.cands[:0]
+	return r
 }
 
 // quickCandidates collects the candidates of a slot checking the cheap,
@@ -667,73 +701,82 @@ func (s *search) constraintHopeless(ci, k int) bool {
 	if len(slotsOf) == 0 {
 		return false
 	}
-	hopeless := false
 	if spec.match {
-		// Try every value of the first request's candidates.
-		first := slotsOf[0]
-		pos0 := slices.Index(first.cons, k)
-		hopeless = true
-		for _, c := range s.slots[first.id].cands {
-			v := c.keys[pos0]
-			if v < 0 {
-				continue
-			}
-			// Every request needs enough devices with the value, and
-			// together they need that many different exclusive devices.
-			ok := true
-			needed, shared := 0, false
-			s.scratch = s.scratch[:0]
-			for _, sl := range slotsOf {
-				pos := slices.Index(sl.cons, k)
-				n := 0
-				for _, c2 := range s.slots[sl.id].cands {
-					if c2.keys[pos] == v {
-						n++
-						if c2.d.multi {
-							shared = true
-						} else {
-							s.scratch = append(s.scratch, c2.d.index)
-						}
-					}
-				}
-				if n < s.slots[sl.id].need {
-					ok = false
-					break
-				}
-				needed += s.slots[sl.id].need
-			}
-			if ok && !shared && len(slotsOf) > 1 {
-				slices.Sort(s.scratch)
-				ok = len(slices.Compact(s.scratch)) >= needed
-			}
-			if ok {
-				hopeless = false
-				break
-			}
+		return s.matchHopeless(slotsOf, k)
+	}
+	return s.distinctHopeless(slotsOf, k)
+}
+
+// matchHopeless: no value of the first request's candidates is shared by
+// enough candidates of every request of matchAttribute constraint k.
+func (s *search) matchHopeless(slotsOf []*slot, k int) bool {
+	// Try every value of the first request's candidates.
+	first := slotsOf[0]
+	pos0 := slices.Index(first.cons, k)
+	for _, c := range s.slots[first.id].cands {
+		v := c.keys[pos0]
+		if v < 0 {
+			continue
 		}
-	} else {
-		var valuesBuf, ownBuf [16]int32
-		values := valuesBuf[:0]
-		needed := 0
+		// Every request needs enough devices with the value, and
+		// together they need that many different exclusive devices.
+		ok := true
+		needed, shared := 0, false
+		s.scratch = s.scratch[:0]
 		for _, sl := range slotsOf {
 			pos := slices.Index(sl.cons, k)
-			own := ownBuf[:0]
-			for _, c := range s.slots[sl.id].cands {
-				if v := c.keys[pos]; v >= 0 && !slices.Contains(own, v) {
-					own = append(own, v)
-					if !slices.Contains(values, v) {
-						values = append(values, v)
+			n := 0
+			for _, c2 := range s.slots[sl.id].cands {
+				if c2.keys[pos] == v {
+					n++
+					if c2.d.multi {
+						shared = true
+					} else {
+						s.scratch = append(s.scratch, c2.d.index)
 					}
 				}
 			}
-			if len(own) < s.slots[sl.id].need {
-				hopeless = true
+			if n < s.slots[sl.id].need {
+				ok = false
+				break
 			}
 			needed += s.slots[sl.id].need
 		}
-		hopeless = hopeless || len(values) < needed
+		if ok && !shared && len(slotsOf) > 1 {
+			slices.Sort(s.scratch)
+			ok = len(slices.Compact(s.scratch)) >= needed
+		}
+		if ok {
+			return false
+		}
 	}
-	return hopeless
+	return true
+}
+
+// distinctHopeless: the candidates of the requests of distinctAttribute
+// constraint k have fewer different values than the requests need.
+func (s *search) distinctHopeless(slotsOf []*slot, k int) bool {
+	var valuesBuf, ownBuf [16]int32
+	values := valuesBuf[:0]
+	needed := 0
+	hopeless := false
+	for _, sl := range slotsOf {
+		pos := slices.Index(sl.cons, k)
+		own := ownBuf[:0]
+		for _, c := range s.slots[sl.id].cands {
+			if v := c.keys[pos]; v >= 0 && !slices.Contains(own, v) {
+				own = append(own, v)
+				if !slices.Contains(values, v) {
+					values = append(values, v)
+				}
+			}
+		}
+		if len(own) < s.slots[sl.id].need {
+			hopeless = true
+		}
+		needed += s.slots[sl.id].need
+	}
+	return hopeless || len(values) < needed
 }
 
 func (p *plan) constraintExplanation(ci, k int) RequestExplanation {
