@@ -31,6 +31,17 @@ build: ## Build the dra-apiserver binary into _output/bin.
 run: build ## Start the standalone control plane with 4 simulated nodes (RUN_ARGS overrides the flags).
 	$(BIN)/dra-apiserver $(RUN_ARGS)
 
+# `make image` writes the container image here: an OCI image layout (oci/)
+# and a docker-archive tarball. IMAGE is the reference recorded in both.
+IMAGE ?= ghcr.io/draplane/dra-apiserver:$(VERSION)
+IMAGE_OUT ?= _output/image
+
+.PHONY: image
+image: ## Container image without a Docker daemon: static binary, non-root, OCI layout + tarball in _output/image (IMAGE names it).
+	@mkdir -p $(IMAGE_OUT)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(IMAGE_OUT)/dra-apiserver ./cmd/dra-apiserver
+	$(GO) run ./hack/tools/image -binary $(IMAGE_OUT)/dra-apiserver -ref $(IMAGE) -version $(VERSION) -revision $(GIT_COMMIT) -oci $(IMAGE_OUT)/oci -tarball $(IMAGE_OUT)/dra-apiserver.tar
+
 .PHONY: test
 test: ## Run every test (unit, storage against embedded etcd, end-to-end with kubectl).
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
