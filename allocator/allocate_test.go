@@ -78,6 +78,27 @@ func TestAllocateRules(t *testing.T) {
 			want: [][]string{{"r:q/d0"}},
 		},
 		{
+			name: "pool with more slices than it announces is not used",
+			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{
+				mkSlice("p", "n1", devs("d0"), named("p-a")), mkSlice("p", "n1", devs("d1"), named("p-b"))},
+				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
+			reason: ReasonPoolUnusable,
+		},
+		{
+			name: "pool with more slices than it announces is skipped, other pool used",
+			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{
+				mkSlice("p", "n1", devs("d0"), named("p-a")), mkSlice("p", "n1", devs("d1"), named("p-b")), mkSlice("q", "n1", devs("d0"))},
+				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
+			want: [][]string{{"r:q/d0"}},
+		},
+		{
+			name: "an older generation with too many slices does not matter",
+			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{
+				mkSlice("p", "n1", devs("d0"), named("p-a")), mkSlice("p", "n1", devs("d1"), named("p-b")), mkSlice("p", "n1", devs("d2"), generation(2, 1))},
+				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
+			want: [][]string{{"r:p/d2"}},
+		},
+		{
 			name: "invalid pool (duplicate device) is skipped",
 			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{
 				mkSlice("p", "n1", devs("d0", "d0"))},
@@ -120,6 +141,16 @@ func TestAllocateRules(t *testing.T) {
 			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", devs("d0")), mkSlice("q", "n1", devs("d0"), generation(3, 2))},
 				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 0, allMode()))}},
 			reason: ReasonPoolUnusable,
+		},
+		{
+			name:   "all devices fails when the node has more than an allocation holds",
+			in:     instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", devs(numbered("d", 33)...))}, claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 0, allMode()))}},
+			reason: ReasonTooManyResults,
+		},
+		{
+			name: "all devices up to the limit",
+			in:   instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", devs(numbered("d", 32)...))}, claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 0, allMode()))}},
+			want: [][]string{prefixed("r:p/", numbered("d", 32))},
 		},
 		{
 			name:   "all devices needs at least one",

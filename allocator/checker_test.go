@@ -85,7 +85,9 @@ func newRefWorld(in *instance) *refWorld {
 				cur = append(cur, s)
 			}
 		}
-		usable := int64(len(cur)) >= cur[0].Spec.Pool.ResourceSliceCount
+		// The newest generation must have exactly the announced number of
+		// slices: fewer may hide devices, more come from conflicting publishers.
+		usable := int64(len(cur)) == cur[0].Spec.Pool.ResourceSliceCount
 		sets := map[string]map[string]bool{}
 		for _, s := range cur {
 			usable = usable && s.Spec.Pool.ResourceSliceCount == cur[0].Spec.Pool.ResourceSliceCount

@@ -19,6 +19,12 @@ func TestExplanations(t *testing.T) {
 		many[i] = mkDev(fmt.Sprintf("d%02d", i))
 	}
 	ab := []resourceapi.Device{mkDev("d0", attr("model", "b")), mkDev("d1", attr("model", "a"))}
+	// 20 devices of model a and 20 of model b.
+	mixed := make([]resourceapi.Device, 40)
+	for i := range mixed {
+		mixed[i] = mkDev(fmt.Sprintf("d%02d", i), attr("model", []string{"a", "b"}[i%2]))
+	}
+	modelB := mkClass("model-b", "model=b")
 	tests := []struct {
 		name    string
 		in      instance
@@ -74,7 +80,14 @@ func TestExplanations(t *testing.T) {
 			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", devs("d0"), generation(1, 2))},
 				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
 			reason:  ReasonPoolUnusable,
-			summary: "but the node has only 0 usable devices; pool drv/p is incomplete (not all of its ResourceSlices are visible)",
+			summary: "but the node has only 0 usable devices; pool drv/p is incomplete: 1 of the 2 ResourceSlices of generation 1 are visible",
+		},
+		{
+			name: "pool with more slices than it announces",
+			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", devs("d0"), named("p-a")), mkSlice("p", "n1", devs("d1"), named("p-b"))},
+				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 1))}},
+			reason:  ReasonPoolUnusable,
+			summary: "but the node has only 0 usable devices; pool drv/p is incomplete: 2 ResourceSlices of generation 1 are visible but the pool announces resourceSliceCount 1",
 		},
 		{
 			name: "pool incomplete with all devices",
@@ -124,6 +137,20 @@ func TestExplanations(t *testing.T) {
 				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r0", "gpu", 20), mkReq("r1", "gpu", 20))}},
 			reason:  ReasonTooManyResults,
 			summary: "claim needs at least 40 devices, at most 32 can be allocated per claim",
+		},
+		{
+			name: "all devices are more than an allocation holds",
+			in: instance{classes: classes(gpu), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", many)},
+				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r", "gpu", 0, allMode()))}},
+			reason:  ReasonTooManyResults,
+			summary: "claim ns/c request r: allocationMode All needs all 40 matching devices, but an allocation holds at most 32",
+		},
+		{
+			name: "all devices and another request are more than an allocation holds",
+			in: instance{classes: classes(modelA, modelB), slices: []*resourceapi.ResourceSlice{mkSlice("p", "n1", mixed)},
+				claims: []*resourceapi.ResourceClaim{mkClaim("c", mkReq("r0", "model-a", 0, allMode()), mkReq("r1", "model-b", 13))}},
+			reason:  ReasonTooManyResults,
+			summary: "claim ns/c: claim needs at least 33 devices on the node, but an allocation holds at most 32 (allocationMode All r0: 20)",
 		},
 	}
 	a := newTestAllocator()

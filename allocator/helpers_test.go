@@ -141,6 +141,11 @@ func generation(gen, count int64) sliceOpt {
 	}
 }
 
+// named renames a slice, for pools of several slices.
+func named(name string) sliceOpt {
+	return func(s *resourceapi.ResourceSlice) { s.Name = name }
+}
+
 func counterSet(name string, counters map[string]int64) sliceOpt {
 	return func(s *resourceapi.ResourceSlice) {
 		cs := resourceapi.CounterSet{Name: name, Counters: map[string]resourceapi.Counter{}}
@@ -149,6 +154,23 @@ func counterSet(name string, counters map[string]int64) sliceOpt {
 		}
 		s.Spec.SharedCounters = append(s.Spec.SharedCounters, cs)
 	}
+}
+
+// numbered returns n names prefix00, prefix01, ...
+func numbered(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%02d", prefix, i)
+	}
+	return out
+}
+
+func prefixed(prefix string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = prefix + n
+	}
+	return out
 }
 
 func devs(names ...string) []resourceapi.Device {

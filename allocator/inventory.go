@@ -43,21 +43,36 @@ func (id PoolID) String() string { return id.Driver + "/" + id.Pool }
 type pool struct {
 	id         PoolID
 	generation int64
-	// incomplete is set while fewer slices than announced are visible;
-	// such a pool may be missing devices, so nothing is taken from it.
-	incomplete bool
+	// incomplete explains why the newest generation does not have exactly
+	// the announced number of slices, empty when it does. With fewer, the
+	// pool may be missing devices; with more, the slices come from a
+	// publisher that changed the pool without a new generation, or from two
+	// publishers of one pool name. Either way nothing is taken from it.
+	incomplete string
 	// invalid explains why the pool cannot be used, empty when it can.
 	invalid string
 	devices []*device
 }
 
-func (p *pool) unusable() bool { return p.incomplete || p.invalid != "" }
+func (p *pool) unusable() bool { return p.incomplete != "" || p.invalid != "" }
 
 func (p *pool) problem() string {
 	if p.invalid != "" {
 		return fmt.Sprintf("pool %s is invalid: %s", p.id, p.invalid)
 	}
-	return fmt.Sprintf("pool %s is incomplete (not all of its ResourceSlices are visible)", p.id)
+	return fmt.Sprintf("pool %s is incomplete: %s", p.id, p.incomplete)
+}
+
+// sliceCountProblem says why a generation with have slices, announcing want
+// each, is not a complete pool; empty when it is.
+func sliceCountProblem(generation, have, want int64) string {
+	switch {
+	case have < want:
+		return fmt.Sprintf("%d of the %d ResourceSlices of generation %d are visible", have, want, generation)
+	case have > want:
+		return fmt.Sprintf("%d ResourceSlices of generation %d are visible but the pool announces resourceSliceCount %d", have, generation, want)
+	}
+	return ""
 }
 
 // device is one device of a usable-or-not pool with everything the search
@@ -171,9 +186,7 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 			p.invalid = "slices disagree on resourceSliceCount"
 		}
 	}
-	if int64(len(current)) < want {
-		p.incomplete = true
-	}
+	p.incomplete = sliceCountProblem(gen, int64(len(current)), want)
 	counterIndex := inv.addCounterSets(p, current)
 
 	seen := make(map[string]bool)

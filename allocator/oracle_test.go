@@ -199,6 +199,14 @@ func randomInstance(seed uint64) *instance {
 			old.Devices = append(old.Devices, resourceapi.Device{Name: "stale"})
 			in.slices = append(in.slices, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: poolName + "-old"}, Spec: *old})
 		}
+		if chance(0.05) {
+			// A second publisher of the same generation: more slices than
+			// announced.
+			extra := spec.DeepCopy()
+			extra.SharedCounters = nil
+			extra.Devices = []resourceapi.Device{{Name: "extra"}}
+			in.slices = append(in.slices, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: poolName + "-extra"}, Spec: *extra})
+		}
 	}
 	if chance(0.1) {
 		in.rules = []*resourceapi.DeviceTaintRule{{Spec: resourceapi.DeviceTaintRuleSpec{

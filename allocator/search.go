@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -230,6 +231,9 @@ func (s *search) prepare() *Explanation {
 	if expl != nil {
 		return expl
 	}
+	if expl = s.tooManyResults(); expl != nil {
+		return expl
+	}
 	for ci := range s.p.claims {
 		for k := range s.p.cons[ci] {
 			if s.constraintHopeless(ci, k) {
@@ -240,6 +244,44 @@ func (s *search) prepare() *Explanation {
 	}
 	if expl == nil {
 		s.prepareBound()
+	}
+	return expl
+}
+
+// tooManyResults explains claims that need more devices on the node than
+// one allocation can hold: the plan counts a request in allocationMode All
+// as one device, here it counts every matching device of the node.
+func (s *search) tooManyResults() *Explanation {
+	var expl *Explanation
+	// The groups of a claim are contiguous.
+	for start := 0; start < len(s.p.groups); {
+		ci := s.p.groups[start].claim
+		end, n := start, 0
+		for ; end < len(s.p.groups) && s.p.groups[end].claim == ci; end++ {
+			least := -1
+			for _, sl := range s.p.groups[end].slots {
+				if ss := &s.slots[sl.id]; !ss.hasProblem && (least < 0 || ss.need < least) {
+					least = ss.need
+				}
+			}
+			n += max(least, 0)
+		}
+		if n > resourceapi.AllocationResultsMaxSize {
+			var all []string
+			for _, g := range s.p.groups[start:end] {
+				for _, sl := range g.slots {
+					if ss := &s.slots[sl.id]; sl.all && !ss.hasProblem {
+						all = append(all, fmt.Sprintf("%s: %d", sl.name, ss.need))
+					}
+				}
+			}
+			detail := fmt.Sprintf("claim needs at least %d devices on the node, but an allocation holds at most %d", n, resourceapi.AllocationResultsMaxSize)
+			if len(all) > 0 {
+				detail += " (allocationMode All " + strings.Join(all, ", ") + ")"
+			}
+			expl = addReason(expl, &RequestExplanation{Claim: s.p.claimNames[ci], Reason: ReasonTooManyResults, Needed: n, Constraint: -1, Detail: detail})
+		}
+		start = end
 	}
 	return expl
 }
@@ -387,6 +429,10 @@ func (s *search) candidates(sl *slot) {
 		return
 	}
 	ss.problem = s.candidatesProblem(sl, &t, reason)
+	if reason == ReasonTooManyResults {
+		ss.problem.Needed = ss.need
+		ss.problem.Detail = fmt.Sprintf("allocationMode All needs all %d matching devices, but an allocation holds at most %d", ss.need, resourceapi.AllocationResultsMaxSize)
+	}
 	ss.hasProblem = true
 	ss.cands = ss.cands[:0]
 }
@@ -533,6 +579,8 @@ func (s *search) candidatesReason(sl *slot, ss *slotState, t *filterTally, need 
 		reason = ReasonAllocated
 	case counts.Available < max(need, ss.need):
 		reason = ReasonCounters
+	case sl.all && ss.need > resourceapi.AllocationResultsMaxSize:
+		reason = ReasonTooManyResults
 	default:
 		return "", false
 	}
