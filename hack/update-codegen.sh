@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Regenerates every generated file: deepcopy, defaulters, conversion
 # (apis/), OpenAPI definitions, clientset, listers, informers and apply
-# configurations (generated/). Works offline once the module cache is warm.
+# configurations (generated/). Downloads the modules it needs; works
+# offline once the module cache is warm.
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODULE=github.com/draplane/draplane
 cd "${ROOT}"
 
+# Fetch every module the generators and the packages they read need: on a
+# fresh machine `go list -m` prints nothing for a module not yet in the
+# module cache.
+go mod download
 CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
+if [[ -z "${CODEGEN_PKG}" || ! -f "${CODEGEN_PKG}/kube_codegen.sh" ]]; then
+  echo "k8s.io/code-generator is not in the module cache (go mod download failed?)" >&2
+  exit 1
+fi
 # shellcheck source=/dev/null
 source "${CODEGEN_PKG}/kube_codegen.sh"
 BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"

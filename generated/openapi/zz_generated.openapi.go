@@ -2586,7 +2586,7 @@ func schema_draplane_apis_resource_v1_ResourcePool(ref common.ReferenceCallback)
 					},
 					"resourceSliceCount": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ResourceSliceCount is the number of slices in the pool at this generation. A pool with fewer visible slices is incomplete.",
+							Description: "ResourceSliceCount is the number of slices in the pool at this generation. A pool whose newest generation has fewer or more visible slices is incomplete and not allocated from.",
 							Default:     0,
 							Type:        []string{"integer"},
 							Format:      "int64",
@@ -4742,7 +4742,7 @@ func schema_draplane_apis_resource_v1beta1_ResourcePool(ref common.ReferenceCall
 					},
 					"resourceSliceCount": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ResourceSliceCount is the number of slices in the pool at this generation. A pool with fewer visible slices is incomplete.",
+							Description: "ResourceSliceCount is the number of slices in the pool at this generation. A pool whose newest generation has fewer or more visible slices is incomplete and not allocated from.",
 							Default:     0,
 							Type:        []string{"integer"},
 							Format:      "int64",

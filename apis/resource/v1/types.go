@@ -91,7 +91,8 @@ type ResourcePool struct {
 	Generation int64 `json:"generation"`
 
 	// ResourceSliceCount is the number of slices in the pool at this
-	// generation. A pool with fewer visible slices is incomplete.
+	// generation. A pool whose newest generation has fewer or more
+	// visible slices is incomplete and not allocated from.
 	ResourceSliceCount int64 `json:"resourceSliceCount"`
 }
 
