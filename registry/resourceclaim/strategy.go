@@ -108,13 +108,13 @@ func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 }
 
 // PrepareForUpdate keeps the stored spec and metadata and drops the status
-// of devices that are no longer allocated.
+// of devices that this write deallocates.
 func (statusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	claim := obj.(*resourceapi.ResourceClaim)
 	oldClaim := old.(*resourceapi.ResourceClaim)
 	claim.Spec = oldClaim.Spec
 	metav1.ResetObjectMetaForStatus(claim, oldClaim)
-	dropDeallocatedDeviceStatus(claim)
+	dropDeallocatedDeviceStatus(claim, oldClaim)
 }
 
 func (statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
@@ -125,33 +125,46 @@ func (statusStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Obj
 	return nil
 }
 
-// dropDeallocatedDeviceStatus removes status.devices entries for devices
-// that are not (or no longer) in the allocation: their status would
-// describe a device the claim does not hold.
-func dropDeallocatedDeviceStatus(claim *resourceapi.ResourceClaim) {
-	if len(claim.Status.Devices) == 0 {
+// allocatedDevice identifies one allocation of a device; shareID separates
+// the allocations of a device that allows several.
+type allocatedDevice struct{ driver, pool, device, shareID string }
+
+func resultKey(result resourceapi.DeviceRequestAllocationResult) allocatedDevice {
+	key := allocatedDevice{driver: result.Driver, pool: result.Pool, device: result.Device}
+	if result.ShareID != nil {
+		key.shareID = string(*result.ShareID)
+	}
+	return key
+}
+
+// dropDeallocatedDeviceStatus removes the status.devices entries of devices
+// that the old claim held and the new one does not: whoever deallocates
+// need not clean up after the drivers. Entries for devices the claim never
+// held are left for validation to refuse, so that a driver learns its
+// status was not recorded instead of losing it silently.
+func dropDeallocatedDeviceStatus(claim, oldClaim *resourceapi.ResourceClaim) {
+	if len(claim.Status.Devices) == 0 || oldClaim.Status.Allocation == nil {
 		return
 	}
-	if claim.Status.Allocation == nil {
-		claim.Status.Devices = nil
-		return
+	deallocated := map[allocatedDevice]bool{}
+	for _, result := range oldClaim.Status.Allocation.Devices.Results {
+		deallocated[resultKey(result)] = true
 	}
-	type deviceKey struct{ driver, pool, device, shareID string }
-	allocated := map[deviceKey]bool{}
-	for _, result := range claim.Status.Allocation.Devices.Results {
-		shareID := ""
-		if result.ShareID != nil {
-			shareID = string(*result.ShareID)
+	if claim.Status.Allocation != nil {
+		for _, result := range claim.Status.Allocation.Devices.Results {
+			delete(deallocated, resultKey(result))
 		}
-		allocated[deviceKey{result.Driver, result.Pool, result.Device, shareID}] = true
+	}
+	if len(deallocated) == 0 {
+		return
 	}
 	kept := claim.Status.Devices[:0]
 	for _, device := range claim.Status.Devices {
-		shareID := ""
+		key := allocatedDevice{driver: device.Driver, pool: device.Pool, device: device.Device}
 		if device.ShareID != nil {
-			shareID = *device.ShareID
+			key.shareID = *device.ShareID
 		}
-		if allocated[deviceKey{device.Driver, device.Pool, device.Device, shareID}] {
+		if !deallocated[key] {
 			kept = append(kept, device)
 		}
 	}

@@ -115,6 +115,8 @@ func TestStatusUpdate(t *testing.T) {
 		wantSpec   resourceapi.ResourceClaimSpec
 		wantLabels map[string]string
 		wantStatus resourceapi.ResourceClaimStatus
+		// wantErrs are the fields validation refuses.
+		wantErrs []string
 	}{
 		"allocation is written, spec and labels are not": {
 			old: testClaim(),
@@ -131,16 +133,31 @@ func TestStatusUpdate(t *testing.T) {
 			wantSpec:   testClaim().Spec,
 			wantStatus: testClaim(allocated("gpu-0"), withDeviceStatus("gpu-0")).Status,
 		},
-		"device status of a device not allocated is dropped": {
+		"device status of a device not allocated is refused, not dropped": {
 			old:        testClaim(allocated("gpu-0")),
 			new:        testClaim(allocated("gpu-0"), withDeviceStatus("gpu-0", "gpu-9")),
 			wantSpec:   testClaim().Spec,
-			wantStatus: testClaim(allocated("gpu-0"), withDeviceStatus("gpu-0")).Status,
+			wantStatus: testClaim(allocated("gpu-0"), withDeviceStatus("gpu-0", "gpu-9")).Status,
+			wantErrs:   []string{"status.devices[1]"},
 		},
-		"deallocation drops all device status": {
+		"device status of an unallocated claim is refused": {
+			old:        testClaim(),
+			new:        testClaim(withDeviceStatus("gpu-0")),
+			wantSpec:   testClaim().Spec,
+			wantStatus: testClaim(withDeviceStatus("gpu-0")).Status,
+			wantErrs:   []string{"status.devices[0]"},
+		},
+		"deallocation drops the status of the devices it held": {
 			old:      testClaim(allocated("gpu-0"), withDeviceStatus("gpu-0")),
 			new:      testClaim(withDeviceStatus("gpu-0")),
 			wantSpec: testClaim().Spec,
+		},
+		"deallocation does not hide status of a device never held": {
+			old:        testClaim(allocated("gpu-0"), withDeviceStatus("gpu-0")),
+			new:        testClaim(withDeviceStatus("gpu-0", "gpu-9")),
+			wantSpec:   testClaim().Spec,
+			wantStatus: testClaim(withDeviceStatus("gpu-9")).Status,
+			wantErrs:   []string{"status.devices[0]"},
 		},
 	}
 	strategy := NewStatusStrategy(testScheme())
@@ -155,6 +172,13 @@ func TestStatusUpdate(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantStatus, tc.new.Status); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			var gotErrs []string
+			for _, err := range strategy.ValidateUpdate(context.Background(), tc.new, tc.old) {
+				gotErrs = append(gotErrs, err.Field)
+			}
+			if diff := cmp.Diff(tc.wantErrs, gotErrs); diff != "" {
+				t.Errorf("error fields (-want +got):\n%s", diff)
 			}
 		})
 	}
