@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/draplane/draplane/controllermanager"
+	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // Config is everything the server is built from, resolved from the
@@ -103,6 +105,12 @@ func kubeEffectiveVersion() basecompatibility.EffectiveVersion {
 
 // Complete fills in the generic defaults.
 func (c *Config) Complete() CompletedConfig {
+	// A patch that cannot be applied is the client's mistake: patches are
+	// kept so that the stores can say which field it fails at.
+	scheme := c.Extra.Scheme
+	c.Generic.BuildHandlerChainFunc = func(apiHandler http.Handler, generic *genericapiserver.Config) http.Handler {
+		return genericapiserver.DefaultBuildHandlerChain(patcherrors.WithPatch(apiHandler, scheme, generic.MaxRequestBodyBytes), generic)
+	}
 	return CompletedConfig{&completedConfig{
 		Generic: c.Generic.Complete(),
 		Extra:   &c.Extra,

@@ -11,12 +11,13 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/registry/internal/table"
+	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // REST is the storage of DeviceClasses. It adds short names and categories
 // to the generic store, which has neither.
 type REST struct {
-	*genericregistry.Store
+	patcherrors.Store
 }
 
 var (
@@ -44,7 +45,7 @@ func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
 		return nil, fmt.Errorf("complete DeviceClass storage: %w", err)
 	}
-	return &REST{Store: store}, nil
+	return &REST{Store: patcherrors.Store{Store: store}}, nil
 }
 
 // ShortNames lets `kubectl get dvc` work.

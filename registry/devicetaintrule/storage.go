@@ -14,12 +14,13 @@ import (
 	"github.com/draplane/draplane/registry/internal/table"
 
 	"github.com/draplane/draplane/registry/internal/statusrest"
+	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // REST is the storage of DeviceTaintRules. It adds short names and
 // categories to the generic store, which has neither.
 type REST struct {
-	*genericregistry.Store
+	patcherrors.Store
 }
 
 var (
@@ -53,7 +54,7 @@ func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*
 	status := NewStatusStrategy(typer)
 	statusStore.UpdateStrategy = status
 	statusStore.ResetFieldsStrategy = status
-	return &REST{Store: store}, statusrest.New(&statusStore), nil
+	return &REST{Store: patcherrors.Store{Store: store}}, statusrest.New(&statusStore), nil
 }
 
 // ShortNames lets `kubectl get dtr` work.

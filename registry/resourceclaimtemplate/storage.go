@@ -11,13 +11,14 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/registry/internal/table"
+	"github.com/draplane/draplane/registry/patcherrors"
 	"github.com/draplane/draplane/registry/resourceclaim"
 )
 
 // REST is the storage of ResourceClaimTemplates. It adds short names and
 // categories to the generic store, which has neither.
 type REST struct {
-	*genericregistry.Store
+	patcherrors.Store
 }
 
 var (
@@ -45,7 +46,7 @@ func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
 		return nil, fmt.Errorf("complete ResourceClaimTemplate storage: %w", err)
 	}
-	return &REST{Store: store}, nil
+	return &REST{Store: patcherrors.Store{Store: store}}, nil
 }
 
 // ShortNames lets `kubectl get rct` work.

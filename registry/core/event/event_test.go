@@ -64,7 +64,7 @@ func TestStorageFieldSelectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coretesting.Ready(t, store.Store)
+	coretesting.Ready(t, store.Store.Store)
 	ctx := coretesting.Context(t, "ns")
 	for _, e := range []*corev1.Event{
 		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "p1", UID: "uid-1"}, Reason: "Scheduled", Type: "Normal"},

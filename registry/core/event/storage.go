@@ -11,6 +11,7 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
 	"github.com/draplane/draplane/registry/internal/table"
+	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // TTL is how long an event is kept after its last write, as the
@@ -19,7 +20,7 @@ const TTL = time.Hour
 
 // REST serves events.
 type REST struct {
-	*genericregistry.Store
+	patcherrors.Store
 }
 
 // NewREST returns the storage of events.
@@ -41,7 +42,7 @@ func NewREST(optsGetter generic.RESTOptionsGetter) (*REST, error) {
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: GetAttrs}); err != nil {
 		return nil, err
 	}
-	return &REST{store}, nil
+	return &REST{Store: patcherrors.Store{Store: store}}, nil
 }
 
 // ShortNames implements rest.ShortNamesProvider.

@@ -37,7 +37,7 @@ func TestStorage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coretesting.Ready(t, store.Store)
+	coretesting.Ready(t, store.Store.Store)
 	ctx := coretesting.Context(t, "kube-system")
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "draplane-controllers", Namespace: "kube-system"},

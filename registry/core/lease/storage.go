@@ -8,11 +8,12 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
 	"github.com/draplane/draplane/registry/internal/table"
+	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // REST serves leases.
 type REST struct {
-	*genericregistry.Store
+	patcherrors.Store
 }
 
 // NewREST returns the storage of leases.
@@ -30,7 +31,7 @@ func NewREST(optsGetter generic.RESTOptionsGetter) (*REST, error) {
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
 		return nil, err
 	}
-	return &REST{store}, nil
+	return &REST{Store: patcherrors.Store{Store: store}}, nil
 }
 
 var tableConvertor = table.Convertor[*coordinationv1.Lease]{

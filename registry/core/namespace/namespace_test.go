@@ -70,7 +70,7 @@ func TestStorageDeleteAndFinalize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coretesting.Ready(t, storage.Namespace.Store)
+	coretesting.Ready(t, storage.Namespace.Store.Store)
 	ctx := coretesting.Context(t, "")
 
 	get := func(name string) (*corev1.Namespace, error) {

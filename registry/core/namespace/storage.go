@@ -17,12 +17,13 @@ import (
 
 	"github.com/draplane/draplane/registry/internal/statusrest"
 	"github.com/draplane/draplane/registry/internal/table"
+	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // REST serves namespaces. It wraps the generic store because deleting a
 // namespace with finalizers first moves it to the Terminating phase.
 type REST struct {
-	*genericregistry.Store
+	patcherrors.Store
 }
 
 // StatusREST serves the status subresource.
@@ -66,7 +67,7 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (*Storage, error) {
 	finalizeStore.UpdateStrategy = FinalizeStrategy
 	finalizeStore.ResetFieldsStrategy = FinalizeStrategy
 	return &Storage{
-		Namespace: &REST{store},
+		Namespace: &REST{Store: patcherrors.Store{Store: store}},
 		Status:    statusrest.New(&statusStore),
 		Finalize:  &FinalizeREST{&finalizeStore},
 	}, nil

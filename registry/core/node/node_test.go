@@ -90,7 +90,7 @@ func TestStorage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coretesting.Ready(t, storage.Node.Store)
+	coretesting.Ready(t, storage.Node.Store.Store)
 	ctx := coretesting.Context(t, "")
 
 	// A node registers with its status in one request.

@@ -12,11 +12,12 @@ import (
 
 	"github.com/draplane/draplane/registry/internal/statusrest"
 	"github.com/draplane/draplane/registry/internal/table"
+	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // REST serves nodes.
 type REST struct {
-	*genericregistry.Store
+	patcherrors.Store
 }
 
 // StatusREST serves the status subresource.
@@ -48,7 +49,7 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (*Storage, error) {
 	statusStore := *store
 	statusStore.UpdateStrategy = StatusStrategy
 	statusStore.ResetFieldsStrategy = StatusStrategy
-	return &Storage{Node: &REST{store}, Status: statusrest.New(&statusStore)}, nil
+	return &Storage{Node: &REST{Store: patcherrors.Store{Store: store}}, Status: statusrest.New(&statusStore)}, nil
 }
 
 // ShortNames implements rest.ShortNamesProvider.

@@ -21,11 +21,12 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/draplane/draplane/registry/internal/statusrest"
+	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // REST serves pods.
 type REST struct {
-	*genericregistry.Store
+	patcherrors.Store
 }
 
 // StatusREST serves the status subresource.
@@ -79,7 +80,7 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (*Storage, error) {
 	statusStore.UpdateStrategy = StatusStrategy
 	statusStore.ResetFieldsStrategy = StatusStrategy
 	return &Storage{
-		Pod:      &REST{store},
+		Pod:      &REST{Store: patcherrors.Store{Store: store}},
 		Status:   statusrest.New(&statusStore),
 		Binding:  &BindingREST{store},
 		Eviction: &EvictionREST{store},

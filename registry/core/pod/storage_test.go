@@ -30,7 +30,7 @@ func newTestStorage(t *testing.T) *Storage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coretesting.Ready(t, storage.Pod.Store)
+	coretesting.Ready(t, storage.Pod.Store.Store)
 	return storage
 }
 

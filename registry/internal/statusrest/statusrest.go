@@ -11,6 +11,8 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // REST is the status subresource of one resource.
@@ -41,9 +43,10 @@ func (r *REST) Get(ctx context.Context, name string, options *metav1.GetOptions)
 	return r.store.Get(ctx, name, options)
 }
 
-// Update writes the status; it never creates an object.
+// Update writes the status; it never creates an object. A patch that
+// cannot be applied is answered with the field it fails at.
 func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
+	return r.store.Update(ctx, name, patcherrors.Guard(objInfo), createValidation, updateValidation, false, options)
 }
 
 // GetResetFields names the fields a status write leaves alone.
