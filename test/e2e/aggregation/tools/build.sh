@@ -21,6 +21,12 @@ ldflags="-s -w \
  -X k8s.io/component-base/version.gitTreeState=clean \
  -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z"
 
+# Fetch the modules first: on an empty module cache this is the slow step,
+# and a network failure shows here rather than in the middle of the build.
+if [[ ! -x "${out}/kube-apiserver" || ! -x "${out}/etcd" ]]; then
+  go mod download
+fi
+
 if [[ ! -x "${out}/kube-apiserver" ]]; then
   echo "building kube-apiserver ${KUBE_VERSION} (about 15 min cold on 2 cores)..." >&2
   go build -trimpath -ldflags "${ldflags}" -o "${out}/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
