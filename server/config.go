@@ -105,11 +105,13 @@ func kubeEffectiveVersion() basecompatibility.EffectiveVersion {
 
 // Complete fills in the generic defaults.
 func (c *Config) Complete() CompletedConfig {
-	// A patch that cannot be applied is the client's mistake: patches are
-	// kept so that the stores can say which field it fails at.
+	// Requests that are the client's mistake get a 4xx naming the field:
+	// patches are kept so that the stores can say which field one fails
+	// at, and malformed resource versions are refused up front.
 	scheme := c.Extra.Scheme
 	c.Generic.BuildHandlerChainFunc = func(apiHandler http.Handler, generic *genericapiserver.Config) http.Handler {
-		return genericapiserver.DefaultBuildHandlerChain(patcherrors.WithPatch(apiHandler, scheme, generic.MaxRequestBodyBytes), generic)
+		checked := withResourceVersionCheck(patcherrors.WithPatch(apiHandler, scheme, generic.MaxRequestBodyBytes))
+		return genericapiserver.DefaultBuildHandlerChain(checked, generic)
 	}
 	return CompletedConfig{&completedConfig{
 		Generic: c.Generic.Complete(),

@@ -56,8 +56,8 @@ type patchRequest struct {
 
 type contextKey struct{}
 
-// WithPatch keeps the body of JSON-patch and strategic-merge-patch requests
-// up to maxBytes in the request context for Explain. Bigger bodies pass
+// WithPatch keeps the body of JSON-patch, strategic-merge-patch and apply
+// requests up to maxBytes in the request context for Explain. Bigger bodies pass
 // untouched (the handler refuses them). It belongs inside authentication:
 // only requests that may patch are read.
 func WithPatch(handler http.Handler, scheme Scheme, maxBytes int64) http.Handler {
@@ -68,7 +68,7 @@ func WithPatch(handler http.Handler, scheme Scheme, maxBytes int64) http.Handler
 		}
 		mediaType, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
 		patchType := types.PatchType(mediaType)
-		if err != nil || patchType != types.JSONPatchType && patchType != types.StrategicMergePatchType {
+		if err != nil || patchType != types.JSONPatchType && patchType != types.StrategicMergePatchType && patchType != types.ApplyYAMLPatchType {
 			handler.ServeHTTP(w, req)
 			return
 		}
@@ -133,7 +133,26 @@ func (g guarded) UpdatedObject(ctx context.Context, oldObj runtime.Object) (runt
 	if explained := Explain(ctx, oldObj); explained != nil {
 		return nil, explained
 	}
+	if refused := explainApply(ctx, err); refused != nil {
+		return nil, refused
+	}
 	return obj, err
+}
+
+// explainApply answers 400 for a server-side apply whose configuration
+// does not fit the schema (an unknown field, a list where an object
+// belongs): the field manager reports it without an API status, as 500.
+// Its message names the field.
+func explainApply(ctx context.Context, err error) error {
+	p, ok := ctx.Value(contextKey{}).(*patchRequest)
+	if !ok || p.patchType != types.ApplyYAMLPatchType {
+		return nil
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) || !strings.Contains(err.Error(), "failed to create typed patch object") {
+		return nil
+	}
+	return apierrors.NewBadRequest(err.Error())
 }
 
 // unexplained is an error that is not the client's yet (no API status), or
@@ -185,6 +204,7 @@ func Explain(ctx context.Context, old runtime.Object) error {
 	case types.StrategicMergePatchType:
 		errs = explainStrategicMerge(versioned, p.body)
 	}
+	// An apply is not applied again: explainApply reads its error.
 	if len(errs) == 0 {
 		return nil
 	}

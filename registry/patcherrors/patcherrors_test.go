@@ -126,10 +126,19 @@ func TestGuard(t *testing.T) {
 		{"failure of a patch that applies is left alone", goodPatch, internal, func(err error) bool { return err == internal }},
 		{"other API errors are left alone", badPatch, forbidden, apierrors.IsForbidden},
 		{"updates without a patch are left alone", "", internal, func(err error) bool { return err == internal }},
+		{"an apply that does not fit the schema becomes 400", "apply", errors.New("failed to create typed patch object (/p; /v1, Kind=Pod): .spec.sneaky: field not declared in schema"),
+			func(err error) bool {
+				return apierrors.IsBadRequest(err) && strings.Contains(err.Error(), ".spec.sneaky")
+			}},
+		{"other apply failures are left alone", "apply", internal, func(err error) bool { return err == internal }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			if tc.patch != "" {
+			switch tc.patch {
+			case "":
+			case "apply":
+				ctx = patchContext(t, types.ApplyYAMLPatchType, "apiVersion: v1\nkind: Pod\n")
+			default:
 				ctx = patchContext(t, types.StrategicMergePatchType, tc.patch)
 			}
 			_, err := Guard(failing{err: tc.err}).UpdatedObject(ctx, testPod())
@@ -151,7 +160,7 @@ func TestWithPatchKeepsTheBody(t *testing.T) {
 		{"strategic merge", http.MethodPatch, "application/strategic-merge-patch+json", `{"a":1}`, true},
 		{"JSON patch", http.MethodPatch, "application/json-patch+json", `[]`, true},
 		{"merge patch is explained by the handler", http.MethodPatch, "application/merge-patch+json", `{"a":1}`, false},
-		{"apply", http.MethodPatch, "application/apply-patch+yaml", `a: 1`, false},
+		{"apply", http.MethodPatch, "application/apply-patch+yaml", `a: 1`, true},
 		{"too big", http.MethodPatch, "application/json-patch+json", strings.Repeat(" ", 2048), false},
 		{"not a patch", http.MethodPut, "application/json", `{}`, false},
 	} {

@@ -1,0 +1,524 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	applyv1 "github.com/draplane/draplane/generated/applyconfiguration/resource/v1"
+)
+
+// TestAdversarialAPI uses every kind the way a careless user or an attacker
+// would and checks the answer Kubernetes gives: a clear 4xx naming the
+// field, nothing stored where a write is refused, nothing lost where one is
+// accepted, and a healthy server after each case. One shared server, no
+// controllers: the API alone must hold.
+func TestAdversarialAPI(t *testing.T) {
+	s := sharedServer(t)
+	ctx := context.Background()
+	admin, err := rest.HTTPClientFor(s.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anonymous, err := s.AnonymousHTTPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := kubernetes.NewForConfig(s.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := s.Client(t).ResourceV1()
+	claims := resource.ResourceClaims("default")
+	const group = "/apis/resource.draplane.dev/v1"
+
+	// newClaim creates a claim, allocated when allocated is set.
+	newClaim := func(t *testing.T, name string, allocated bool) *resourcev1.ResourceClaim {
+		t.Helper()
+		claim, err := claims.Create(ctx, &resourcev1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactRequest("gpu", "gpu.example.com")}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if allocated {
+			claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+				Results: []resourcev1.DeviceRequestAllocationResult{{Request: "gpu", Driver: "gpu.example.com", Pool: "pool", Device: "dev-0"}},
+			}}
+			if claim, err = claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return claim
+	}
+	consumer := func(i int) resourcev1.ResourceClaimConsumerReference {
+		return resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: fmt.Sprintf("pod-%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}
+	}
+	// unchanged fails unless the claim still has resourceVersion rv.
+	unchanged := func(t *testing.T, name, rv string) {
+		t.Helper()
+		got, err := claims.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ResourceVersion != rv {
+			t.Errorf("claim %s was written by a refused request: resourceVersion %s, was %s", name, got.ResourceVersion, rv)
+		}
+	}
+	// refused checks a 4xx answer that names what it is about.
+	refused := func(t *testing.T, code int, answer string, want []int, mention ...string) {
+		t.Helper()
+		ok := false
+		for _, w := range want {
+			ok = ok || code == w
+		}
+		if !ok {
+			t.Errorf("status %d, want one of %v: %.1000s", code, want, answer)
+		}
+		for _, m := range mention {
+			if !strings.Contains(answer, m) {
+				t.Errorf("answer does not mention %q: %.1000s", m, answer)
+			}
+		}
+	}
+
+	cases := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"claim status written by a user who is not an admin", func(t *testing.T) {
+			claim := newClaim(t, "adv-not-admin", true)
+			driver := ownCACertClient(t, s, "some-driver", "drivers")
+			code, answer := httpDo(t, s, driver, "PATCH", group+"/namespaces/default/resourceclaims/adv-not-admin/status", "application/merge-patch+json",
+				`{"status":{"reservedFor":[{"resource":"pods","name":"mine","uid":"mine"}]}}`)
+			refused(t, code, answer, []int{http.StatusForbidden}, "resourceclaims/status")
+			unchanged(t, claim.Name, claim.ResourceVersion)
+		}},
+		{"two writers racing on reservedFor", func(t *testing.T) {
+			claim := newClaim(t, "adv-race", true)
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					update := claim.DeepCopy()
+					update.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{consumer(i)}
+					_, errs[i] = claims.UpdateStatus(ctx, update, metav1.UpdateOptions{})
+				}()
+			}
+			wg.Wait()
+			winner := -1
+			for i, err := range errs {
+				switch {
+				case err == nil:
+					if winner >= 0 {
+						t.Fatalf("both writers of resourceVersion %s succeeded", claim.ResourceVersion)
+					}
+					winner = i
+				case !apierrors.IsConflict(err):
+					t.Errorf("writer %d: want 409 Conflict, got %v", i, err)
+				}
+			}
+			if winner < 0 {
+				t.Fatalf("no writer succeeded: %v", errs)
+			}
+			got, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Status.ReservedFor) != 1 || got.Status.ReservedFor[0] != consumer(winner) {
+				t.Fatalf("reservedFor %+v, want only the winner %d", got.Status.ReservedFor, winner)
+			}
+			// The loser retries on the fresh object; both are kept.
+			got.Status.ReservedFor = append(got.Status.ReservedFor, consumer(1-winner))
+			if got, err = claims.UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil || len(got.Status.ReservedFor) != 2 {
+				t.Errorf("retry of the loser: %v %+v", err, got.Status.ReservedFor)
+			}
+		}},
+		{"reservedFor at its limit of 256", func(t *testing.T) {
+			claim := newClaim(t, "adv-256", true)
+			for i := range 256 {
+				claim.Status.ReservedFor = append(claim.Status.ReservedFor, consumer(i))
+			}
+			claim, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+			if err != nil || len(claim.Status.ReservedFor) != 256 {
+				t.Fatalf("256 consumers: %v", err)
+			}
+			code, answer := httpDo(t, s, admin, "PATCH", group+"/namespaces/default/resourceclaims/adv-256/status", "application/strategic-merge-patch+json",
+				`{"status":{"reservedFor":[{"resource":"pods","name":"one-more","uid":"one-more"}]}}`)
+			refused(t, code, answer, []int{http.StatusUnprocessableEntity}, "status.reservedFor", "256")
+			unchanged(t, claim.Name, claim.ResourceVersion)
+		}},
+		{"a slice of 128 devices, and one of 129", func(t *testing.T) {
+			slice := &resourcev1.ResourceSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: "adv-128"},
+				Spec: resourcev1.ResourceSliceSpec{Driver: "adv.example.com", NodeName: new("adv-node"),
+					Pool: resourcev1.ResourcePool{Name: "adv", Generation: 1, ResourceSliceCount: 1}},
+			}
+			for i := range 128 {
+				slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("dev-%d", i)})
+			}
+			if created, err := resource.ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil || len(created.Spec.Devices) != 128 {
+				t.Fatalf("128 devices: %v", err)
+			}
+			slice.Name = "adv-129"
+			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: "dev-128"})
+			_, err := resource.ResourceSlices().Create(ctx, slice, metav1.CreateOptions{})
+			expectInvalid(t, err, "spec.devices")
+			if _, err := resource.ResourceSlices().Get(ctx, "adv-129", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("refused slice stored: %v", err)
+			}
+		}},
+		{"names at their length limits", func(t *testing.T) {
+			long := strings.Repeat("n", 253)
+			if _, err := resource.DeviceClasses().Create(ctx, &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: long}}, metav1.CreateOptions{}); err != nil {
+				t.Errorf("class name of 253 characters: %v", err)
+			}
+			_, err := resource.DeviceClasses().Create(ctx, &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: long + "n"}}, metav1.CreateOptions{})
+			expectInvalid(t, err, "metadata.name")
+			if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("s", 63)}}, metav1.CreateOptions{}); err != nil {
+				t.Errorf("namespace name of 63 characters: %v", err)
+			}
+			_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("s", 64)}}, metav1.CreateOptions{})
+			expectInvalid(t, err, "metadata.name")
+			_, err = claims.Create(ctx, &resourcev1.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: "adv-label", Labels: map[string]string{"a": strings.Repeat("v", 64)}},
+				Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactRequest("gpu", "gpu.example.com")}}},
+			}, metav1.CreateOptions{})
+			expectInvalid(t, err, "metadata.labels")
+			_, err = resource.ResourceSlices().Create(ctx, &resourcev1.ResourceSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: "adv-long-driver"},
+				Spec: resourcev1.ResourceSliceSpec{Driver: strings.Repeat("d", 64) + ".example.com", NodeName: new("adv-node"),
+					Pool: resourcev1.ResourcePool{Name: "p", Generation: 1, ResourceSliceCount: 1}},
+			}, metav1.CreateOptions{})
+			expectInvalid(t, err, "spec.driver")
+		}},
+		{"malformed resourceVersion on get, list and watch", func(t *testing.T) {
+			for _, query := range []string{"resourceVersion=abc", "watch=1&resourceVersion=abc", "watch=1&resourceVersion=-5",
+				"watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion=1.5"} {
+				code, answer := httpDo(t, s, admin, "GET", group+"/namespaces/default/resourceclaims?"+query, "", "")
+				refused(t, code, answer, []int{http.StatusBadRequest}, "resourceVersion")
+			}
+			newClaim(t, "adv-rv", false)
+			code, answer := httpDo(t, s, admin, "GET", group+"/namespaces/default/resourceclaims/adv-rv?resourceVersion=abc", "", "")
+			refused(t, code, answer, []int{http.StatusBadRequest}, "resourceVersion")
+			code, answer = httpDo(t, s, admin, "GET", "/api/v1/pods?watch=1&resourceVersion=x", "", "")
+			refused(t, code, answer, []int{http.StatusBadRequest}, "resourceVersion")
+		}},
+		{"clients that drop the connection mid-watch", func(t *testing.T) {
+			for range 3 {
+				var conns []*http.Response
+				for range 20 {
+					transport := admin.Transport
+					req, _ := http.NewRequest("GET", s.URL+group+"/namespaces/default/resourceclaims?watch=1", nil)
+					resp, err := (&http.Client{Transport: transport}).Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					conns = append(conns, resp)
+				}
+				// Read a little of some, then hang up on all of them.
+				for i, resp := range conns {
+					if i%2 == 0 {
+						_, _ = bufio.NewReader(resp.Body).Peek(1)
+					}
+					resp.Body.Close()
+				}
+			}
+			healthy(t, s, anonymous)
+			// A watch still sees new objects.
+			watcher, err := claims.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=adv-after-drop"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer watcher.Stop()
+			newClaim(t, "adv-after-drop", false)
+			select {
+			case ev := <-watcher.ResultChan():
+				if ev.Type != "ADDED" {
+					t.Errorf("first event %s, want ADDED", ev.Type)
+				}
+			case <-time.After(pollTimeout):
+				t.Error("no event after the dropped watches")
+			}
+		}},
+		{"bogus field and label selectors", func(t *testing.T) {
+			for _, path := range []string{
+				group + "/resourceslices?fieldSelector=spec.devices%3Dx",
+				group + "/resourceslices?watch=1&fieldSelector=spec.devices%3Dx",
+				group + "/namespaces/default/resourceclaims?fieldSelector=status.allocation%3Dx",
+				"/api/v1/pods?fieldSelector=spec.containers%3Dx",
+			} {
+				code, answer := httpDo(t, s, admin, "GET", path, "", "")
+				field := path[strings.Index(path, "fieldSelector=")+len("fieldSelector="):]
+				field = field[:strings.Index(field, "%")]
+				refused(t, code, answer, []int{http.StatusBadRequest}, field)
+			}
+			code, answer := httpDo(t, s, admin, "GET", group+"/resourceslices?fieldSelector=spec.nodeName%3D%3D%3D", "", "")
+			refused(t, code, answer, []int{http.StatusBadRequest})
+			code, answer = httpDo(t, s, admin, "GET", group+"/resourceslices?labelSelector="+strings.Repeat("a", 64)+"%3Dx", "", "")
+			refused(t, code, answer, []int{http.StatusBadRequest})
+		}},
+		{"unknown fields with strict validation on update, patch and apply", func(t *testing.T) {
+			claim := newClaim(t, "adv-strict", false)
+			path := group + "/namespaces/default/resourceclaims/adv-strict"
+			body, _ := json.Marshal(claim)
+			withUnknown := strings.Replace(string(body), `"spec":{`, `"spec":{"sneaky":1,`, 1)
+			code, answer := httpDo(t, s, admin, "PUT", path+"?fieldValidation=Strict", "application/json", withUnknown)
+			refused(t, code, answer, []int{http.StatusBadRequest}, "sneaky")
+			// As in Kubernetes, a patch with an unknown field is invalid (422).
+			code, answer = httpDo(t, s, admin, "PATCH", path+"?fieldValidation=Strict", "application/merge-patch+json", `{"metadata":{"labels":{"a":"b"}},"spec":{"sneaky":1}}`)
+			refused(t, code, answer, []int{http.StatusBadRequest, http.StatusUnprocessableEntity}, "sneaky")
+			code, answer = httpDo(t, s, admin, "PATCH", path+"?fieldValidation=Strict", "application/strategic-merge-patch+json", `{"metadata":{"labels":{"a":"b"}},"spec":{"sneaky":1}}`)
+			refused(t, code, answer, []int{http.StatusBadRequest, http.StatusUnprocessableEntity}, "sneaky")
+			code, answer = httpDo(t, s, admin, "PATCH", path+"?fieldValidation=Strict&fieldManager=adv", "application/apply-patch+yaml",
+				"apiVersion: resource.draplane.dev/v1\nkind: ResourceClaim\nmetadata:\n  name: adv-strict\n  labels:\n    a: b\nspec:\n  sneaky: 1\n")
+			refused(t, code, answer, []int{http.StatusBadRequest}, "sneaky")
+			unchanged(t, claim.Name, claim.ResourceVersion)
+		}},
+		{"dry run stores nothing", func(t *testing.T) {
+			dry := []string{metav1.DryRunAll}
+			if _, err := claims.Create(ctx, &resourcev1.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: "adv-dry"},
+				Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactRequest("gpu", "gpu.example.com")}}},
+			}, metav1.CreateOptions{DryRun: dry}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := claims.Get(ctx, "adv-dry", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("dry-run create stored the claim: %v", err)
+			}
+			claim := newClaim(t, "adv-dry-status", false)
+			update := claim.DeepCopy()
+			update.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+				Results: []resourcev1.DeviceRequestAllocationResult{{Request: "gpu", Driver: "gpu.example.com", Pool: "pool", Device: "dev-0"}}}}
+			if answered, err := claims.UpdateStatus(ctx, update, metav1.UpdateOptions{DryRun: dry}); err != nil || answered.Status.Allocation == nil {
+				t.Fatalf("dry-run status update: %v", err)
+			}
+			if err := claims.Delete(ctx, claim.Name, metav1.DeleteOptions{DryRun: dry}); err != nil {
+				t.Fatal(err)
+			}
+			unchanged(t, claim.Name, claim.ResourceVersion)
+		}},
+		{"delete with wrong preconditions", func(t *testing.T) {
+			claim := newClaim(t, "adv-precondition", false)
+			wrongUID := types.UID("not-the-uid")
+			err := claims.Delete(ctx, claim.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &wrongUID}})
+			if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "UID") {
+				t.Errorf("delete with the wrong UID: want 409 naming the UID, got %v", err)
+			}
+			staleRV := "1"
+			err = claims.Delete(ctx, claim.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &staleRV}})
+			if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "ResourceVersion") {
+				t.Errorf("delete with a stale resourceVersion: want 409 naming it, got %v", err)
+			}
+			unchanged(t, claim.Name, claim.ResourceVersion)
+		}},
+		{"server-side apply conflicts between field managers", func(t *testing.T) {
+			apply := func(manager, expression string, force bool) error {
+				class := applyv1.DeviceClass("adv-ssa").WithSpec(applyv1.DeviceClassSpec().WithSelectors(
+					applyv1.DeviceSelector().WithCEL(applyv1.CELDeviceSelector().WithExpression(expression))))
+				_, err := resource.DeviceClasses().Apply(ctx, class, metav1.ApplyOptions{FieldManager: manager, Force: force})
+				return err
+			}
+			if err := apply("team-a", `device.driver == "a.example.com"`, false); err != nil {
+				t.Fatal(err)
+			}
+			err := apply("team-b", `device.driver == "b.example.com"`, false)
+			if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "team-a") || !strings.Contains(err.Error(), "spec.selectors") {
+				t.Errorf("second manager: want 409 naming team-a and spec.selectors, got %v", err)
+			}
+			class, err := resource.DeviceClasses().Get(ctx, "adv-ssa", metav1.GetOptions{})
+			if err != nil || class.Spec.Selectors[0].CEL.Expression != `device.driver == "a.example.com"` {
+				t.Fatalf("conflicting apply changed the class: %v %+v", err, class.Spec.Selectors)
+			}
+			if err := apply("team-b", `device.driver == "b.example.com"`, true); err != nil {
+				t.Fatalf("forced apply: %v", err)
+			}
+		}},
+		{"v1beta1 and v1 writes of the same claim lose nothing", func(t *testing.T) {
+			rich := &resourcev1.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: "adv-versions"},
+				Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+					Requests: []resourcev1.DeviceRequest{
+						{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 2,
+							Selectors:   []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.attributes["gpu.example.com"].model == "x"`}}},
+							Tolerations: []resourcev1.DeviceToleration{{Key: "maintenance", Operator: resourcev1.DeviceTolerationOpExists, Effect: resourcev1.DeviceTaintEffectNoSchedule}}}},
+						{Name: "nic", FirstAvailable: []resourcev1.DeviceSubRequest{
+							{Name: "fast", DeviceClassName: "nic.example.com", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1},
+							{Name: "slow", DeviceClassName: "nic.example.com", AllocationMode: resourcev1.DeviceAllocationModeAll}}},
+					},
+					Constraints: []resourcev1.DeviceConstraint{{Requests: []string{"gpu"}, MatchAttribute: new(resourcev1.FullyQualifiedName("gpu.example.com/numa"))}},
+					Config: []resourcev1.DeviceClaimConfiguration{{Requests: []string{"gpu"}, DeviceConfiguration: resourcev1.DeviceConfiguration{
+						Opaque: &resourcev1.OpaqueDeviceConfiguration{Driver: "gpu.example.com", Parameters: runtimeRaw(`{"mode":"fast"}`)}}}},
+				}},
+			}
+			created, err := claims.Create(ctx, rich, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			beta := "/apis/resource.draplane.dev/v1beta1/namespaces/default/resourceclaims/adv-versions"
+			code, answer := httpDo(t, s, admin, "GET", beta, "", "")
+			if code != http.StatusOK {
+				t.Fatalf("get in v1beta1: %d %s", code, answer)
+			}
+			// A v1beta1 client changes a label and writes back what it read.
+			var object map[string]interface{}
+			if err := json.Unmarshal([]byte(answer), &object); err != nil {
+				t.Fatal(err)
+			}
+			object["metadata"].(map[string]interface{})["labels"] = map[string]interface{}{"written-by": "v1beta1"}
+			body, _ := json.Marshal(object)
+			if code, answer := httpDo(t, s, admin, "PUT", beta, "application/json", string(body)); code != http.StatusOK {
+				t.Fatalf("put in v1beta1: %d %s", code, answer)
+			}
+			got, err := claims.Get(ctx, "adv-versions", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equalJSON(t, got.Spec, created.Spec) {
+				t.Errorf("a v1beta1 round trip changed the spec:\n%s\nwas\n%s", mustJSON(t, got.Spec), mustJSON(t, created.Spec))
+			}
+			// The v1beta1 object read before that write is stale now.
+			if code, answer := httpDo(t, s, admin, "PUT", beta, "application/json", string(body)); code != http.StatusConflict {
+				t.Errorf("stale v1beta1 write: status %d, want 409: %.500s", code, answer)
+			}
+		}},
+		{"create in a namespace that does not exist", func(t *testing.T) {
+			_, err := s.Client(t).ResourceV1().ResourceClaims("adv-no-such-namespace").Create(ctx, &resourcev1.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: "c"},
+				Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactRequest("gpu", "gpu.example.com")}}},
+			}, metav1.CreateOptions{})
+			if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "adv-no-such-namespace") {
+				t.Errorf("want 404 naming the namespace, got %v", err)
+			}
+		}},
+		{"binding a pod twice, once to a node that does not exist", func(t *testing.T) {
+			pod, err := kube.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "adv-bind"},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// As in Kubernetes, binding does not look the node up.
+			bind := func(node string) error {
+				return kube.CoreV1().Pods("default").Bind(ctx, &corev1.Binding{
+					ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
+					Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+				}, metav1.CreateOptions{})
+			}
+			if err := bind("adv-ghost-node"); err != nil {
+				t.Fatalf("bind: %v", err)
+			}
+			if err := bind("adv-other-node"); !apierrors.IsConflict(err) {
+				t.Errorf("second binding: want 409, got %v", err)
+			}
+			got, err := kube.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil || got.Spec.NodeName != "adv-ghost-node" {
+				t.Errorf("pod node %q after a refused second binding: %v", got.Spec.NodeName, err)
+			}
+		}},
+		{"evicting a pod twice", func(t *testing.T) {
+			if _, err := kube.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "adv-evict"},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+			}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			evict := func() error {
+				return kube.PolicyV1().Evictions("default").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "adv-evict", Namespace: "default"}})
+			}
+			if err := evict(); err != nil {
+				t.Fatalf("first eviction: %v", err)
+			}
+			if err := evict(); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("second eviction: want success (still terminating) or 404, got %v", err)
+			}
+			healthy(t, s, anonymous)
+		}},
+		{"a taint rule that selects every device needs confirmation", func(t *testing.T) {
+			rule := &resourcev1.DeviceTaintRule{
+				ObjectMeta: metav1.ObjectMeta{Name: "adv-everything"},
+				Spec: resourcev1.DeviceTaintRuleSpec{DeviceSelector: &resourcev1.DeviceTaintSelector{},
+					Taint: resourcev1.DeviceTaint{Key: "example.com/broken", Effect: resourcev1.DeviceTaintEffectNoExecute}},
+			}
+			_, err := resource.DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{})
+			expectInvalid(t, err, "spec.deviceSelector")
+			rule.Annotations = map[string]string{"resource.draplane.dev/confirm-select-all-devices": "true"}
+			created, err := resource.DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("confirmed rule: %v", err)
+			}
+			t.Cleanup(func() { _ = resource.DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{}) })
+			// Dropping the confirmation later is refused too.
+			code, answer := httpDo(t, s, admin, "PATCH", group+"/devicetaintrules/adv-everything", "application/merge-patch+json",
+				`{"metadata":{"annotations":null}}`)
+			refused(t, code, answer, []int{http.StatusUnprocessableEntity}, "spec.deviceSelector")
+			if got, err := resource.DeviceTaintRules().Get(ctx, rule.Name, metav1.GetOptions{}); err != nil || got.ResourceVersion != created.ResourceVersion {
+				t.Errorf("refused patch changed the rule: %v", err)
+			}
+		}},
+		{"a JSON patch of 10,001 operations", func(t *testing.T) {
+			claim := newClaim(t, "adv-many-ops", false)
+			ops := make([]string, 10001)
+			for i := range ops {
+				ops[i] = `{"op":"test","path":"/metadata/name","value":"adv-many-ops"}`
+			}
+			code, answer := httpDo(t, s, admin, "PATCH", group+"/namespaces/default/resourceclaims/adv-many-ops", "application/json-patch+json", "["+strings.Join(ops, ",")+"]")
+			refused(t, code, answer, []int{http.StatusRequestEntityTooLarge}, "10000")
+			unchanged(t, claim.Name, claim.ResourceVersion)
+		}},
+		{"a list with a forged continue token", func(t *testing.T) {
+			code, answer := httpDo(t, s, admin, "GET", group+"/namespaces/default/resourceclaims?limit=1&continue=Zm9yZ2Vk", "", "")
+			refused(t, code, answer, []int{http.StatusBadRequest, http.StatusGone}, "continue")
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run(t)
+			healthy(t, s, anonymous)
+		})
+	}
+}
+
+func runtimeRaw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
+
+func mustJSON(t *testing.T, v interface{}) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func equalJSON(t *testing.T, a, b interface{}) bool {
+	return mustJSON(t, a) == mustJSON(t, b)
+}
+
+// waitFor polls cond until it holds or pollTimeout passes.
+func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, pollTimeout, true, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
