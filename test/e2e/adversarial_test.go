@@ -522,3 +522,198 @@ func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, er
 		t.Fatalf("%s: %v", what, err)
 	}
 }
+
+// TestAdversarialControllers deletes and changes things while the
+// controllers place pods: a claim that appears after its pod, a claim
+// deleted while in use, a slice withdrawn and published again under an
+// allocation, and a taint rule on every device. A device is never
+// allocated twice, a pod never runs without its devices, and every pod
+// that cannot be placed says why. One server for all of them.
+func TestAdversarialControllers(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	ctx := context.Background()
+	kube, err := kubernetes.NewForConfig(s.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := s.Client(t).ResourceV1()
+	claims := resource.ResourceClaims("default")
+	pods := kube.CoreV1().Pods("default")
+	const node, driver = "adv-node", "adv.example.com"
+
+	s.MustKubectl(t, "apiVersion: v1\nkind: Node\nmetadata:\n  name: "+node+"\n  labels:\n    kubernetes.io/hostname: "+node+"\n", "apply", "-f", "-")
+	s.MustKubectl(t, "", "patch", "node", node, "--subresource=status", "--type=merge",
+		"-p", `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Test","message":"test node"}]}}`)
+	if _, err := resource.DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: driver},
+		Spec:       resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + driver + `"`}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// One device only: whoever holds it, nobody else may.
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "adv-slice"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: new(node),
+			Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}, Devices: []resourcev1.Device{{Name: "only"}}},
+	}
+	if _, err := resource.ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createClaim := func(t *testing.T, name string) {
+		t.Helper()
+		if _, err := claims.Create(ctx, &resourcev1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactRequest("dev", driver)}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createPod := func(t *testing.T, name, claim string) {
+		t.Helper()
+		if _, err := pods.Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{
+				NodeSelector:   map[string]string{"kubernetes.io/hostname": node},
+				Containers:     []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "dev"}}}}},
+				ResourceClaims: []corev1.PodResourceClaim{{Name: "dev", ResourceClaimName: new(claim)}},
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// pending waits until the pod reports PodScheduled=False with a
+	// message containing want; it must not be bound meanwhile.
+	pending := func(t *testing.T, name, want string) {
+		t.Helper()
+		var last string
+		waitFor(t, "pod "+name+" unschedulable because "+want, func(ctx context.Context) (bool, error) {
+			pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if pod.Spec.NodeName != "" {
+				return false, fmt.Errorf("pod bound to %s", pod.Spec.NodeName)
+			}
+			for _, c := range pod.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+					last = c.Message
+					return strings.Contains(c.Message, want), nil
+				}
+			}
+			return false, nil
+		})
+		t.Logf("%s: %s", name, last)
+	}
+	bound := func(t *testing.T, name string) {
+		t.Helper()
+		waitFor(t, "pod "+name+" bound", func(ctx context.Context) (bool, error) {
+			pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+			return err == nil && pod.Spec.NodeName == node, err
+		})
+	}
+	// holders lists the claims whose allocation holds the device.
+	holders := func(t *testing.T) []string {
+		t.Helper()
+		list, err := claims.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range list.Items {
+			if c.Status.Allocation != nil {
+				names = append(names, c.Name)
+			}
+		}
+		return names
+	}
+	deletePod := func(t *testing.T, name string) {
+		t.Helper()
+		if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "pod "+name+" gone", func(ctx context.Context) (bool, error) {
+			_, err := pods.Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}
+
+	t.Run("a claim that appears after its pod", func(t *testing.T) {
+		createPod(t, "adv-first", "adv-first")
+		pending(t, "adv-first", "ResourceClaim adv-first does not exist")
+		createClaim(t, "adv-first")
+		bound(t, "adv-first")
+		if got := holders(t); len(got) != 1 || got[0] != "adv-first" {
+			t.Fatalf("device held by %v", got)
+		}
+	})
+
+	t.Run("a claim deleted while in use", func(t *testing.T) {
+		if err := claims.Delete(ctx, "adv-first", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		claim, err := claims.Get(ctx, "adv-first", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("a claim in use vanished on delete: %v", err)
+		}
+		if claim.DeletionTimestamp == nil || claim.Status.Allocation == nil || len(claim.Status.ReservedFor) != 1 {
+			t.Fatalf("claim in use after delete: deletionTimestamp %v, status %+v", claim.DeletionTimestamp, claim.Status)
+		}
+		// A newcomer may not join a claim that is being deleted.
+		createPod(t, "adv-joiner", "adv-first")
+		pending(t, "adv-joiner", "ResourceClaim adv-first is being deleted")
+		deletePod(t, "adv-joiner")
+	})
+
+	t.Run("a slice withdrawn and published again under an allocation", func(t *testing.T) {
+		if err := resource.ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		createClaim(t, "adv-second")
+		createPod(t, "adv-second", "adv-second")
+		pending(t, "adv-second", "usable devices")
+		slice.ResourceVersion = ""
+		if _, err := resource.ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The device is back, but still held by the first claim.
+		pending(t, "adv-second", "already allocated")
+		if got := holders(t); len(got) != 1 || got[0] != "adv-first" {
+			t.Fatalf("device held by %v", got)
+		}
+		// Once the first pod is gone, its claim is released and deleted,
+		// and the second pod gets the device.
+		deletePod(t, "adv-first")
+		waitFor(t, "claim adv-first deleted", func(ctx context.Context) (bool, error) {
+			_, err := claims.Get(ctx, "adv-first", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		bound(t, "adv-second")
+		if got := holders(t); len(got) != 1 || got[0] != "adv-second" {
+			t.Fatalf("device held by %v", got)
+		}
+	})
+
+	t.Run("a taint rule on every device", func(t *testing.T) {
+		rule, err := resource.DeviceTaintRules().Create(ctx, &resourcev1.DeviceTaintRule{
+			ObjectMeta: metav1.ObjectMeta{Name: "adv-everything", Annotations: map[string]string{"resource.draplane.dev/confirm-select-all-devices": "true"}},
+			Spec: resourcev1.DeviceTaintRuleSpec{DeviceSelector: &resourcev1.DeviceTaintSelector{},
+				Taint: resourcev1.DeviceTaint{Key: "example.com/maintenance", Effect: resourcev1.DeviceTaintEffectNoSchedule}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// NoSchedule keeps the running pod; the device is free only after
+		// it goes, and then the taint keeps a newcomer off it.
+		deletePod(t, "adv-second")
+		createClaim(t, "adv-third")
+		createPod(t, "adv-third", "adv-third")
+		pending(t, "adv-third", "example.com/maintenance")
+		if err := resource.DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		bound(t, "adv-third")
+		if got := holders(t); len(got) != 1 || got[0] != "adv-third" {
+			t.Fatalf("device held by %v", got)
+		}
+	})
+}
