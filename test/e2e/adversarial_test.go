@@ -23,6 +23,7 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	applyv1 "github.com/draplane/draplane/generated/applyconfiguration/resource/v1"
+	"github.com/draplane/draplane/generated/clientset/versioned"
 )
 
 // TestAdversarialAPI uses every kind the way a careless user or an attacker
@@ -536,7 +537,14 @@ func TestAdversarialControllers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resource := s.Client(t).ResourceV1()
+	// Not throttled by the client: one case creates 65 claims.
+	config := s.RESTConfig(t)
+	config.QPS, config.Burst = 1000, 1000
+	client, err := versioned.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := client.ResourceV1()
 	claims := resource.ResourceClaims("default")
 	pods := kube.CoreV1().Pods("default")
 	const node, driver = "adv-node", "adv.example.com"
@@ -691,6 +699,56 @@ func TestAdversarialControllers(t *testing.T) {
 		if got := holders(t); len(got) != 1 || got[0] != "adv-second" {
 			t.Fatalf("device held by %v", got)
 		}
+	})
+
+	t.Run("a pod with more claims than one allocation takes", func(t *testing.T) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "adv-many-claims"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+		}
+		for i := range 65 {
+			name := fmt.Sprintf("adv-many-%d", i)
+			createClaim(t, name)
+			pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: fmt.Sprintf("c%d", i), ResourceClaimName: new(name)})
+		}
+		if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pending(t, pod.Name, "the pod needs 65 claims allocated, at most 64")
+		deletePod(t, pod.Name)
+	})
+
+	t.Run("a pod and a pod claim with names at their limits", func(t *testing.T) {
+		if _, err := resource.ResourceClaimTemplates("default").Create(ctx, &resourcev1.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: "adv-template"},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+				Requests: []resourcev1.DeviceRequest{exactRequest("dev", "adv-no-such-class")}}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		podName, claimName := strings.Repeat("p", 253), strings.Repeat("c", 63)
+		if _, err := pods.Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: podName},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}},
+				ResourceClaims: []corev1.PodResourceClaim{{Name: claimName, ResourceClaimTemplateName: new("adv-template")}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The generated claim gets a name that fits, recorded in the pod.
+		var generated string
+		waitFor(t, "claim generated for the pod", func(ctx context.Context) (bool, error) {
+			pod, err := pods.Get(ctx, podName, metav1.GetOptions{})
+			if err != nil || len(pod.Status.ResourceClaimStatuses) != 1 || pod.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+				return false, err
+			}
+			generated = *pod.Status.ResourceClaimStatuses[0].ResourceClaimName
+			return true, nil
+		})
+		if _, err := claims.Get(ctx, generated, metav1.GetOptions{}); err != nil || len(generated) > 253 {
+			t.Errorf("generated claim %q (%d characters): %v", generated, len(generated), err)
+		}
+		pending(t, podName, "adv-no-such-class")
+		deletePod(t, podName)
 	})
 
 	t.Run("a taint rule on every device", func(t *testing.T) {
