@@ -107,10 +107,11 @@ func kubeEffectiveVersion() basecompatibility.EffectiveVersion {
 func (c *Config) Complete() CompletedConfig {
 	// Requests that are the client's mistake get a 4xx naming the field:
 	// patches are kept so that the stores can say which field one fails
-	// at, and malformed resource versions are refused up front.
+	// at, and malformed resource versions and timeouts are refused up
+	// front.
 	scheme := c.Extra.Scheme
 	c.Generic.BuildHandlerChainFunc = func(apiHandler http.Handler, generic *genericapiserver.Config) http.Handler {
-		checked := withResourceVersionCheck(patcherrors.WithPatch(apiHandler, scheme, generic.MaxRequestBodyBytes))
+		checked := withQueryChecks(patcherrors.WithPatch(apiHandler, scheme, generic.MaxRequestBodyBytes))
 		return genericapiserver.DefaultBuildHandlerChain(checked, generic)
 	}
 	return CompletedConfig{&completedConfig{

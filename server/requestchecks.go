@@ -10,20 +10,29 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
-// withResourceVersionCheck refuses a resourceVersion parameter that is not
+// withQueryChecks refuses a resourceVersion parameter that is not
 // a decimal number (every resource version this server hands out is one)
-// with 400 naming it. The generic handlers refuse such a value for lists
-// themselves but answer a get or a watch with 500.
-func withResourceVersionCheck(handler http.Handler) http.Handler {
+// and a negative timeoutSeconds with 400 naming the parameter. The generic
+// handlers refuse such a resource version for lists themselves but answer
+// a get or a watch with 500, and a watch with a negative timeout with an
+// internal error in the event stream.
+func withQueryChecks(handler http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		rv := req.URL.Query().Get("resourceVersion")
-		if rv == "" {
+		query := req.URL.Query()
+		rv, timeout := query.Get("resourceVersion"), query.Get("timeoutSeconds")
+		if rv == "" && timeout == "" {
 			handler.ServeHTTP(w, req)
 			return
 		}
 		if info, ok := request.RequestInfoFrom(req.Context()); ok && info.IsResourceRequest {
-			if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
-				status := apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: resourceVersion: Invalid value: %q: must be a decimal number", rv)).Status()
+			var problem string
+			if _, err := strconv.ParseUint(rv, 10, 64); rv != "" && err != nil {
+				problem = fmt.Sprintf("invalid resource version: resourceVersion: Invalid value: %q: must be a decimal number", rv)
+			} else if seconds, err := strconv.ParseInt(timeout, 10, 64); timeout != "" && err == nil && seconds < 0 {
+				problem = fmt.Sprintf("timeoutSeconds: Invalid value: %d: must not be negative", seconds)
+			}
+			if problem != "" {
+				status := apierrors.NewBadRequest(problem).Status()
 				status.Kind, status.APIVersion = "Status", "v1"
 				responsewriters.WriteRawJSON(http.StatusBadRequest, status, w)
 				return

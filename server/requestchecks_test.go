@@ -9,7 +9,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
-func TestResourceVersionCheck(t *testing.T) {
+func TestQueryChecks(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		query    string
@@ -23,9 +23,11 @@ func TestResourceVersionCheck(t *testing.T) {
 		{"negative", "resourceVersion=-5", true, http.StatusBadRequest},
 		{"fraction", "resourceVersion=1.5", true, http.StatusBadRequest},
 		{"not a resource request", "resourceVersion=abc", false, http.StatusOK},
+		{"a timeout", "watch=1&timeoutSeconds=5", true, http.StatusOK},
+		{"a negative timeout", "watch=1&timeoutSeconds=-1", true, http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			handler := withResourceVersionCheck(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+			handler := withQueryChecks(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 			req := httptest.NewRequest(http.MethodGet, "/apis/resource.draplane.dev/v1/resourceslices?"+tc.query, nil)
 			req = req.WithContext(request.WithRequestInfo(req.Context(), &request.RequestInfo{IsResourceRequest: tc.resource, Verb: "watch"}))
 			rec := httptest.NewRecorder()
@@ -33,8 +35,8 @@ func TestResourceVersionCheck(t *testing.T) {
 			if rec.Code != tc.want {
 				t.Errorf("status %d, want %d: %s", rec.Code, tc.want, rec.Body)
 			}
-			if tc.want == http.StatusBadRequest && !strings.Contains(rec.Body.String(), "resourceVersion") {
-				t.Errorf("answer does not name resourceVersion: %s", rec.Body)
+			if tc.want == http.StatusBadRequest && !strings.Contains(rec.Body.String(), "resourceVersion") && !strings.Contains(rec.Body.String(), "timeoutSeconds") {
+				t.Errorf("answer does not name the parameter: %s", rec.Body)
 			}
 		})
 	}

@@ -225,6 +225,10 @@ func TestAdversarialAPI(t *testing.T) {
 			code, answer = httpDo(t, s, admin, "GET", "/api/v1/pods?watch=1&resourceVersion=x", "", "")
 			refused(t, code, answer, []int{http.StatusBadRequest}, "resourceVersion")
 		}},
+		{"a watch with a negative timeout", func(t *testing.T) {
+			code, answer := httpDo(t, s, admin, "GET", group+"/namespaces/default/resourceclaims?watch=1&timeoutSeconds=-1", "", "")
+			refused(t, code, answer, []int{http.StatusBadRequest}, "timeoutSeconds")
+		}},
 		{"clients that drop the connection mid-watch", func(t *testing.T) {
 			for range 3 {
 				var conns []*http.Response
