@@ -778,4 +778,26 @@ func TestAdversarialControllers(t *testing.T) {
 			t.Fatalf("device held by %v", got)
 		}
 	})
+
+	t.Run("a class deleted and created again", func(t *testing.T) {
+		deletePod(t, "adv-third")
+		class, err := resource.DeviceClasses().Get(ctx, driver, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := resource.DeviceClasses().Delete(ctx, driver, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		createClaim(t, "adv-fourth")
+		createPod(t, "adv-fourth", "adv-fourth")
+		pending(t, "adv-fourth", `device class "`+driver+`" does not exist`)
+		class.ResourceVersion = ""
+		if _, err := resource.DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		bound(t, "adv-fourth")
+		if got := holders(t); len(got) != 1 || got[0] != "adv-fourth" {
+			t.Fatalf("device held by %v", got)
+		}
+	})
 }
