@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -230,24 +231,47 @@ func TestAdversarialAPI(t *testing.T) {
 			refused(t, code, answer, []int{http.StatusBadRequest}, "timeoutSeconds")
 		}},
 		{"clients that drop the connection mid-watch", func(t *testing.T) {
+			// A claim to watch, so that every watch has something to send.
+			newClaim(t, "adv-watched", false)
 			for range 3 {
 				var conns []*http.Response
 				for range 20 {
 					transport := admin.Transport
-					req, _ := http.NewRequest("GET", s.URL+group+"/namespaces/default/resourceclaims?watch=1", nil)
+					req, _ := http.NewRequest("GET", s.URL+group+"/namespaces/default/resourceclaims?watch=1&timeoutSeconds=60", nil)
 					resp, err := (&http.Client{Transport: transport}).Do(req)
 					if err != nil {
 						t.Fatal(err)
 					}
 					conns = append(conns, resp)
 				}
-				// Read a little of some, then hang up on all of them.
+				// Read a little of some, then hang up on all of them
+				// (HTTP/2 stream resets).
 				for i, resp := range conns {
 					if i%2 == 0 {
 						_, _ = bufio.NewReader(resp.Body).Peek(1)
 					}
 					resp.Body.Close()
 				}
+			}
+			// And drop TCP connections of HTTP/1.1 watches, some before
+			// the answer, some after its first bytes.
+			tlsConfig, err := rest.TLSConfigFor(s.RESTConfig(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tlsConfig.NextProtos = []string{"http/1.1"}
+			host := strings.TrimPrefix(s.URL, "https://")
+			for i := range 20 {
+				conn, err := tls.Dial("tcp", host, tlsConfig)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = conn.SetDeadline(time.Now().Add(pollTimeout))
+				fmt.Fprintf(conn, "GET %s/namespaces/default/resourceclaims?watch=1&timeoutSeconds=60 HTTP/1.1\r\nHost: %s\r\nAccept: application/json\r\n\r\n", group, host)
+				if i%2 == 0 {
+					_, _ = bufio.NewReader(conn).ReadString('\n')
+				}
+				conn.Close()
 			}
 			healthy(t, s, anonymous)
 			// A watch still sees new objects.
