@@ -43,6 +43,9 @@ type ExtraConfig struct {
 	// ControllerManager, when set, says what runs in-process against the
 	// server: the controllers, the simulator, or both.
 	ControllerManager *controllermanager.Config
+	// CABundle, when set, keeps the host's APIServices' spec.caBundle
+	// equal to the CA of the serving certificate (aggregated mode).
+	CABundle *CABundleConfig
 	// Etcd is the embedded etcd, nil with external etcd servers; the
 	// server stops it.
 	Etcd *EmbeddedEtcd
@@ -144,6 +147,20 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	if c.Extra.ControllerManager != nil {
 		if err := c.addControllerManager(generic, controllermanager.New(*c.Extra.ControllerManager)); err != nil {
+			return nil, err
+		}
+	}
+	if c.Extra.CABundle != nil {
+		injector, err := newCABundleInjector(*c.Extra.CABundle)
+		if err != nil {
+			return nil, err
+		}
+		// In the background: the APIServices may not exist yet, and
+		// readiness must not wait for the host cluster.
+		if err := generic.AddPostStartHook("inject-apiservice-ca-bundle", func(hook genericapiserver.PostStartHookContext) error {
+			go injector.run(hook.Context)
+			return nil
+		}); err != nil {
 			return nil, err
 		}
 	}

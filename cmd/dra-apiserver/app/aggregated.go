@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
 	"github.com/draplane/draplane/controllers/podclaims"
 )
 
@@ -63,6 +66,9 @@ type AggregatedOptions struct {
 	ServiceNamespace string
 	// ExtraSANs are further DNS names or IPs for the serving certificate.
 	ExtraSANs []string
+	// InjectCABundle makes the server write the CA of its generated
+	// serving certificate into spec.caBundle of its APIServices.
+	InjectCABundle bool
 }
 
 // NewAggregatedOptions returns the defaults: standalone; the names of
@@ -72,6 +78,7 @@ func NewAggregatedOptions() *AggregatedOptions {
 		Mode:             ModeStandalone,
 		ServiceName:      "draplane",
 		ServiceNamespace: "draplane-system",
+		InjectCABundle:   true,
 	}
 }
 
@@ -87,6 +94,14 @@ func (o *AggregatedOptions) AddFlags(fs *pflag.FlagSet) {
 		"Aggregated mode: namespace of that Service.")
 	fs.StringSliceVar(&o.ExtraSANs, "tls-sans", o.ExtraSANs,
 		"Further DNS names or IP addresses for the generated serving certificate.")
+	fs.BoolVar(&o.InjectCABundle, "inject-ca-bundle", o.InjectCABundle,
+		"Aggregated mode: write the data dir's CA, which signs the generated serving certificate, into spec.caBundle of the APIServices "+strings.Join(APIServiceNames(), " and ")+" at start and every few minutes (needs patch on them in the host cluster). Off with --tls-cert-file (its CA is not known); set it false when the caBundle is managed elsewhere (cert-manager's CA injector, a Secret).")
+}
+
+// APIServiceNames are the host cluster's APIServices of our group, one
+// per served version.
+func APIServiceNames() []string {
+	return []string{resourcev1.SchemeGroupVersion.Version + "." + resourcev1.GroupName, resourcev1beta1.SchemeGroupVersion.Version + "." + resourcev1beta1.GroupName}
 }
 
 // Aggregated reports whether aggregated mode is on.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	"k8s.io/klog/v2"
 
 	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/server"
@@ -55,7 +56,11 @@ func (o *Options) config(etcd *startingEtcd) (*server.Config, error) {
 		return nil, err
 	}
 	cfg := &server.Config{Generic: generic, Extra: server.ExtraConfig{Scheme: scheme, Codecs: codecs, DataDir: o.DataDir}}
+	generatedCert := o.SecureServing.ServerCert.CertKey.CertFile == "" && o.SecureServing.ServerCert.GeneratedCert == nil
 	if err := o.applyServing(generic); err != nil {
+		return nil, err
+	}
+	if cfg.Extra.CABundle, err = o.caBundleConfig(generatedCert); err != nil {
 		return nil, err
 	}
 	if err := o.Authentication.ApplyTo(&generic.Authentication, generic.SecureServing, generic.OpenAPIConfig); err != nil {
@@ -201,6 +206,24 @@ func (o *Options) controllerManagerConfig() (*controllermanager.Config, error) {
 		c.Host = host
 	}
 	return c, nil
+}
+
+// caBundleConfig says which CA the server writes into its APIServices: in
+// aggregated mode, with --inject-ca-bundle, when the serving certificate
+// is the one signed by the data dir's CA.
+func (o *Options) caBundleConfig(generatedCert bool) (*server.CABundleConfig, error) {
+	if !o.Aggregated.Aggregated() || !o.Aggregated.InjectCABundle {
+		return nil, nil
+	}
+	if !generatedCert {
+		klog.Background().Info("Not writing the APIServices' caBundle: the serving certificate comes from --tls-cert-file, whose CA the server does not know")
+		return nil, nil
+	}
+	host, err := o.Aggregated.hostConfig()
+	if err != nil {
+		return nil, err
+	}
+	return &server.CABundleConfig{Host: host, APIServices: APIServiceNames(), CAFile: server.CAFile(o.DataDir)}, nil
 }
 
 // servingNames are the names the serving certificate is valid for.
