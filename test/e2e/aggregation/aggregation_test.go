@@ -38,6 +38,10 @@ import (
 )
 
 const (
+	// serverUser is the ServiceAccount of deploy/ the server runs as.
+	serverUser = "system:serviceaccount:draplane-system:draplane"
+	// e2eFieldManager applies deploy/ and the RBAC changes of testRBAC.
+	e2eFieldManager = "draplane-e2e"
 	// pollTimeout bounds every "wait until": the machine is shared.
 	pollTimeout = 2 * time.Minute
 	group       = "resource.draplane.dev"
@@ -56,6 +60,13 @@ type env struct {
 	apiserverReady  time.Duration
 	draServerReady  time.Duration
 	buildToolsTaken time.Duration
+	// clusterCAFile and apiPort reach the kube-apiserver.
+	clusterCAFile string
+	apiPort       int
+	// auditLog records the requests of the server's ServiceAccount.
+	auditLog string
+	// serverToken is the ServiceAccount token the server runs with.
+	serverToken string
 }
 
 func TestAggregation(t *testing.T) {
@@ -70,6 +81,9 @@ func TestAggregation(t *testing.T) {
 	t.Run("crud", e.testCRUD)
 	t.Run("authorization", e.testAuthorization)
 	t.Run("host pod", e.testHostPod)
+	// Last: it reads what the server did in all of the above, and takes
+	// permissions away one at a time.
+	t.Run("rbac", e.testRBAC)
 }
 
 func repoRoot(t *testing.T) string {
@@ -132,9 +146,24 @@ func setUp(t *testing.T) *env {
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=e2e="+peerURL, "--log-level=warn", "--quota-backend-bytes=1073741824")
 
+	// The audit log records every request of the server's ServiceAccount
+	// (testRBAC reads it).
+	e.auditLog = filepath.Join(e.dir, "audit.log")
+	auditPolicy := filepath.Join(e.dir, "audit-policy.yaml")
+	writeFile(t, auditPolicy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  users: ["`+serverUser+`"]
+- level: None
+`))
+
 	// kube-apiserver.
 	start = time.Now()
 	apiPort := freePort(t)
+	e.clusterCAFile = clusterCA.file
+	e.apiPort = apiPort
 	apiserverExited := startProcess(t, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
@@ -160,6 +189,7 @@ func setUp(t *testing.T) *env {
 		// The kubernetes Service's endpoint may not be a loopback
 		// address either.
 		"--endpoint-reconciler-type=none",
+		"--audit-policy-file="+auditPolicy, "--audit-log-path="+e.auditLog, "--audit-log-mode=blocking",
 		"--v=1")
 	e.hostKubeconfig = filepath.Join(e.dir, "host.kubeconfig")
 	writeFile(t, e.hostKubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
@@ -188,13 +218,72 @@ current-context: host
 	})
 	e.apiserverReady = time.Since(start)
 
-	// Our server, before the APIService exists: a failed discovery
-	// check would delay Available.
+	// deploy/ as an operator applies it, server-side, with one overlay:
+	// the Service becomes an ExternalName for 127.0.0.1 on the port our
+	// server listens on (with --enable-aggregator-routing=false the
+	// aggregator dials it), and the APIServices name that port. The
+	// Deployment and its PVC are created but never run: no kubelet.
+	e.draPort = freePort(t)
+	overlay := filepath.Join(e.dir, "deploy-overlay")
+	if err := os.MkdirAll(overlay, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	deployDir, err := filepath.Rel(overlay, filepath.Join(root, "deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+patches:
+- target: {kind: Service, name: draplane}
+  patch: |-
+    - op: replace
+      path: /spec
+      value: {type: ExternalName, externalName: 127.0.0.1, ports: [{name: https, port: %d}]}
+- target: {kind: APIService}
+  patch: |-
+    - op: replace
+      path: /spec/service/port
+      value: %d
+`, deployDir, e.draPort, e.draPort)))
+	if out, err := e.kubectl("apply", "--server-side", "--field-manager="+e2eFieldManager, "-k", overlay); err != nil {
+		t.Fatalf("kubectl apply --server-side -k deploy/ (overlay): %v\n%s", err, out)
+	}
+	if out, err := e.kubectl("get", "deployment", "-n", "draplane-system", "draplane", "-o", "jsonpath={.spec.template.spec.serviceAccountName}"); err != nil || out != "draplane" {
+		t.Fatalf("the Deployment of deploy/: %v %q", err, out)
+	}
+
+	// The server runs as that ServiceAccount, with a token as a pod's
+	// projected token would be: only deploy/'s RBAC grants it anything.
+	token, err := e.kubectl("create", "token", "draplane", "-n", "draplane-system", "--duration=2h")
+	if err != nil {
+		t.Fatalf("kubectl create token: %v\n%s", err, token)
+	}
+	e.serverToken = token
+	serverKubeconfig := filepath.Join(e.dir, "draplane.kubeconfig")
+	writeFile(t, serverKubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: host
+  cluster:
+    server: https://127.0.0.1:%d
+    certificate-authority: %s
+users:
+- name: draplane
+  user:
+    token: %s
+contexts:
+- name: host
+  context: {cluster: host, user: draplane}
+current-context: host
+`, apiPort, clusterCA.file, token)))
+
 	start = time.Now()
 	e.draDataDir = filepath.Join(e.dir, "draplane")
-	e.draPort = freePort(t)
 	draExited := startProcess(t, "dra-apiserver", draBinary,
-		"--mode=aggregated", "--kubeconfig="+e.hostKubeconfig,
+		"--mode=aggregated", "--kubeconfig="+serverKubeconfig,
 		"--data-dir="+e.draDataDir, "--secure-port="+strconv.Itoa(e.draPort), "--bind-address=127.0.0.1",
 		"--service-name=draplane", "--service-namespace=draplane-system",
 		"--leader-elect-resource-namespace=draplane-system",
@@ -216,54 +305,28 @@ current-context: host
 	})
 	e.draServerReady = time.Since(start)
 
-	// The APIServices, through an ExternalName Service to 127.0.0.1.
-	bundle := base64.StdEncoding.EncodeToString(caPEM)
-	var apiServices strings.Builder
-	fmt.Fprintf(&apiServices, `apiVersion: v1
-kind: Namespace
-metadata:
-  name: draplane-system
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: draplane
-  namespace: draplane-system
-spec:
-  type: ExternalName
-  externalName: 127.0.0.1
-  ports:
-  - name: https
-    port: %d
-`, e.draPort)
-	for _, v := range []struct {
-		version  string
-		priority int
-	}{{"v1", 15}, {"v1beta1", 10}} {
-		fmt.Fprintf(&apiServices, `---
-apiVersion: apiregistration.k8s.io/v1
-kind: APIService
-metadata:
-  name: %s.%s
-spec:
-  group: %s
-  version: %s
-  groupPriorityMinimum: 1000
-  versionPriority: %d
-  service: {name: draplane, namespace: draplane-system, port: %d}
-  caBundle: %s
-`, v.version, group, group, v.version, v.priority, e.draPort, bundle)
-	}
+	// The server writes its CA into both APIServices; nobody else does.
 	start = time.Now()
-	if out, err := e.kubectlStdin(apiServices.String(), "apply", "-f", "-"); err != nil {
-		t.Fatalf("apply APIServices: %v\n%s", err, out)
-	}
 	for _, version := range []string{"v1", "v1beta1"} {
 		name := version + "." + group
 		poll(t, "APIService "+name+" Available", func() (bool, error) {
+			if err := exitedErr(draExited); err != nil {
+				return false, err
+			}
 			out, err := e.kubectl("get", "apiservice", name, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
 			return err == nil && out == "True", nil
 		})
+		out, err := e.kubectl("get", "apiservice", name, "-o", "jsonpath={.spec.caBundle}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bundle, err := base64.StdEncoding.DecodeString(out); err != nil || !bytes.Equal(bundle, caPEM) {
+			t.Errorf("APIService %s: spec.caBundle is not the server's CA (%v): %q", name, err, out)
+		}
+		out, err = e.kubectl("get", "apiservice", name, "-o", `jsonpath={.metadata.managedFields[?(@.manager=="dra-apiserver")].operation}`)
+		if err != nil || out != "Update" {
+			t.Errorf("APIService %s: no field manager dra-apiserver (the server's patch): %v %q", name, err, out)
+		}
 	}
 	e.availableAfter = time.Since(start)
 	return e
