@@ -45,6 +45,12 @@ func (u use) String() string {
 	return u.verb + " " + r
 }
 
+// watchListFallback: informers list by a watch-list stream (client-go's
+// WatchListClient, on by default since 1.35), which the kube-apiserver
+// authorizes as watch; against a host that does not serve it they fall
+// back to a plain list.
+const watchListFallback = "the informer lists by a watch-list stream here; list is its fallback against hosts without watch-list"
+
 // uses is the table of README.md, "Aggregated mode".
 var uses = []use{
 	// system:auth-delegator
@@ -52,10 +58,10 @@ var uses = []use{
 	{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", why: "authorize every request (delegated authorization)"},
 	// extension-apiserver-authentication-reader (kube-system)
 	{verb: "get", resource: "configmaps", namespace: "kube-system", name: "extension-apiserver-authentication", why: "the front-proxy and client CAs"},
-	{verb: "list", resource: "configmaps", namespace: "kube-system", name: "extension-apiserver-authentication", why: "the front-proxy and client CAs (informer)"},
+	{verb: "list", resource: "configmaps", namespace: "kube-system", name: "extension-apiserver-authentication", why: "the front-proxy and client CAs (informer)", notReached: watchListFallback},
 	{verb: "watch", resource: "configmaps", namespace: "kube-system", name: "extension-apiserver-authentication", why: "the front-proxy and client CAs (informer)"},
 	// draplane:controllers
-	{verb: "list", resource: "pods", namespace: "default", why: "pod informer"},
+	{verb: "list", resource: "pods", namespace: "default", why: "pod informer", notReached: watchListFallback},
 	{verb: "watch", resource: "pods", namespace: "default", why: "pod informer"},
 	{verb: "get", resource: "pods", namespace: "default", why: "re-read a pod after a conflict when pinning it, or when the informer lacks a claim's consumer",
 		notReached: "only after a conflicting pod update or a missing informer entry"},
@@ -63,7 +69,7 @@ var uses = []use{
 	{verb: "patch", resource: "pods", namespace: "default", why: "record generated claims in the resource.draplane.dev/claim-statuses annotation"},
 	{verb: "delete", resource: "pods", namespace: "default", why: "evict a pod for a NoExecute device taint"},
 	{verb: "patch", resource: "pods", subresource: "status", namespace: "default", why: "conditions DisruptionTarget (taint eviction) and PodScheduled=False (server-side apply)"},
-	{verb: "list", resource: "nodes", why: "node informer (placement)"},
+	{verb: "list", resource: "nodes", why: "node informer (placement)", notReached: watchListFallback},
 	{verb: "watch", resource: "nodes", why: "node informer (placement)"},
 	{verb: "create", resource: "events", namespace: "default", why: "events of the controllers"},
 	{verb: "patch", resource: "events", namespace: "default", why: "a repeated event's count", notReached: "only when the same event repeats"},
