@@ -2,6 +2,7 @@ package app
 
 import (
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -117,6 +118,65 @@ func TestAggregatedServingNames(t *testing.T) {
 			}
 			if !slices.Equal(gotIPs, tc.wantIPs) {
 				t.Errorf("IPs: got %v, want %v", gotIPs, tc.wantIPs)
+			}
+		})
+	}
+}
+
+func TestCABundleConfig(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "host.kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: host, cluster: {server: "https://host.example:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: host, context: {cluster: host, user: u}}]
+current-context: host
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		args []string
+		// generated: the server signs its own serving certificate.
+		generated bool
+		want      bool
+	}{
+		"aggregated":                    {args: []string{"--mode=aggregated", "--kubeconfig=" + kubeconfig}, generated: true, want: true},
+		"aggregated, turned off":        {args: []string{"--mode=aggregated", "--kubeconfig=" + kubeconfig, "--inject-ca-bundle=false"}, generated: true},
+		"aggregated, --tls-cert-file":   {args: []string{"--mode=aggregated", "--kubeconfig=" + kubeconfig}},
+		"standalone has no APIServices": {generated: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o := NewOptions()
+			all := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			for _, set := range o.Flags().FlagSets {
+				all.AddFlagSet(set)
+			}
+			if err := all.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			o.DataDir = t.TempDir()
+			if err := o.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := o.caBundleConfig(tc.generated)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got != nil) != tc.want {
+				t.Fatalf("caBundle config %+v, want one: %v", got, tc.want)
+			}
+			if got == nil {
+				return
+			}
+			if got.Host.Host != "https://host.example:6443" {
+				t.Errorf("host config %q, want the --kubeconfig cluster", got.Host.Host)
+			}
+			if want := []string{"v1.resource.draplane.dev", "v1beta1.resource.draplane.dev"}; !slices.Equal(got.APIServices, want) {
+				t.Errorf("APIServices %v, want %v", got.APIServices, want)
+			}
+			if got.CAFile != filepath.Join(o.DataDir, "pki", "ca.crt") {
+				t.Errorf("CA file %q, want the data dir's CA", got.CAFile)
 			}
 		})
 	}
