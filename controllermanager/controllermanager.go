@@ -175,14 +175,16 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 	classes := resourceInformers.Resource().V1().DeviceClasses()
 	slices := resourceInformers.Resource().V1().ResourceSlices()
 	taintRules := resourceInformers.Resource().V1().DeviceTaintRules()
+	// The admin access label lives on the namespaces of the pods' cluster.
+	namespaces := kubeInformers.Core().V1().Namespaces()
 
 	claimController, err := resourceclaim.NewControllerWithOptions(logger.WithName("resourceclaim"), kubeClient, resourceClient, pods, claims, templates,
-		resourceclaim.Options{Mode: m.config.PodMode})
+		resourceclaim.Options{Mode: m.config.PodMode, Namespaces: namespaces})
 	if err != nil {
 		return nil, fmt.Errorf("resource claim controller: %w", err)
 	}
 	allocationController, err := allocation.NewController(logger.WithName("allocation"), kubeClient, resourceClient,
-		pods, nodes, claims, classes, slices, taintRules, allocation.Options{Mode: m.config.PodMode})
+		pods, nodes, claims, classes, slices, taintRules, allocation.Options{Mode: m.config.PodMode, Namespaces: namespaces})
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}

@@ -23,16 +23,16 @@ import (
 
 // resourceStorage returns the storage of every resource of
 // resource.draplane.dev, keyed as the API paths name them.
-func resourceStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+func resourceStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminAccess resourceclaim.AdminAccess) (map[string]rest.Storage, error) {
 	classes, err := deviceclass.NewREST(scheme, optsGetter)
 	if err != nil {
 		return nil, err
 	}
-	claims, claimStatus, err := resourceclaim.NewREST(scheme, optsGetter)
+	claims, claimStatus, err := resourceclaim.NewREST(scheme, optsGetter, adminAccess)
 	if err != nil {
 		return nil, err
 	}
-	templates, err := resourceclaimtemplate.NewREST(scheme, optsGetter)
+	templates, err := resourceclaimtemplate.NewREST(scheme, optsGetter, adminAccess)
 	if err != nil {
 		return nil, err
 	}
@@ -72,8 +72,8 @@ func servedIn(scheme *runtime.Scheme, gv schema.GroupVersion, storage map[string
 // installResourceAPI serves resource.draplane.dev v1 and v1beta1. Both
 // versions share one storage (and one watch cache) per resource: objects
 // are stored as v1 and converted on the way in and out.
-func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
-	storage, err := resourceStorage(scheme, optsGetter)
+func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, adminAccess resourceclaim.AdminAccess) error {
+	storage, err := resourceStorage(scheme, optsGetter, adminAccess)
 	if err != nil {
 		return fmt.Errorf("storage for %s: %w", resourceapi.GroupName, err)
 	}
@@ -84,4 +84,17 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 		return fmt.Errorf("install %s: %w", resourceapi.GroupName, err)
 	}
 	return nil
+}
+
+// adminAccess reads the namespace label that allows admin access to
+// devices from the host cluster's namespaces in aggregated mode, else
+// from core-lite's. With neither, admin access is refused.
+func (e *ExtraConfig) adminAccess() resourceclaim.AdminAccess {
+	switch {
+	case e.HostNamespaces != nil:
+		return resourceclaim.AdminAccess{Namespaces: e.HostNamespaces}
+	case e.CoreLite != nil:
+		return resourceclaim.AdminAccess{Namespaces: e.CoreLite.client.CoreV1().Namespaces()}
+	}
+	return resourceclaim.AdminAccess{}
 }

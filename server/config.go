@@ -18,6 +18,7 @@ import (
 
 	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/registry/patcherrors"
+	"github.com/draplane/draplane/registry/resourceclaim"
 )
 
 // Config is everything the server is built from, resolved from the
@@ -40,6 +41,11 @@ type ExtraConfig struct {
 	ServerURL string
 	// CoreLite, when set, serves core-lite (see NewCoreLite).
 	CoreLite *CoreLite
+	// HostNamespaces, in aggregated mode, reads the host cluster's
+	// namespaces: their resource.kubernetes.io/admin-access label says
+	// where admin access to devices is allowed. Without it core-lite's
+	// namespaces are read; with neither, admin access is refused.
+	HostNamespaces resourceclaim.NamespaceGetter
 	// ControllerManager, when set, says what runs in-process against the
 	// server: the controllers, the simulator, or both.
 	ControllerManager *controllermanager.Config
@@ -137,7 +143,8 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	s := &Server{GenericAPIServer: generic, extra: c.Extra}
 	optsGetter := c.Generic.RESTOptionsGetter
-	if err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter); err != nil {
+	adminAccess := c.Extra.adminAccess()
+	if err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess); err != nil {
 		return nil, err
 	}
 	if c.Extra.CoreLite != nil {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/draplane/draplane/allocator"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/podclaims"
 )
@@ -142,8 +143,19 @@ func (s *Simulator) unpreparedClaim(pod *corev1.Pod) string {
 		if claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim) {
 			return fmt.Sprintf("claim %s not allocated and reserved for the pod yet", *name)
 		}
+		if selector := claim.Status.Allocation.NodeSelector; selector != nil && !allocator.NodeSelectorMatches(selector, s.kubeletNode(pod.Spec.NodeName)) {
+			// Its devices are attached elsewhere: no driver on this
+			// node could prepare them, whoever reserved the claim.
+			return fmt.Sprintf("claim %s is allocated for other nodes than %s", *name, pod.Spec.NodeName)
+		}
 	}
 	return ""
+}
+
+// kubeletNode is the node as its kubelet knows it: the name and labels
+// the simulator registers.
+func (s *Simulator) kubeletNode(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.nodeLabels(name)}}
 }
 
 // finishes: with a pod duration, the pod's containers exit then; a pod

@@ -55,6 +55,14 @@ const (
 	ReasonFailedAllocation = "FailedResourceAllocation"
 	ReasonUnschedulable    = corev1.PodReasonUnschedulable
 
+	// ConditionClaimsAllocated on a pod that was bound to its node by
+	// someone else says whether its claims could be allocated and
+	// reserved for that node (PodScheduled is not ours to change there).
+	// It is set False with ReasonFailedAllocation when they cannot, and
+	// True with ReasonAllocated once they are.
+	ConditionClaimsAllocated corev1.PodConditionType = "ResourceClaimsAllocated"
+	ReasonAllocated                                  = "Allocated"
+
 	// podsByClaimIndex maps "<namespace>/<claim name>" to the pods that
 	// use the claim, as far as the pod knows its name. The name differs
 	// from the resourceclaim controller's index: both may share one pod
@@ -81,6 +89,10 @@ type Options struct {
 	// pods are for this controller to place: podclaims.Standalone (bind
 	// ungated pods) when nil, podclaims.Aggregated for host pods.
 	Mode podclaims.Mode
+	// Namespaces tell whether a namespace allows admin access
+	// (resourceapi.AdminAccessNamespaceLabel). Without them no claim is
+	// granted admin access.
+	Namespaces coreinformers.NamespaceInformer
 }
 
 // Controller is the allocation controller. Create it with NewController,
@@ -99,7 +111,13 @@ type Controller struct {
 	classLister     resourcelisters.DeviceClassLister
 	sliceLister     resourcelisters.ResourceSliceLister
 	taintRuleLister resourcelisters.DeviceTaintRuleLister
+	// namespaceLister is nil without Options.Namespaces.
+	namespaceLister corelisters.NamespaceLister
 	synced          []cache.InformerSynced
+
+	// ownWrites keeps the echoes of this controller's claim writes from
+	// queueing the pod they were made for.
+	ownWrites *ownWrites
 
 	// tracker holds the allocations in use; its mutex guards node
 	// selection and the fields below.
@@ -179,6 +197,7 @@ func NewController(
 			taintRuleInformer.Informer().HasSynced,
 		},
 		tracker:       newAllocationTracker(),
+		ownWrites:     newOwnWrites(),
 		slices:        make(map[types.UID]convertedSlice),
 		unschedulable: make(map[string]struct{}),
 		bound:         newBoundPods(boundPodsCacheSize),
@@ -192,6 +211,16 @@ func NewController(
 
 	if err := c.podIndexer.AddIndexers(cache.Indexers{podsByClaimIndex: podsByClaimIndexFunc}); err != nil {
 		return nil, fmt.Errorf("add pod indexer: %w", err)
+	}
+	if opts.Namespaces != nil {
+		c.namespaceLister = opts.Namespaces.Lister()
+		c.synced = append(c.synced, opts.Namespaces.Informer().HasSynced)
+		if _, err := opts.Namespaces.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onNamespaceUpdate(logger, &corev1.Namespace{}, obj) },
+			UpdateFunc: func(oldObj, obj any) { c.onNamespaceUpdate(logger, oldObj, obj) },
+		}, cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("add namespace event handler: %w", err)
+		}
 	}
 
 	if err := c.addEventHandlers(logger, podInformer, nodeInformer, claimInformer, classInformer, sliceInformer, taintRuleInformer); err != nil {
@@ -322,6 +351,17 @@ func (c *Controller) onPod(logger klog.Logger, obj any, deleted bool) {
 	c.queue.Add(key)
 }
 
+// onNamespaceUpdate: a namespace that gains or loses the admin access
+// label changes which claims may be allocated.
+func (c *Controller) onNamespaceUpdate(logger klog.Logger, oldObj, obj any) {
+	old, okOld := oldObj.(*corev1.Namespace)
+	namespace, ok := obj.(*corev1.Namespace)
+	if !okOld || !ok || old.Labels[resourceapi.AdminAccessNamespaceLabel] == namespace.Labels[resourceapi.AdminAccessNamespaceLabel] {
+		return
+	}
+	c.requeueUnschedulable(logger, "namespace admin access label changed", klog.KObj(namespace), "")
+}
+
 // onPodUpdate ignores updates of parked pods that cannot change whether
 // they fit, above all the PodScheduled condition this controller writes
 // itself: a parked pod waits for cluster events, not for its own status.
@@ -380,7 +420,7 @@ func (c *Controller) onNode(logger klog.Logger, oldObj, obj any) {
 			return
 		}
 	}
-	c.requeueUnschedulable(logger, "node changed", klog.KObj(node))
+	c.requeueUnschedulable(logger, "node changed", klog.KObj(node), "")
 }
 
 // onClaim keeps the allocation tracker current and queues the pods that
@@ -403,8 +443,13 @@ func (c *Controller) onClaim(logger klog.Logger, obj any, deleted bool) {
 			return
 		}
 	}
-	if freed := c.tracker.observe(claim.UID, claim.ResourceVersion, allocation, deleted); freed {
-		c.requeueUnschedulable(logger, "claim released devices", klog.KObj(claim))
+	// writer is the pod this controller made the change for, if it did:
+	// the echo of its own write must not retry that pod (its attempt
+	// knows what it wrote and, when it released devices, told the
+	// others itself).
+	writer := c.ownWrites.observe(claim.UID, claim.ResourceVersion, deleted)
+	if freed := c.tracker.observe(claim.UID, claim.ResourceVersion, allocation, deleted); freed && writer == "" {
+		c.requeueUnschedulable(logger, "claim released devices", klog.KObj(claim), "")
 	}
 
 	pods, err := c.podIndexer.ByIndex(podsByClaimIndex, claim.Namespace+"/"+claim.Name)
@@ -412,8 +457,11 @@ func (c *Controller) onClaim(logger klog.Logger, obj any, deleted bool) {
 		logger.Error(err, "Listing pods of claim from cache", "claim", klog.KObj(claim))
 		return
 	}
-	for _, pod := range pods {
-		c.onPod(logger, pod, false)
+	for _, obj := range pods {
+		if pod, ok := obj.(*corev1.Pod); ok && writer != "" && podKey(pod) == writer {
+			continue
+		}
+		c.onPod(logger, obj, false)
 	}
 }
 
@@ -428,7 +476,7 @@ func (c *Controller) snapshotHandler(logger klog.Logger, kind string) cache.Reso
 		if object, ok := obj.(interface{ GetName() string }); ok {
 			ref.Name = object.GetName()
 		}
-		c.requeueUnschedulable(logger, kind+" changed", ref)
+		c.requeueUnschedulable(logger, kind+" changed", ref, "")
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    changed,
@@ -437,16 +485,19 @@ func (c *Controller) snapshotHandler(logger klog.Logger, kind string) cache.Reso
 	}
 }
 
-// requeueUnschedulable gives every parked pod another attempt, each after
-// its own growing backoff.
-func (c *Controller) requeueUnschedulable(logger klog.Logger, why string, object klog.ObjectRef) {
+// requeueUnschedulable gives every parked pod but except another
+// attempt, each after its own growing backoff.
+func (c *Controller) requeueUnschedulable(logger klog.Logger, why string, object klog.ObjectRef, except string) {
 	c.clusterEvents.Add(1)
 	c.unschedulableMutex.Lock()
 	keys := make([]string, 0, len(c.unschedulable))
 	for key := range c.unschedulable {
+		if key == except {
+			continue
+		}
 		keys = append(keys, key)
+		delete(c.unschedulable, key)
 	}
-	clear(c.unschedulable)
 	c.unschedulableMutex.Unlock()
 	if len(keys) == 0 {
 		return

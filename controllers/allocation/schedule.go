@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -22,6 +23,7 @@ import (
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/apis/resource/validation"
 	"github.com/draplane/draplane/controllers/podclaims"
 )
 
@@ -112,7 +114,7 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 	if d.unschedulable {
 		return c.reportUnschedulable(ctx, key, pod, eventsBefore, d)
 	}
-	return c.commit(ctx, key, pod, d)
+	return c.commit(ctx, key, pod, d, eventsBefore)
 }
 
 // claimsOfPod gathers the pod's claims from the informer. waiting is
@@ -176,6 +178,11 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 	if err != nil {
 		return nil, err
 	}
+	if reason := c.adminAccessRefused(toAllocate); reason != "" {
+		d.unschedulable = true
+		d.summary, d.details = reason, reason
+		return d, nil
+	}
 
 	nodes, filter, err := c.candidateNodes(logger, pod, allocatedSelectors)
 	if err != nil {
@@ -184,7 +191,7 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 	if len(nodes) == 0 {
 		d.unschedulable = true
 		if pod.Spec.NodeName != "" {
-			d.summary = fmt.Sprintf("node %s does not match the node selectors of the pod's allocated claims", pod.Spec.NodeName)
+			d.summary = c.wrongNodeSummary(pod, d.claims)
 		} else {
 			d.summary = fmt.Sprintf("0/%d nodes are available: %s", filter.total(), filter)
 		}
@@ -220,6 +227,18 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 		}
 		d.details = explainRequests(&selection)
 		return d, nil
+	}
+
+	// What the API would refuse to store is refused here, before any
+	// write: a pod whose second claim cannot be written would otherwise
+	// allocate and roll back its first claim on every attempt.
+	for i, claim := range toAllocate {
+		if errs := validateAllocation(claim, selection.Chosen.Allocations[i], pod); len(errs) > 0 {
+			d.unschedulable = true
+			d.summary = truncate(fmt.Sprintf("claim %s cannot take its allocation on node %s: %v", klog.KObj(claim), selection.Chosen.Node, errs.ToAggregate()), maxMessageLength)
+			d.details = d.summary
+			return d, nil
+		}
 	}
 
 	d.node = selection.Chosen.Node
@@ -265,6 +284,94 @@ func (c *Controller) podClaimsLocked(pod *corev1.Pod, claims []*resourcev1.Resou
 		toAllocate = append(toAllocate, internal)
 	}
 	return toAllocate, allocatedSelectors, nil
+}
+
+// adminAccessRefused says why one of the claims may not be granted the
+// admin access it asks for, or "".
+func (c *Controller) adminAccessRefused(claims []*resourceapi.ResourceClaim) string {
+	for _, claim := range claims {
+		i := resourceapi.AdminAccessRequest(&claim.Spec)
+		if i < 0 {
+			continue
+		}
+		if denied := c.adminAccessDenied(claim.Namespace); denied != "" {
+			return fmt.Sprintf("claim %s asks for admin access (spec.devices.requests[%d].exactly.adminAccess), %s", klog.KObj(claim), i, denied)
+		}
+	}
+	return ""
+}
+
+// validateAllocation checks the status update that would record the
+// allocation and the pod's reservation in the claim, as the API will.
+func validateAllocation(claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, pod *corev1.Pod) field.ErrorList {
+	updated := *claim
+	updated.Status.Allocation = allocation
+	updated.Status.ReservedFor = append(slices.Clone(claim.Status.ReservedFor),
+		resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID})
+	return validation.ValidateResourceClaimStatusUpdate(&updated, claim)
+}
+
+// adminAccessDenied says why claims in the namespace may not be granted
+// admin access, or "" when they may.
+func (c *Controller) adminAccessDenied(namespace string) string {
+	if c.namespaceLister == nil {
+		return fmt.Sprintf("but namespace %s cannot be checked for the label %s=true", namespace, resourceapi.AdminAccessNamespaceLabel)
+	}
+	ns, err := c.namespaceLister.Get(namespace)
+	if err != nil {
+		return fmt.Sprintf("but namespace %s cannot be checked for the label %s=true: %v", namespace, resourceapi.AdminAccessNamespaceLabel, err)
+	}
+	if ns.Labels[resourceapi.AdminAccessNamespaceLabel] != "true" {
+		return fmt.Sprintf("but namespace %s lacks the label %s=true", namespace, resourceapi.AdminAccessNamespaceLabel)
+	}
+	return ""
+}
+
+// wrongNodeSummary explains why a pod bound to its node cannot use its
+// allocated claims: each claim whose allocation is for other nodes,
+// with the node it is allocated for.
+func (c *Controller) wrongNodeSummary(pod *corev1.Pod, claims []*podClaim) string {
+	node, err := c.nodeLister.Get(pod.Spec.NodeName)
+	if err != nil {
+		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: pod.Spec.NodeName}}
+	}
+	var parts []string
+	for _, pc := range claims {
+		if pc.allocation == nil || matchesAllocations([]*corev1.NodeSelector{pc.allocation.NodeSelector}, node) {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("claim %s is allocated for %s", klog.KObj(pc.claim), describeNodeSelector(pc.allocation.NodeSelector)))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("node %s does not match the node selectors of the pod's allocated claims", pod.Spec.NodeName)
+	}
+	return fmt.Sprintf("the pod is bound to node %s, but %s: their devices cannot be used there", pod.Spec.NodeName, strings.Join(parts, "; "))
+}
+
+// describeNodeSelector names the node of a selector that names exactly
+// one (what the allocator writes), or spells the selector out.
+func describeNodeSelector(selector *corev1.NodeSelector) string {
+	if len(selector.NodeSelectorTerms) == 1 {
+		term := selector.NodeSelectorTerms[0]
+		if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 1 {
+			r := term.MatchFields[0]
+			if r.Key == "metadata.name" && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+				return "node " + r.Values[0]
+			}
+		}
+	}
+	terms := make([]string, 0, len(selector.NodeSelectorTerms))
+	for _, term := range selector.NodeSelectorTerms {
+		var requirements []string
+		for _, r := range term.MatchExpressions {
+			requirements = append(requirements, fmt.Sprintf("%s %s %v", r.Key, r.Operator, r.Values))
+		}
+		for _, r := range term.MatchFields {
+			requirements = append(requirements, fmt.Sprintf("%s %s %v", r.Key, r.Operator, r.Values))
+		}
+		terms = append(terms, "("+strings.Join(requirements, ", ")+")")
+	}
+	return "nodes matching " + strings.Join(terms, " or ")
 }
 
 // total counts every node that was looked at.
@@ -417,38 +524,42 @@ func (c *Controller) reportUnschedulable(ctx context.Context, key string, pod *c
 	message := truncate(d.summary, maxMessageLength)
 	logger.V(3).Info("Pod does not fit", "reason", message)
 	if pod.Spec.NodeName != "" {
-		// Bound by someone else: PodScheduled is not ours to change.
+		// Bound by someone else: PodScheduled is not ours to change, the
+		// pod gets a condition of its own.
 		c.eventf(pod, corev1.EventTypeWarning, ReasonFailedAllocation, "Allocating claims on node %s: %s", pod.Spec.NodeName, truncate(d.details, maxMessageLength))
+		if err := c.setPodCondition(ctx, pod, ConditionClaimsAllocated, corev1.ConditionFalse, ReasonFailedAllocation, message); err != nil {
+			return err
+		}
 		return errUnschedulable
 	}
 	c.eventf(pod, corev1.EventTypeWarning, ReasonFailedScheduling, "%s", truncate(d.details, maxMessageLength))
-	if err := c.setPodScheduledFalse(ctx, pod, message); err != nil {
+	if err := c.setPodCondition(ctx, pod, corev1.PodScheduled, corev1.ConditionFalse, ReasonUnschedulable, message); err != nil {
 		return err
 	}
 	return errUnschedulable
 }
 
-// setPodScheduledFalse records PodScheduled=False with reason
-// Unschedulable, unless the pod says so already.
-func (c *Controller) setPodScheduledFalse(ctx context.Context, pod *corev1.Pod, message string) error {
+// setPodCondition records a pod condition, unless the pod says so
+// already.
+func (c *Controller) setPodCondition(ctx context.Context, pod *corev1.Pod, conditionType corev1.PodConditionType, status corev1.ConditionStatus, reason, message string) error {
 	transition := metav1.Now()
 	for _, condition := range pod.Status.Conditions {
-		if condition.Type != corev1.PodScheduled {
+		if condition.Type != conditionType {
 			continue
 		}
-		if condition.Status == corev1.ConditionFalse && condition.Reason == ReasonUnschedulable && condition.Message == message {
+		if condition.Status == status && condition.Reason == reason && condition.Message == message {
 			return nil
 		}
-		if condition.Status == corev1.ConditionFalse {
+		if condition.Status == status {
 			transition = condition.LastTransitionTime
 		}
 	}
 	podApply := corev1apply.Pod(pod.Name, pod.Namespace).
 		WithUID(pod.UID).
 		WithStatus(corev1apply.PodStatus().WithConditions(corev1apply.PodCondition().
-			WithType(corev1.PodScheduled).
-			WithStatus(corev1.ConditionFalse).
-			WithReason(ReasonUnschedulable).
+			WithType(conditionType).
+			WithStatus(status).
+			WithReason(reason).
 			WithMessage(message).
 			WithLastTransitionTime(transition)))
 	if _, err := c.kubeClient.CoreV1().Pods(pod.Namespace).ApplyStatus(ctx, podApply, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
@@ -456,34 +567,50 @@ func (c *Controller) setPodScheduledFalse(ctx context.Context, pod *corev1.Pod, 
 			// Gone or replaced: nothing to report.
 			return nil
 		}
-		return fmt.Errorf("set PodScheduled=False on pod %s: %w", klog.KObj(pod), err)
+		return fmt.Errorf("set %s=%s on pod %s: %w", conditionType, status, klog.KObj(pod), err)
 	}
 	return nil
 }
 
 // commit writes the decision: allocations (with the delete protection
 // finalizer) and reservations, then the binding. Whatever fails undoes
-// what this attempt wrote.
-func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d *decision) error {
+// what this attempt wrote. A write the API refuses (invalid, forbidden)
+// makes the pod unschedulable until something changes: retrying it at
+// once would only be refused again.
+func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d *decision, eventsBefore int64) error {
 	logger := klog.FromContext(ctx)
 	var done []*podClaim
 	wrote := false
 	fail := func(err error) error {
-		allocationAttempts.WithLabelValues(resultError).Inc()
-		if rollbackErr := c.rollback(ctx, pod, d, done); rollbackErr != nil {
-			err = errors.Join(err, rollbackErr)
+		rollbackErr := c.rollback(ctx, key, pod, d, done)
+		if slices.ContainsFunc(d.claims, func(pc *podClaim) bool { return pc.newAllocation != nil }) {
+			// Other pods may have been parked because of what this
+			// attempt held; the echoes of its writes do not tell them
+			// (see ownWrites). The own retry this counts as is not
+			// one: this pod's cause stays.
+			c.requeueUnschedulable(logger, "attempt released its allocations", klog.KObj(pod), key)
+			eventsBefore++
 		}
+		if rollbackErr != nil {
+			allocationAttempts.WithLabelValues(resultError).Inc()
+			return errors.Join(err, rollbackErr)
+		}
+		if isRefused(err) {
+			message := fmt.Sprintf("the API refused a write: %v", err)
+			return c.reportUnschedulable(ctx, key, pod, eventsBefore, &decision{unschedulable: true, summary: message, details: message})
+		}
+		allocationAttempts.WithLabelValues(resultError).Inc()
 		return err
 	}
 	for _, pc := range d.claims {
 		var err error
 		switch {
 		case pc.newAllocation != nil:
-			err = c.writeAllocation(ctx, pod, pc)
+			err = c.writeAllocation(ctx, key, pod, pc)
 		case podclaims.IsReservedForPod(pod, pc.claim) || c.tracker.writtenFor(pc.claim.UID, pod.UID):
 			continue
 		default:
-			err = c.reserveForPod(ctx, pod, pc.claim)
+			err = c.reserveForPod(ctx, key, pod, pc.claim)
 		}
 		if err != nil {
 			return fail(err)
@@ -497,6 +624,10 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 		if wrote {
 			allocationAttempts.WithLabelValues(resultAllocated).Inc()
 			logger.V(2).Info("Allocated claims for pod on its node", "node", pod.Spec.NodeName)
+		}
+		if condition := podCondition(pod, ConditionClaimsAllocated); condition != nil && condition.Status != corev1.ConditionTrue {
+			// It said otherwise before.
+			return c.setPodCondition(ctx, pod, ConditionClaimsAllocated, corev1.ConditionTrue, ReasonAllocated, "")
 		}
 		return nil
 	}
@@ -520,7 +651,7 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 // reserved a claim that is not allocated, so one status update sets
 // both; its resourceVersion makes sure that the claim was not allocated
 // meanwhile. Conflicts caused by other changes are retried.
-func (c *Controller) writeAllocation(ctx context.Context, pod *corev1.Pod, pc *podClaim) error {
+func (c *Controller) writeAllocation(ctx context.Context, key string, pod *corev1.Pod, pc *podClaim) error {
 	claims := c.resourceClient.ResourceV1().ResourceClaims(pc.claim.Namespace)
 	allocation := &resourcev1.AllocationResult{}
 	if err := resourcev1.Convert_resource_AllocationResult_To_v1_AllocationResult(pc.newAllocation, allocation, nil); err != nil {
@@ -551,7 +682,9 @@ func (c *Controller) writeAllocation(ctx context.Context, pod *corev1.Pod, pc *p
 			claim = claim.DeepCopy()
 			claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
 			baseVersion = claim.ResourceVersion
-			updated, err := claims.Update(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+			updated, err := c.ownWrite(claim.UID, key, func() (*resourcev1.ResourceClaim, error) {
+				return claims.Update(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+			})
 			if err != nil {
 				return err
 			}
@@ -561,7 +694,9 @@ func (c *Controller) writeAllocation(ctx context.Context, pod *corev1.Pod, pc *p
 		claim.Status.Allocation = allocation
 		claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID})
 		baseVersion = claim.ResourceVersion
-		updated, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+		updated, err := c.ownWrite(claim.UID, key, func() (*resourcev1.ResourceClaim, error) {
+			return claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+		})
 		if err != nil {
 			return err
 		}
@@ -582,6 +717,34 @@ func (c *Controller) writeAllocation(ctx context.Context, pod *corev1.Pod, pc *p
 	return nil
 }
 
+// ownWrite runs a write of a claim for the pod with the given key, so
+// that its echo is known as the controller's own (see ownWrites).
+func (c *Controller) ownWrite(claim types.UID, key string, write func() (*resourcev1.ResourceClaim, error)) (*resourcev1.ResourceClaim, error) {
+	c.ownWrites.begin(claim, key)
+	updated, err := write()
+	resourceVersion := ""
+	if err == nil && updated != nil {
+		resourceVersion = updated.ResourceVersion
+	}
+	c.ownWrites.end(claim, resourceVersion)
+	return updated, err
+}
+
+// isRefused: the API will not take the write as it is. Asking again
+// without a change gets the same answer.
+func isRefused(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err)
+}
+
+func podCondition(pod *corev1.Pod, conditionType corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == conditionType {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
 // errClaimChanged: the claim cannot take the allocation any more.
 var errClaimChanged = errors.New("claim changed")
 
@@ -597,7 +760,7 @@ func isDefinite(err error) bool {
 // up-to-date copy and don't conflict; the server rejects the patch only
 // when the result is invalid (too many consumers, not allocated) or the
 // claim was replaced (uid).
-func (c *Controller) reserveForPod(ctx context.Context, pod *corev1.Pod, claim *resourcev1.ResourceClaim) error {
+func (c *Controller) reserveForPod(ctx context.Context, key string, pod *corev1.Pod, claim *resourcev1.ResourceClaim) error {
 	patch := map[string]any{
 		"metadata": map[string]any{"uid": claim.UID},
 		"status": map[string]any{
@@ -608,7 +771,9 @@ func (c *Controller) reserveForPod(ctx context.Context, pod *corev1.Pod, claim *
 	if err != nil {
 		return fmt.Errorf("reserve claim %s for pod %s: %w", klog.KObj(claim), klog.KObj(pod), err)
 	}
-	if _, err := c.resourceClient.ResourceV1().ResourceClaims(claim.Namespace).Patch(ctx, claim.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
+	if _, err := c.ownWrite(claim.UID, key, func() (*resourcev1.ResourceClaim, error) {
+		return c.resourceClient.ResourceV1().ResourceClaims(claim.Namespace).Patch(ctx, claim.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	}); err != nil {
 		return fmt.Errorf("reserve claim %s for pod %s: %w", klog.KObj(claim), klog.KObj(pod), err)
 	}
 	klog.FromContext(ctx).V(4).Info("Reserved claim", "claim", klog.KObj(claim))
@@ -619,7 +784,7 @@ func (c *Controller) reserveForPod(ctx context.Context, pod *corev1.Pod, claim *
 // reservedFor of the claims it was added to, and claims this attempt
 // allocated are deallocated unless someone else uses them by now.
 // Allocations that were not written yet are forgotten.
-func (c *Controller) rollback(ctx context.Context, pod *corev1.Pod, d *decision, done []*podClaim) error {
+func (c *Controller) rollback(ctx context.Context, key string, pod *corev1.Pod, d *decision, done []*podClaim) error {
 	logger := klog.FromContext(ctx)
 	var errs []error
 	for _, pc := range d.claims {
@@ -653,7 +818,9 @@ func (c *Controller) rollback(ctx context.Context, pod *corev1.Pod, d *decision,
 			if !removed && !deallocated {
 				return nil
 			}
-			_, err = claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+			_, err = c.ownWrite(claim.UID, key, func() (*resourcev1.ResourceClaim, error) {
+				return claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+			})
 			return err
 		})
 		switch {

@@ -1,8 +1,9 @@
 // Package resourceclaim is the resource claim controller. It generates a
 // ResourceClaim from a ResourceClaimTemplate for each pod claim that names
 // one, records the generated names in the pod status, reserves allocated
-// claims for pods that were created with spec.nodeName already set, and
-// cleans up after pods: it removes them from status.reservedFor when they
+// claims for pods that were created with spec.nodeName already set (when
+// the allocation is for that node by name; anything else is left to the
+// allocation controller, which knows the nodes), and cleans up after pods: it removes them from status.reservedFor when they
 // are done or gone, deallocates claims that nobody uses any more and
 // deletes the claims that were generated for them.
 //
@@ -34,6 +35,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/podclaims"
@@ -63,6 +65,10 @@ const (
 	// podsByClaimIndex maps "<namespace>/<claim name>" to the pods that
 	// use that claim, as far as the pod knows the name.
 	podsByClaimIndex = "pods-by-claim"
+
+	// podsByTemplateIndex maps "<namespace>/<template name>" to the pods
+	// whose claims are generated from that template.
+	podsByTemplateIndex = "pods-by-template"
 
 	// claimsByPodIndex maps the UID of a pod to the claims generated for
 	// it (controller owner reference).
@@ -101,6 +107,9 @@ type Controller struct {
 	templateLister  resourcelisters.ResourceClaimTemplateLister
 	templatesSynced cache.InformerSynced
 
+	// namespacesSynced is set when namespace events are handled.
+	namespacesSynced cache.InformerSynced
+
 	// recorder is set by Run (tests that call sync directly set their
 	// own); nil drops events.
 	recorder record.EventRecorder
@@ -117,6 +126,10 @@ type Options struct {
 	// Mode says where generated claims are recorded in a pod;
 	// podclaims.Standalone when nil.
 	Mode podclaims.Mode
+	// Namespaces, when set, brings back the pods of a namespace whose
+	// admin access label changed: a claim the API refused to generate
+	// for lack of it may be accepted now.
+	Namespaces coreinformers.NamespaceInformer
 }
 
 // NewController wires event handlers and indexers into the informers, so
@@ -161,7 +174,7 @@ func NewControllerWithOptions(
 		deletedPods: newUIDSet(deletedPodsCacheSize),
 	}
 
-	if err := c.podIndexer.AddIndexers(cache.Indexers{podsByClaimIndex: podsByClaimIndexFunc}); err != nil {
+	if err := c.podIndexer.AddIndexers(cache.Indexers{podsByClaimIndex: podsByClaimIndexFunc, podsByTemplateIndex: podsByTemplateIndexFunc}); err != nil {
 		return nil, fmt.Errorf("add pod indexer: %w", err)
 	}
 	claimIndexer := claimInformer.Informer().GetIndexer()
@@ -195,6 +208,24 @@ func NewControllerWithOptions(
 		return nil, fmt.Errorf("add claim event handler: %w", err)
 	}
 
+	// A template that appears (or changes) after its pods were created
+	// gives them work at once; they would otherwise wait for their
+	// backoff.
+	if _, err := templateInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueTemplatePods(logger, obj) },
+		UpdateFunc: func(_, obj any) { c.enqueueTemplatePods(logger, obj) },
+	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+		return nil, fmt.Errorf("add template event handler: %w", err)
+	}
+	if opts.Namespaces != nil {
+		if _, err := opts.Namespaces.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(oldObj, obj any) { c.onNamespaceUpdate(logger, oldObj, obj) },
+		}, cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("add namespace event handler: %w", err)
+		}
+		c.namespacesSynced = opts.Namespaces.Informer().HasSynced
+	}
+
 	setupMetrics(c.claimLister)
 	return c, nil
 }
@@ -214,7 +245,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer broadcaster.Shutdown()
 	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
 
-	worker.Run(ctx, c.queue, workers, c.handle, c.podsSynced, c.claimsSynced, c.templatesSynced)
+	synced := []cache.InformerSynced{c.podsSynced, c.claimsSynced, c.templatesSynced}
+	if c.namespacesSynced != nil {
+		synced = append(synced, c.namespacesSynced)
+	}
+	worker.Run(ctx, c.queue, workers, c.handle, synced...)
 }
 
 // handle syncs one work item: errors that retrying cannot fix drop it,
@@ -227,6 +262,11 @@ func (c *Controller) handle(ctx context.Context, key string) {
 	case errors.Is(err, errPermanent):
 		klog.FromContext(ctx).Error(err, "Dropping work item, retrying cannot help", "key", key)
 		c.queue.Forget(key)
+	case errors.Is(err, errWaiting):
+		// Retrying now would be refused again: an event of the
+		// template, the namespace or the pod brings the item back.
+		klog.FromContext(ctx).V(3).Info("Waiting for a change", "key", key, "reason", err)
+		c.queue.Forget(key)
 	default:
 		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "key", key)
 		c.queue.AddRateLimited(key)
@@ -235,6 +275,12 @@ func (c *Controller) handle(ctx context.Context, key string) {
 
 // errPermanent marks errors that retrying cannot fix.
 var errPermanent = errors.New("permanent error")
+
+// errWaiting marks errors that only a change of the template, the pod or
+// its namespace can fix: the template does not exist (yet), or the API
+// refused the claim generated from it. Each of those changes queues the
+// pod again, so it is not retried meanwhile.
+var errWaiting = errors.New("waiting for the template, the pod or its namespace to change")
 
 // sync handles one work item: "pod:<namespace>/<name>" or
 // "claim:<namespace>/<name>".
@@ -395,7 +441,9 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string) error 
 		return nil
 	}
 
-	var errs []error
+	// errs need a retry; waiting are the pod claims that wait for a
+	// change of the template, the pod or the namespace.
+	var errs, waiting []error
 	// generated maps each pod claim with a template to its claim, for
 	// the status; statusOutdated is set when that differs from the
 	// pod's status.
@@ -413,7 +461,11 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string) error 
 		claimName, missingInStatus, err := c.ensureGeneratedClaim(ctx, pod, podClaim)
 		if err != nil {
 			c.eventf(pod, corev1.EventTypeWarning, ReasonFailedClaimCreation, "Pod claim %s: %v", podClaim.Name, err)
-			errs = append(errs, fmt.Errorf("pod claim %s: %w", podClaim.Name, err))
+			if errors.Is(err, errWaiting) {
+				waiting = append(waiting, fmt.Errorf("pod claim %s: %w", podClaim.Name, err))
+			} else {
+				errs = append(errs, fmt.Errorf("pod claim %s: %w", podClaim.Name, err))
+			}
 			continue
 		}
 		if claimName != "" {
@@ -428,10 +480,27 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string) error 
 			return errors.Join(append(errs, err)...)
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	if len(errs) == 0 {
+		// Claims that exist may be reserved even while others wait.
+		if err := c.reserveIfBound(ctx, pod, generated); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	switch {
+	case len(errs) > 0 && len(waiting) > 0:
+		// Retried: the waiting ones are only mentioned, so that the
+		// error does not count as waiting.
+		return fmt.Errorf("%w; also %v", errors.Join(errs...), errors.Join(waiting...))
+	case len(errs) > 0:
+		return errors.Join(errs...)
+	default:
+		return errors.Join(waiting...)
+	}
+}
 
+// reserveIfBound reserves the allocated claims of a pod that is bound to a
+// node already.
+func (c *Controller) reserveIfBound(ctx context.Context, pod *corev1.Pod, generated map[string]string) error {
 	if pod.Spec.NodeName == "" {
 		// Not bound yet: the allocation controller reserves when it
 		// allocates.
@@ -499,6 +568,10 @@ func (c *Controller) ensureGeneratedClaim(ctx context.Context, pod *corev1.Pod, 
 	}
 
 	template, err := c.templateLister.ResourceClaimTemplates(pod.Namespace).Get(*podClaim.TemplateName)
+	if apierrors.IsNotFound(err) {
+		// Its creation queues the pod (podsByTemplateIndex).
+		return "", false, fmt.Errorf("%w: get ResourceClaimTemplate %s: %w", errWaiting, *podClaim.TemplateName, err)
+	}
 	if err != nil {
 		return "", false, fmt.Errorf("get ResourceClaimTemplate %s: %w", *podClaim.TemplateName, err)
 	}
@@ -506,6 +579,12 @@ func (c *Controller) ensureGeneratedClaim(ctx context.Context, pod *corev1.Pod, 
 	created, err := c.resourceClient.ResourceV1().ResourceClaims(pod.Namespace).Create(ctx, claim, metav1.CreateOptions{})
 	if err != nil {
 		claimCreates.WithLabelValues(createFailure).Inc()
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			// The API refuses the claim as the template describes it
+			// (admin access without the namespace label, for example):
+			// asking again gets the same answer until something changes.
+			return "", false, fmt.Errorf("%w: create ResourceClaim from template %s refused: %w", errWaiting, template.Name, err)
+		}
 		return "", false, fmt.Errorf("create ResourceClaim from template %s: %w", template.Name, err)
 	}
 	claimCreates.WithLabelValues(createSuccess).Inc()
@@ -631,14 +710,34 @@ func (c *Controller) reserveForBoundPod(ctx context.Context, pod *corev1.Pod, ge
 	return errors.Join(errs...)
 }
 
-// needsReservation: allocated, not being deleted (the server accepts no
-// new consumers then), not reserved for this pod yet, and room for one
-// more consumer.
+// needsReservation: allocated for the pod's node, not being deleted (the
+// server accepts no new consumers then), not reserved for this pod yet,
+// and room for one more consumer.
 func needsReservation(pod *corev1.Pod, claim *resourcev1.ResourceClaim) bool {
 	return claim.Status.Allocation != nil &&
 		claim.DeletionTimestamp == nil &&
 		!podclaims.IsReservedForPod(pod, claim) &&
-		len(claim.Status.ReservedFor) < resourceapi.ResourceClaimReservedForMaxSize
+		len(claim.Status.ReservedFor) < resourceapi.ResourceClaimReservedForMaxSize &&
+		allocatedForNode(claim.Status.Allocation, pod.Spec.NodeName)
+}
+
+// allocatedForNode: the allocation may be used on the node, as far as its
+// name tells. A node selector on labels is not for this controller, which
+// does not watch nodes, to judge: the allocation controller does, and
+// reserves the claim itself when the node fits (and explains on the pod
+// when it does not). Reserving a claim for a pod on a node the devices
+// are not attached to would let the pod start without them.
+func allocatedForNode(allocation *resourcev1.AllocationResult, nodeName string) bool {
+	selector := allocation.NodeSelector
+	if selector == nil {
+		return true
+	}
+	for _, term := range selector.NodeSelectorTerms {
+		if len(term.MatchExpressions) > 0 {
+			return false
+		}
+	}
+	return allocator.NodeSelectorMatches(selector, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
 }
 
 // reserveForPod adds the pod to reservedFor with a strategic merge patch:
@@ -856,6 +955,58 @@ func (c *Controller) eventf(pod *corev1.Pod, eventType, reason, messageFmt strin
 	if c.recorder != nil {
 		c.recorder.Eventf(pod, eventType, reason, messageFmt, args...)
 	}
+}
+
+// enqueueTemplatePods queues the pods that generate claims from a
+// template.
+func (c *Controller) enqueueTemplatePods(logger klog.Logger, obj any) {
+	template, ok := obj.(*resourcev1.ResourceClaimTemplate)
+	if !ok {
+		logger.Error(nil, "Unexpected object in template event handler", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	pods, err := c.podIndexer.ByIndex(podsByTemplateIndex, template.Namespace+"/"+template.Name)
+	if err != nil {
+		logger.Error(err, "Listing pods of template from cache", "template", klog.KObj(template))
+		return
+	}
+	for _, pod := range pods {
+		c.enqueuePod(logger, pod, false)
+	}
+}
+
+// onNamespaceUpdate: a namespace that gains or loses the admin access
+// label may change whether its claims can be generated.
+func (c *Controller) onNamespaceUpdate(logger klog.Logger, oldObj, obj any) {
+	old, okOld := oldObj.(*corev1.Namespace)
+	namespace, ok := obj.(*corev1.Namespace)
+	if !okOld || !ok || old.Labels[resourceapi.AdminAccessNamespaceLabel] == namespace.Labels[resourceapi.AdminAccessNamespaceLabel] {
+		return
+	}
+	pods, err := c.podIndexer.ByIndex(cache.NamespaceIndex, namespace.Name)
+	if err != nil {
+		logger.Error(err, "Listing pods of namespace from cache", "namespace", namespace.Name)
+		return
+	}
+	for _, pod := range pods {
+		c.enqueuePod(logger, pod, false)
+	}
+}
+
+// podsByTemplateIndexFunc indexes pods by the templates they generate
+// claims from.
+func podsByTemplateIndexFunc(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	var keys []string
+	for _, podClaim := range podclaims.ClaimsOf(pod) {
+		if podClaim.TemplateName != nil {
+			keys = append(keys, pod.Namespace+"/"+*podClaim.TemplateName)
+		}
+	}
+	return keys, nil
 }
 
 // podsByClaimIndexFunc indexes pods by the claims they use whose names

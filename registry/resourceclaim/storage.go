@@ -30,9 +30,9 @@ var (
 
 // NewREST returns the etcd-backed storage of ResourceClaims and of their
 // status subresource. typer must know the internal and external types of
-// resource.draplane.dev.
-func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*REST, *StatusREST, error) {
-	strategy := NewStrategy(typer)
+// resource.draplane.dev; adminAccess says where admin access is allowed.
+func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter, adminAccess AdminAccess) (*REST, *StatusREST, error) {
+	strategy := NewStrategy(typer, adminAccess)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &resourceapi.ResourceClaim{} },
 		NewListFunc:               func() runtime.Object { return &resourceapi.ResourceClaimList{} },
@@ -51,7 +51,7 @@ func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*
 	}
 
 	statusStore := *store
-	status := NewStatusStrategy(typer)
+	status := NewStatusStrategy(typer, adminAccess)
 	statusStore.UpdateStrategy = status
 	statusStore.ResetFieldsStrategy = status
 	return &REST{Store: patcherrors.Store{Store: store}}, statusrest.New(&statusStore), nil

@@ -18,7 +18,7 @@ import (
 func newTestREST(t *testing.T) (*REST, *StatusREST) {
 	t.Helper()
 	scheme := testScheme()
-	storage, status, err := NewREST(scheme, etcdtest.RESTOptionsGetter(t, scheme, resourcev1.SchemeGroupVersion))
+	storage, status, err := NewREST(scheme, etcdtest.RESTOptionsGetter(t, scheme, resourcev1.SchemeGroupVersion), AdminAccess{})
 	if err != nil {
 		t.Fatal(err)
 	}

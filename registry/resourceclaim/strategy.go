@@ -23,12 +23,14 @@ import (
 type claimStrategy struct {
 	runtime.ObjectTyper
 	names.NameGenerator
+	adminAccess AdminAccess
 }
 
 // NewStrategy returns the strategy for ResourceClaims; typer must know the
-// internal and external types of resource.draplane.dev.
-func NewStrategy(typer runtime.ObjectTyper) claimStrategy {
-	return claimStrategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator}
+// internal and external types of resource.draplane.dev. Admin access is
+// checked against the namespaces of adminAccess.
+func NewStrategy(typer runtime.ObjectTyper, adminAccess AdminAccess) claimStrategy {
+	return claimStrategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator, adminAccess: adminAccess}
 }
 
 func (claimStrategy) NamespaceScoped() bool { return true }
@@ -45,8 +47,10 @@ func (claimStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	claim.Generation = 1
 }
 
-func (claimStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	return validation.ValidateResourceClaim(obj.(*resourceapi.ResourceClaim))
+func (s claimStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	claim := obj.(*resourceapi.ResourceClaim)
+	errs := validation.ValidateResourceClaim(claim)
+	return append(errs, s.adminAccess.ValidateSpec(ctx, claim.Namespace, &claim.Spec, field.NewPath("spec"))...)
 }
 
 func (claimStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Object) []string { return nil }
@@ -63,10 +67,11 @@ func (claimStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Obje
 	claim.Status = oldClaim.Status
 }
 
-func (claimStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+func (s claimStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	claim := obj.(*resourceapi.ResourceClaim)
 	oldClaim := old.(*resourceapi.ResourceClaim)
 	errs := validation.ValidateResourceClaimUpdate(claim, oldClaim)
+	errs = append(errs, s.adminAccess.ValidateSpecUpdate(ctx, claim.Namespace, &claim.Spec, &oldClaim.Spec, field.NewPath("spec"))...)
 	return append(errs, immutableSpec(claim.Spec, oldClaim.Spec, errs)...)
 }
 
@@ -98,8 +103,8 @@ type statusStrategy struct {
 }
 
 // NewStatusStrategy returns the strategy of the status subresource.
-func NewStatusStrategy(typer runtime.ObjectTyper) statusStrategy {
-	return statusStrategy{NewStrategy(typer)}
+func NewStatusStrategy(typer runtime.ObjectTyper, adminAccess AdminAccess) statusStrategy {
+	return statusStrategy{NewStrategy(typer, adminAccess)}
 }
 
 // GetResetFields: status writes never change the spec or metadata.
@@ -117,8 +122,10 @@ func (statusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Obj
 	dropDeallocatedDeviceStatus(claim, oldClaim)
 }
 
-func (statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	return validation.ValidateResourceClaimStatusUpdate(obj.(*resourceapi.ResourceClaim), old.(*resourceapi.ResourceClaim))
+func (s statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	claim, oldClaim := obj.(*resourceapi.ResourceClaim), old.(*resourceapi.ResourceClaim)
+	errs := validation.ValidateResourceClaimStatusUpdate(claim, oldClaim)
+	return append(errs, s.adminAccess.ValidateStatusUpdate(ctx, claim, oldClaim)...)
 }
 
 func (statusStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {

@@ -58,7 +58,7 @@ func reserved(c *resourceapi.ResourceClaim) {
 
 func TestPrepareForCreateClearsStatus(t *testing.T) {
 	claim := testClaim(allocated("gpu-0"), reserved, func(c *resourceapi.ResourceClaim) { c.Generation = 5 })
-	NewStrategy(testScheme()).PrepareForCreate(context.Background(), claim)
+	NewStrategy(testScheme(), AdminAccess{}).PrepareForCreate(context.Background(), claim)
 	if diff := cmp.Diff(resourceapi.ResourceClaimStatus{}, claim.Status); diff != "" {
 		t.Errorf("status after create (-want +got):\n%s", diff)
 	}
@@ -90,7 +90,7 @@ func TestUpdate(t *testing.T) {
 			wantErrs: []string{"spec"},
 		},
 	}
-	strategy := NewStrategy(testScheme())
+	strategy := NewStrategy(testScheme(), AdminAccess{})
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -160,7 +160,7 @@ func TestStatusUpdate(t *testing.T) {
 			wantErrs:   []string{"status.devices[0]"},
 		},
 	}
-	strategy := NewStatusStrategy(testScheme())
+	strategy := NewStatusStrategy(testScheme(), AdminAccess{})
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			strategy.PrepareForUpdate(context.Background(), tc.new, tc.old)

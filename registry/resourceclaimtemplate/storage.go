@@ -27,9 +27,10 @@ var (
 )
 
 // NewREST returns the etcd-backed storage of ResourceClaimTemplates. typer
-// must know the internal and external types of resource.draplane.dev.
-func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*REST, error) {
-	strategy := NewStrategy(typer)
+// must know the internal and external types of resource.draplane.dev;
+// adminAccess says where admin access is allowed.
+func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter, adminAccess resourceclaim.AdminAccess) (*REST, error) {
+	strategy := NewStrategy(typer, adminAccess)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &resourceapi.ResourceClaimTemplate{} },
 		NewListFunc:               func() runtime.Object { return &resourceapi.ResourceClaimTemplateList{} },

@@ -14,18 +14,21 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/apis/resource/validation"
+	"github.com/draplane/draplane/registry/resourceclaim"
 )
 
 // templateStrategy implements create, update and delete behaviour.
 type templateStrategy struct {
 	runtime.ObjectTyper
 	names.NameGenerator
+	adminAccess resourceclaim.AdminAccess
 }
 
 // NewStrategy returns the strategy for ResourceClaimTemplates; typer must
-// know the internal and external types of resource.draplane.dev.
-func NewStrategy(typer runtime.ObjectTyper) templateStrategy {
-	return templateStrategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator}
+// know the internal and external types of resource.draplane.dev. Admin
+// access is checked as for claims: a template is a claim in waiting.
+func NewStrategy(typer runtime.ObjectTyper, adminAccess resourceclaim.AdminAccess) templateStrategy {
+	return templateStrategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator, adminAccess: adminAccess}
 }
 
 func (templateStrategy) NamespaceScoped() bool { return true }
@@ -34,8 +37,10 @@ func (templateStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object
 	obj.(*resourceapi.ResourceClaimTemplate).Generation = 1
 }
 
-func (templateStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	return validation.ValidateResourceClaimTemplate(obj.(*resourceapi.ResourceClaimTemplate))
+func (s templateStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	template := obj.(*resourceapi.ResourceClaimTemplate)
+	errs := validation.ValidateResourceClaimTemplate(template)
+	return append(errs, s.adminAccess.ValidateSpec(ctx, template.Namespace, &template.Spec.Spec, field.NewPath("spec", "spec"))...)
 }
 
 func (templateStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Object) []string {
@@ -50,10 +55,11 @@ func (templateStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.O
 
 // ValidateUpdate refuses spec changes: claims already generated from the
 // template would silently disagree with it.
-func (templateStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+func (s templateStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	template := obj.(*resourceapi.ResourceClaimTemplate)
 	oldTemplate := old.(*resourceapi.ResourceClaimTemplate)
 	errs := validation.ValidateResourceClaimTemplateUpdate(template, oldTemplate)
+	errs = append(errs, s.adminAccess.ValidateSpecUpdate(ctx, template.Namespace, &template.Spec.Spec, &oldTemplate.Spec.Spec, field.NewPath("spec", "spec"))...)
 	if apiequality.Semantic.DeepEqual(template.Spec, oldTemplate.Spec) {
 		return errs
 	}

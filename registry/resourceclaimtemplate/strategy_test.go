@@ -10,6 +10,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/apis/resource/install"
+	"github.com/draplane/draplane/registry/resourceclaim"
 )
 
 func testScheme() *runtime.Scheme {
@@ -52,7 +53,7 @@ func TestValidateUpdate(t *testing.T) {
 			wantErrs: []string{"spec"},
 		},
 	}
-	strategy := NewStrategy(testScheme())
+	strategy := NewStrategy(testScheme(), resourceclaim.AdminAccess{})
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			old := testTemplate()

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -182,4 +184,22 @@ func (o *AggregatedOptions) podMode() podclaims.Mode {
 		return podclaims.Aggregated
 	}
 	return podclaims.Standalone
+}
+
+// hostNamespaces reads the host cluster's namespaces in aggregated mode
+// (nil otherwise): their admin access label decides where claims may ask
+// for admin access to devices.
+func (o *AggregatedOptions) hostNamespaces() (typedcorev1.NamespaceInterface, error) {
+	if !o.Aggregated() {
+		return nil, nil
+	}
+	host, err := o.hostConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(host)
+	if err != nil {
+		return nil, fmt.Errorf("aggregated mode: host client for namespaces: %w", err)
+	}
+	return client.CoreV1().Namespaces(), nil
 }

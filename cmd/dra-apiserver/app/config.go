@@ -85,6 +85,9 @@ func (o *Options) config(etcd *startingEtcd) (*server.Config, error) {
 	if cfg.Extra.ControllerManager, err = o.controllerManagerConfig(); err != nil {
 		return nil, err
 	}
+	if cfg.Extra.HostNamespaces, err = o.Aggregated.hostNamespaces(); err != nil {
+		return nil, err
+	}
 	if cfg.Extra.Etcd, err = etcd.wait(); err != nil {
 		return nil, err
 	}
