@@ -155,6 +155,27 @@ func withSelector(expression string) claimOption {
 	}
 }
 
+func withAdminAccess() claimOption {
+	return func(claim *resourcev1.ResourceClaim) {
+		claim.Spec.Devices.Requests[0].Exactly.AdminAccess = ptr(true)
+	}
+}
+
+// withConfigs adds n opaque configurations to the claim.
+func withConfigs(n int) claimOption {
+	return func(claim *resourcev1.ResourceClaim) {
+		for i := range n {
+			claim.Spec.Devices.Config = append(claim.Spec.Devices.Config, resourcev1.DeviceClaimConfiguration{DeviceConfiguration: resourcev1.DeviceConfiguration{
+				Opaque: &resourcev1.OpaqueDeviceConfiguration{Driver: testDriver, Parameters: runtime.RawExtension{Raw: []byte(fmt.Sprintf(`{"i":%d}`, i))}},
+			}})
+		}
+	}
+}
+
+func makeNamespace(name string, labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func nodeNameSelector(node string) *corev1.NodeSelector {
@@ -283,6 +304,8 @@ type testCase struct {
 	before func(c *testController)
 	// mode of the controller; standalone when nil.
 	mode podclaims.Mode
+	// namespaces, when not nil, are what the namespace informer shows.
+	namespaces []*corev1.Namespace
 
 	expectedErrors []string
 	// expectedNodes maps pod name to spec.nodeName on the server.
@@ -295,8 +318,13 @@ type testCase struct {
 	// expectedUnschedulable maps pod name to a substring of its
 	// PodScheduled=False message.
 	expectedUnschedulable map[string]string
+	// expectedClaimsAllocated maps pod name to a substring of its
+	// ResourceClaimsAllocated=False message.
+	expectedClaimsAllocated map[string]string
 	// expectedEvents are prefixes ("<type> <reason>") of the events.
 	expectedEvents []string
+	// expectedEventText are substrings the events must contain, in order.
+	expectedEventText []string
 	// expectedPending is the number of allocations still pending.
 	expectedPending int
 	// expectedAttempts counts attempts by result.
@@ -535,13 +563,14 @@ func TestSyncPod(t *testing.T) {
 		},
 		"pod with spec.nodeName whose node has no matching device": {
 			nodes: three, slices: threeSlices,
-			pods:                []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), withNodeName("node-a"))},
-			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu", withSelector(`device.attributes["gpu.example.com"].model == "h100"`))},
-			expectedErrors:      []string{errUnschedulable.Error()},
-			expectedNodes:       map[string]string{"pod-1": "node-a"},
-			expectedAllocations: map[string]string{"pod-1-gpu": ""},
-			expectedEvents:      []string{"Warning FailedResourceAllocation"},
-			expectedAttempts:    map[string]int{resultUnschedulable: 1},
+			pods:                    []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), withNodeName("node-a"))},
+			claims:                  []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu", withSelector(`device.attributes["gpu.example.com"].model == "h100"`))},
+			expectedErrors:          []string{errUnschedulable.Error()},
+			expectedNodes:           map[string]string{"pod-1": "node-a"},
+			expectedAllocations:     map[string]string{"pod-1-gpu": ""},
+			expectedClaimsAllocated: map[string]string{"pod-1": "SelectorMismatch"},
+			expectedEvents:          []string{"Warning FailedResourceAllocation"},
+			expectedAttempts:        map[string]int{resultUnschedulable: 1},
 		},
 		"binding fails: claim unreserved and deallocated": {
 			nodes: three, slices: threeSlices,
@@ -605,6 +634,109 @@ func TestSyncPod(t *testing.T) {
 			expectedAllocations: map[string]string{"pod-1-gpu": "", "shared": "node-b/gpu-1"},
 			expectedReservedFor: map[string][]string{"pod-1-gpu": nil, "shared": {"other"}},
 			expectedAttempts:    map[string]int{resultError: 1},
+		},
+		"pod with spec.nodeName on another node than its allocated claim: not reserved, explained": {
+			nodes: three, slices: threeSlices,
+			pods:                    []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "shared"), withNodeName("node-a"))},
+			claims:                  []*resourcev1.ResourceClaim{makeClaim("shared", allocatedOn("node-b", "gpu-1"), reservedFor(other))},
+			expectedErrors:          []string{errUnschedulable.Error()},
+			expectedNodes:           map[string]string{"pod-1": "node-a"},
+			expectedAllocations:     map[string]string{"shared": "node-b/gpu-1"},
+			expectedReservedFor:     map[string][]string{"shared": {"other"}},
+			expectedClaimsAllocated: map[string]string{"pod-1": "claim default/shared is allocated for node node-b"},
+			expectedEvents:          []string{"Warning FailedResourceAllocation"},
+			expectedEventText:       []string{"claim default/shared is allocated for node node-b"},
+			expectedAttempts:        map[string]int{resultUnschedulable: 1},
+			expectNoClaimWrites:     true,
+		},
+		"pod with spec.nodeName that was not allocatable before: condition turns True": {
+			nodes: three, slices: threeSlices,
+			pods: []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "shared"), withNodeName("node-b"), func(pod *corev1.Pod) {
+				pod.Status.Conditions = []corev1.PodCondition{{Type: ConditionClaimsAllocated, Status: corev1.ConditionFalse, Reason: ReasonFailedAllocation}}
+			})},
+			claims:              []*resourcev1.ResourceClaim{makeClaim("shared", allocatedOn("node-b", "gpu-1"), reservedFor(other))},
+			expectedNodes:       map[string]string{"pod-1": "node-b"},
+			expectedReservedFor: map[string][]string{"shared": {"other", "pod-1"}},
+			expectedAttempts:    map[string]int{resultAllocated: 1},
+		},
+		"admin access in a namespace without the label: unschedulable, nothing written": {
+			nodes: three, slices: threeSlices,
+			namespaces:            []*corev1.Namespace{makeNamespace(testNamespace, nil)},
+			pods:                  []*corev1.Pod{pod1},
+			claims:                []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu", withAdminAccess())},
+			expectedErrors:        []string{errUnschedulable.Error()},
+			expectedNodes:         map[string]string{"pod-1": ""},
+			expectedAllocations:   map[string]string{"pod-1-gpu": ""},
+			expectedUnschedulable: map[string]string{"pod-1": "namespace default lacks the label resource.kubernetes.io/admin-access=true"},
+			expectedEvents:        []string{"Warning FailedScheduling"},
+			expectedAttempts:      map[string]int{resultUnschedulable: 1},
+			expectNoClaimWrites:   true,
+		},
+		"admin access without namespaces to check: refused": {
+			nodes: three, slices: threeSlices,
+			pods:                  []*corev1.Pod{pod1},
+			claims:                []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu", withAdminAccess())},
+			expectedErrors:        []string{errUnschedulable.Error()},
+			expectedNodes:         map[string]string{"pod-1": ""},
+			expectedUnschedulable: map[string]string{"pod-1": "cannot be checked"},
+			expectedEvents:        []string{"Warning FailedScheduling"},
+			expectedAttempts:      map[string]int{resultUnschedulable: 1},
+			expectNoClaimWrites:   true,
+		},
+		"admin access in a labelled namespace: allocated": {
+			nodes: three, slices: threeSlices,
+			namespaces:          []*corev1.Namespace{makeNamespace(testNamespace, map[string]string{resourceapi.AdminAccessNamespaceLabel: "true"})},
+			pods:                []*corev1.Pod{pod1},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu", withAdminAccess())},
+			expectedNodes:       map[string]string{"pod-1": "node-a"},
+			expectedAllocations: map[string]string{"pod-1-gpu": "node-a/gpu-0"},
+			expectedEvents:      []string{"Normal Scheduled"},
+			expectedPending:     1,
+			expectedAttempts:    map[string]int{resultPlaced: 1},
+		},
+		"allocation the API would refuse (too many configs): unschedulable before any write": {
+			nodes: three, slices: threeSlices,
+			pods: []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), withSharedClaim("heavy", "heavy"))},
+			claims: []*resourcev1.ResourceClaim{
+				generatedClaim(pod1, "gpu"),
+				makeClaim("heavy", withConfigs(2*resourceapi.DeviceConfigMaxSize+1)),
+			},
+			expectedErrors:        []string{errUnschedulable.Error()},
+			expectedNodes:         map[string]string{"pod-1": ""},
+			expectedAllocations:   map[string]string{"pod-1-gpu": "", "heavy": ""},
+			expectedUnschedulable: map[string]string{"pod-1": "claim default/heavy cannot take its allocation"},
+			expectedEvents:        []string{"Warning FailedScheduling"},
+			expectedEventText:     []string{"status.allocation.devices.config"},
+			expectedAttempts:      map[string]int{resultUnschedulable: 1},
+			expectNoClaimWrites:   true,
+		},
+		"claim status write refused: unschedulable with the reason, nothing pending": {
+			nodes: three, slices: threeSlices,
+			pods:                  []*corev1.Pod{pod1},
+			claims:                []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			claimUpdateFailure:    apierrors.NewForbidden(claimsResource.GroupResource(), "pod-1-gpu", errors.New("injected refusal")),
+			expectedErrors:        []string{errUnschedulable.Error()},
+			expectedNodes:         map[string]string{"pod-1": ""},
+			expectedAllocations:   map[string]string{"pod-1-gpu": ""},
+			expectedUnschedulable: map[string]string{"pod-1": "injected refusal"},
+			expectedEvents:        []string{"Warning FailedScheduling"},
+			expectedAttempts:      map[string]int{resultUnschedulable: 1},
+		},
+		"reservation of the second claim refused: the first is deallocated, the pod parked": {
+			nodes: three, slices: threeSlices,
+			pods: []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), withSharedClaim("shared", "shared"))},
+			claims: []*resourcev1.ResourceClaim{
+				generatedClaim(pod1, "gpu"),
+				makeClaim("shared", allocatedOn("node-b", "gpu-1"), reservedFor(other)),
+			},
+			claimPatchFailure:     apierrors.NewInvalid(schema.GroupKind{Group: claimsResource.Group, Kind: "ResourceClaim"}, "shared", nil),
+			expectedErrors:        []string{errUnschedulable.Error()},
+			expectedNodes:         map[string]string{"pod-1": ""},
+			expectedAllocations:   map[string]string{"pod-1-gpu": "", "shared": "node-b/gpu-1"},
+			expectedReservedFor:   map[string][]string{"pod-1-gpu": nil, "shared": {"other"}},
+			expectedUnschedulable: map[string]string{"pod-1": "the API refused a write"},
+			expectedEvents:        []string{"Warning FailedScheduling"},
+			expectedAttempts:      map[string]int{resultUnschedulable: 1},
 		},
 		"claim status write fails: nothing bound, nothing pending": {
 			nodes: three, slices: threeSlices,
@@ -678,7 +810,14 @@ func newTestController(t *testing.T, logger klog.Logger, tc testCase) *testContr
 	classInformer := resourceInformers.Resource().V1().DeviceClasses()
 	sliceInformer := resourceInformers.Resource().V1().ResourceSlices()
 	taintRuleInformer := resourceInformers.Resource().V1().DeviceTaintRules()
-	c, err := NewController(logger, kubeClient, resourceClient, podInformer, nodeInformer, claimInformer, classInformer, sliceInformer, taintRuleInformer, Options{Mode: tc.mode})
+	opts := Options{Mode: tc.mode}
+	if tc.namespaces != nil {
+		opts.Namespaces = kubeInformers.Core().V1().Namespaces()
+		for _, namespace := range tc.namespaces {
+			mustAdd(t, opts.Namespaces.Informer().GetStore(), namespace)
+		}
+	}
+	c, err := NewController(logger, kubeClient, resourceClient, podInformer, nodeInformer, claimInformer, classInformer, sliceInformer, taintRuleInformer, opts)
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}
@@ -767,6 +906,14 @@ func runSyncTest(t *testing.T, tc testCase) {
 		case !unschedulable && scheduled != nil:
 			t.Errorf("pod %s: unexpected PodScheduled condition %+v", name, scheduled)
 		}
+		allocated := podCondition(pod, ConditionClaimsAllocated)
+		want, notAllocated := tc.expectedClaimsAllocated[name]
+		switch {
+		case notAllocated && (allocated == nil || allocated.Status != corev1.ConditionFalse || allocated.Reason != ReasonFailedAllocation || !strings.Contains(allocated.Message, want)):
+			t.Errorf("pod %s: expected %s=False/%s with message containing %q, got %+v", name, ConditionClaimsAllocated, ReasonFailedAllocation, want, allocated)
+		case !notAllocated && allocated != nil && allocated.Status == corev1.ConditionFalse:
+			t.Errorf("pod %s: unexpected condition %+v", name, allocated)
+		}
 	}
 
 	for name, expected := range tc.expectedAllocations {
@@ -807,6 +954,9 @@ func runSyncTest(t *testing.T, tc testCase) {
 		for i, event := range events {
 			if !strings.HasPrefix(event, tc.expectedEvents[i]+" ") {
 				t.Errorf("event %d: expected %q..., got %q", i, tc.expectedEvents[i], event)
+			}
+			if i < len(tc.expectedEventText) && !strings.Contains(event, tc.expectedEventText[i]) {
+				t.Errorf("event %d: expected it to contain %q, got %q", i, tc.expectedEventText[i], event)
 			}
 		}
 	}

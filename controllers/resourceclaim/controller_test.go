@@ -123,6 +123,20 @@ func allocated() claimOption {
 	}
 }
 
+// allocatedFor limits the allocation to nodes: by name, or with
+// matchExpressions on labels for "label:<key>=<value>".
+func allocatedFor(node string) claimOption {
+	return func(claim *resourcev1.ResourceClaim) {
+		allocated()(claim)
+		term := corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}
+		if label, ok := strings.CutPrefix(node, "label:"); ok {
+			key, value, _ := strings.Cut(label, "=")
+			term = corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}}}
+		}
+		claim.Status.Allocation.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}
+	}
+}
+
 func deallocated() claimOption {
 	return func(claim *resourcev1.ResourceClaim) {
 		claim.Finalizers = nil
@@ -512,6 +526,37 @@ func TestSync(t *testing.T) {
 			claims:         []*resourcev1.ResourceClaim{makeClaim("pod-bound-gpu-abcde", generatedFor(boundPodTemplate, "gpu"), allocated(), reservedFor(pod2))},
 			templates:      []*resourcev1.ResourceClaimTemplate{gpuTemplate},
 			expectedClaims: []*resourcev1.ResourceClaim{makeClaim("pod-bound-gpu-abcde", generatedFor(boundPodTemplate, "gpu"), allocated(), reservedFor(pod2, boundPodTemplate))},
+		},
+		"nodeName preset: reserve claim allocated for the pod's node by name": {
+			keys:           []string{podKey(boundPod)},
+			pods:           []*corev1.Pod{boundPod},
+			claims:         []*resourcev1.ResourceClaim{makeClaim("shared", allocatedFor("node-1"))},
+			expectedClaims: []*resourcev1.ResourceClaim{makeClaim("shared", allocatedFor("node-1"), reservedFor(boundPod))},
+		},
+		"nodeName preset: claim allocated for another node is not reserved": {
+			keys:           []string{podKey(boundPod)},
+			pods:           []*corev1.Pod{boundPod},
+			claims:         []*resourcev1.ResourceClaim{makeClaim("shared", allocatedFor("node-2"), reservedFor(pod2))},
+			expectedClaims: []*resourcev1.ResourceClaim{makeClaim("shared", allocatedFor("node-2"), reservedFor(pod2))},
+		},
+		"nodeName preset: claim allocated by node labels is left to the allocation controller": {
+			keys:           []string{podKey(boundPod)},
+			pods:           []*corev1.Pod{boundPod},
+			claims:         []*resourcev1.ResourceClaim{makeClaim("shared", allocatedFor("label:zone=a"))},
+			expectedClaims: []*resourcev1.ResourceClaim{makeClaim("shared", allocatedFor("label:zone=a"))},
+		},
+		"template refused by the API: event, no retry until something changes": {
+			keys:      []string{podKey(podA)},
+			pods:      []*corev1.Pod{podA},
+			templates: []*resourcev1.ResourceClaimTemplate{gpuTemplate},
+			reactors: func(_ *kubefake.Clientset, resource *resourcefake.Clientset) {
+				resource.PrependReactor("create", "resourceclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(claimsResource.GroupResource(), "", errors.New("admin access requires the label"))
+				})
+			},
+			expectedErrors:  []string{errWaiting.Error()},
+			expectedEvents:  []string{"Warning " + ReasonFailedClaimCreation},
+			expectedCreates: map[string]int{createFailure: 1},
 		},
 		"nodeName preset: claim not allocated yet": {
 			keys:           []string{podKey(boundPod)},

@@ -6,12 +6,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
+	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
@@ -28,6 +30,22 @@ func TestEventHandlers(t *testing.T) {
 	podWithoutClaims := makePod("plain", "uid-plain")
 	boundPod := makePod("pod-bound", "uid-bound", withNodeName("node-1"), withPhase(corev1.PodRunning), withSharedClaim("gpu", "shared"))
 	unboundPod := makePod("pod-unbound", "uid-unbound", withSharedClaim("gpu", "shared"))
+	podRecorded2 := makePod("pod-b", "uid-b", withTemplateClaim("gpu", "gpu-template"), withClaimStatus("gpu", "pod-b-gpu-abcde"))
+	podOtherTemplate := makePod("pod-c", "uid-c", withTemplateClaim("gpu", "other-template"))
+	podOtherNamespace := makePod("pod-d", "uid-d", withTemplateClaim("gpu", "gpu-template"))
+	podOtherNamespace.Namespace = "elsewhere"
+	namespace := func(name, admin string) *corev1.Namespace {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if admin != "" {
+			ns.Labels = map[string]string{resourceapi.AdminAccessNamespaceLabel: admin}
+		}
+		return ns
+	}
+	withNamespaceLabel := func(ns *corev1.Namespace, key, value string) *corev1.Namespace {
+		ns = ns.DeepCopy()
+		ns.Labels[key] = value
+		return ns
+	}
 
 	type event struct {
 		obj     any
@@ -39,6 +57,10 @@ func TestEventHandlers(t *testing.T) {
 		// podEvents and claimEvents are delivered in that order.
 		podEvents   []event
 		claimEvents []event
+		// templateEvents are added templates; namespaceEvents are
+		// updates (old, new).
+		templateEvents  []any
+		namespaceEvents [][2]*corev1.Namespace
 
 		expectedKeys        []string
 		expectedDeletedPods []string
@@ -98,8 +120,28 @@ func TestEventHandlers(t *testing.T) {
 			expectedKeys: []string{"pod:default/pod-a"},
 		},
 		"unexpected objects are ignored": {
-			podEvents:   []event{{obj: claimA}},
-			claimEvents: []event{{obj: podNew}},
+			podEvents:      []event{{obj: claimA}},
+			claimEvents:    []event{{obj: podNew}},
+			templateEvents: []any{podNew},
+		},
+		"bound pod with claim allocated for another node is not queued": {
+			claims:    []*resourcev1.ResourceClaim{makeClaim("shared", allocatedFor("node-2"))},
+			podEvents: []event{{obj: boundPod}},
+		},
+		"template that appears queues the pods waiting for it": {
+			pods:           []*corev1.Pod{podNew, podRecorded2, podOtherTemplate, podOtherNamespace},
+			claims:         []*resourcev1.ResourceClaim{makeClaim("pod-b-gpu-abcde", generatedFor(podRecorded2, "gpu"))},
+			templateEvents: []any{makeTemplate("gpu-template")},
+			expectedKeys:   []string{"pod:default/pod-a"},
+		},
+		"admin access label of the namespace changes: its pods are looked at": {
+			pods:            []*corev1.Pod{podNew, podOtherNamespace},
+			namespaceEvents: [][2]*corev1.Namespace{{namespace("default", ""), namespace("default", "true")}},
+			expectedKeys:    []string{"pod:default/pod-a"},
+		},
+		"other label of the namespace changes: nothing": {
+			pods:            []*corev1.Pod{podNew},
+			namespaceEvents: [][2]*corev1.Namespace{{namespace("default", "true"), withNamespaceLabel(namespace("default", "true"), "team", "a")}},
 		},
 	}
 	for name, tc := range tests {
@@ -111,7 +153,8 @@ func TestEventHandlers(t *testing.T) {
 			resourceInformers := resourceinformers.NewSharedInformerFactory(resourceClient, 0)
 			podInformer := kubeInformers.Core().V1().Pods()
 			claimInformer := resourceInformers.Resource().V1().ResourceClaims()
-			c, err := NewController(logger, kubeClient, resourceClient, podInformer, claimInformer, resourceInformers.Resource().V1().ResourceClaimTemplates())
+			c, err := NewControllerWithOptions(logger, kubeClient, resourceClient, podInformer, claimInformer, resourceInformers.Resource().V1().ResourceClaimTemplates(),
+				Options{Namespaces: kubeInformers.Core().V1().Namespaces()})
 			if err != nil {
 				t.Fatalf("NewController: %v", err)
 			}
@@ -127,6 +170,12 @@ func TestEventHandlers(t *testing.T) {
 			}
 			for _, e := range tc.claimEvents {
 				c.enqueueClaim(logger, e.obj, e.deleted)
+			}
+			for _, obj := range tc.templateEvents {
+				c.enqueueTemplatePods(logger, obj)
+			}
+			for _, e := range tc.namespaceEvents {
+				c.onNamespaceUpdate(logger, e[0], e[1])
 			}
 
 			var keys []string
