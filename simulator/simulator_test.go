@@ -269,6 +269,12 @@ func TestSyncPod(t *testing.T) {
 		}
 		return c
 	}
+	forNode := func(c *resourcev1.ResourceClaim, node string) *resourcev1.ResourceClaim {
+		c.Status.Allocation.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}}
+		return c
+	}
 	notGenerated := withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyNever, 0))
 	notGenerated.Status.ResourceClaimStatuses = nil
 	terminating := pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyNever, 0)
@@ -289,6 +295,10 @@ func TestSyncPod(t *testing.T) {
 			wantPhase: corev1.PodRunning, wantReady: corev1.ConditionTrue, wantRequeue: time.Minute},
 		{name: "claim allocated and reserved: Running", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
 			claims: []*resourcev1.ResourceClaim{claim(true, true)}, wantPhase: corev1.PodRunning, wantReady: corev1.ConditionTrue},
+		{name: "claim allocated for this node and reserved: Running", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
+			claims: []*resourcev1.ResourceClaim{forNode(claim(true, true), "sim-node-0")}, wantPhase: corev1.PodRunning, wantReady: corev1.ConditionTrue},
+		{name: "claim allocated for another node, reserved anyway: waits", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
+			claims: []*resourcev1.ResourceClaim{forNode(claim(true, true), "sim-node-1")}, wantPhase: corev1.PodPending},
 		{name: "claim allocated, not reserved: waits", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
 			claims: []*resourcev1.ResourceClaim{claim(true, false)}, wantPhase: corev1.PodPending},
 		{name: "claim not allocated: waits", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/apis/resource/install"
@@ -34,6 +35,23 @@ func testTemplate(mutate ...func(*resourceapi.ResourceClaimTemplate)) *resourcea
 	return template
 }
 
+func withAdminAccess(tt *resourceapi.ResourceClaimTemplate) {
+	tt.Spec.Spec.Devices.Requests[0].Exactly.AdminAccess = ptr.To(true)
+}
+
+// TestValidateAdminAccess: a template with admin access is refused in a
+// namespace without the label (no namespaces to read here), as a claim.
+func TestValidateAdminAccess(t *testing.T) {
+	strategy := NewStrategy(testScheme(), resourceclaim.AdminAccess{})
+	if errs := strategy.Validate(context.Background(), testTemplate()); len(errs) > 0 {
+		t.Errorf("template without admin access: %v", errs)
+	}
+	errs := strategy.Validate(context.Background(), testTemplate(withAdminAccess))
+	if len(errs) != 1 || errs[0].Field != "spec.spec.devices.requests[0].exactly.adminAccess" {
+		t.Errorf("template with admin access: want one error for its adminAccess field, got %v", errs)
+	}
+}
+
 func TestValidateUpdate(t *testing.T) {
 	tests := map[string]struct {
 		new      *resourceapi.ResourceClaimTemplate
@@ -51,6 +69,10 @@ func TestValidateUpdate(t *testing.T) {
 				tt.Spec.ObjectMeta.Labels = map[string]string{"a": "b"}
 			}),
 			wantErrs: []string{"spec"},
+		},
+		"asking for admin access anew needs the namespace label": {
+			new:      testTemplate(withAdminAccess),
+			wantErrs: []string{"spec", "spec.spec.devices.requests[0].exactly.adminAccess"},
 		},
 	}
 	strategy := NewStrategy(testScheme(), resourceclaim.AdminAccess{})
