@@ -3,9 +3,10 @@
 // one, records the generated names in the pod status, reserves allocated
 // claims for pods that were created with spec.nodeName already set (when
 // the allocation is for that node by name; anything else is left to the
-// allocation controller, which knows the nodes), and cleans up after pods: it removes them from status.reservedFor when they
-// are done or gone, deallocates claims that nobody uses any more and
-// deletes the claims that were generated for them.
+// allocation controller, which knows the nodes), and cleans up after
+// pods: it removes them from status.reservedFor when they are done or
+// gone, deallocates claims that nobody uses any more and deletes the
+// claims that were generated for them.
 //
 // It never allocates: that is the allocation controller's job.
 package resourceclaim
