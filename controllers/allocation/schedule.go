@@ -57,6 +57,14 @@ type decision struct {
 	details       string
 }
 
+// refuse makes the decision "unschedulable" with one reason for the
+// condition and the event.
+func (d *decision) refuse(reason string) *decision {
+	d.unschedulable = true
+	d.summary, d.details = reason, reason
+	return d
+}
+
 // syncPod places one pod: "<namespace>/<name>".
 func (c *Controller) syncPod(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
@@ -179,9 +187,7 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 		return nil, err
 	}
 	if reason := c.adminAccessRefused(toAllocate); reason != "" {
-		d.unschedulable = true
-		d.summary, d.details = reason, reason
-		return d, nil
+		return d.refuse(reason), nil
 	}
 
 	nodes, filter, err := c.candidateNodes(logger, pod, allocatedSelectors)
@@ -206,10 +212,7 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 	}
 
 	if len(toAllocate) > maxClaimsPerPod {
-		d.unschedulable = true
-		d.summary = fmt.Sprintf("the pod needs %d claims allocated, at most %d can be allocated together", len(toAllocate), maxClaimsPerPod)
-		d.details = d.summary
-		return d, nil
+		return d.refuse(fmt.Sprintf("the pod needs %d claims allocated, at most %d can be allocated together", len(toAllocate), maxClaimsPerPod)), nil
 	}
 	inv, err := c.currentInventoryLocked(logger)
 	if err != nil {
@@ -229,16 +232,8 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 		return d, nil
 	}
 
-	// What the API would refuse to store is refused here, before any
-	// write: a pod whose second claim cannot be written would otherwise
-	// allocate and roll back its first claim on every attempt.
-	for i, claim := range toAllocate {
-		if errs := validateAllocation(claim, selection.Chosen.Allocations[i], pod); len(errs) > 0 {
-			d.unschedulable = true
-			d.summary = truncate(fmt.Sprintf("claim %s cannot take its allocation on node %s: %v", klog.KObj(claim), selection.Chosen.Node, errs.ToAggregate()), maxMessageLength)
-			d.details = d.summary
-			return d, nil
-		}
+	if reason := refusedAllocation(pod, toAllocate, selection.Chosen); reason != "" {
+		return d.refuse(reason), nil
 	}
 
 	d.node = selection.Chosen.Node
@@ -296,6 +291,19 @@ func (c *Controller) adminAccessRefused(claims []*resourceapi.ResourceClaim) str
 		}
 		if denied := c.adminAccessDenied(claim.Namespace); denied != "" {
 			return fmt.Sprintf("claim %s asks for admin access (spec.devices.requests[%d].exactly.adminAccess), %s", klog.KObj(claim), i, denied)
+		}
+	}
+	return ""
+}
+
+// refusedAllocation says why the API would refuse to store one of the
+// chosen allocations, or "". Refusing it here, before any write, keeps a
+// pod whose second claim cannot be written from allocating and rolling
+// back its first claim on every attempt.
+func refusedAllocation(pod *corev1.Pod, claims []*resourceapi.ResourceClaim, chosen *allocator.Result) string {
+	for i, claim := range claims {
+		if errs := validateAllocation(claim, chosen.Allocations[i], pod); len(errs) > 0 {
+			return truncate(fmt.Sprintf("claim %s cannot take its allocation on node %s: %v", klog.KObj(claim), chosen.Node, errs.ToAggregate()), maxMessageLength)
 		}
 	}
 	return ""

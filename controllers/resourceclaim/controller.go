@@ -209,26 +209,35 @@ func NewControllerWithOptions(
 		return nil, fmt.Errorf("add claim event handler: %w", err)
 	}
 
-	// A template that appears (or changes) after its pods were created
-	// gives them work at once; they would otherwise wait for their
-	// backoff.
-	if _, err := templateInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.enqueueTemplatePods(logger, obj) },
-		UpdateFunc: func(_, obj any) { c.enqueueTemplatePods(logger, obj) },
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("add template event handler: %w", err)
-	}
-	if opts.Namespaces != nil {
-		if _, err := opts.Namespaces.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-			UpdateFunc: func(oldObj, obj any) { c.onNamespaceUpdate(logger, oldObj, obj) },
-		}, cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("add namespace event handler: %w", err)
-		}
-		c.namespacesSynced = opts.Namespaces.Informer().HasSynced
+	if err := c.addWaitingPodHandlers(logger, templateInformer, opts.Namespaces); err != nil {
+		return nil, err
 	}
 
 	setupMetrics(c.claimLister)
 	return c, nil
+}
+
+// addWaitingPodHandlers brings back the pods that wait for a template or
+// their namespace: a template that appears (or changes) after its pods
+// were created gives them work at once, instead of when their backoff
+// fires; so does a namespace whose admin access label changed.
+func (c *Controller) addWaitingPodHandlers(logger klog.Logger, templateInformer resourceinformers.ResourceClaimTemplateInformer, namespaces coreinformers.NamespaceInformer) error {
+	if _, err := templateInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueTemplatePods(logger, obj) },
+		UpdateFunc: func(_, obj any) { c.enqueueTemplatePods(logger, obj) },
+	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+		return fmt.Errorf("add template event handler: %w", err)
+	}
+	if namespaces == nil {
+		return nil
+	}
+	if _, err := namespaces.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, obj any) { c.onNamespaceUpdate(logger, oldObj, obj) },
+	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+		return fmt.Errorf("add namespace event handler: %w", err)
+	}
+	c.namespacesSynced = namespaces.Informer().HasSynced
+	return nil
 }
 
 // Run waits for the informers, runs workers until ctx is done and then
