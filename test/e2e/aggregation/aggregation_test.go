@@ -80,6 +80,7 @@ func TestAggregation(t *testing.T) {
 	t.Run("discovery", e.testDiscovery)
 	t.Run("crud", e.testCRUD)
 	t.Run("authorization", e.testAuthorization)
+	t.Run("admin access follows the host namespace label", e.testAdminAccess)
 	t.Run("host pod", e.testHostPod)
 	// Last: it reads what the server did in all of the above, and takes
 	// permissions away one at a time.
@@ -542,6 +543,35 @@ subjects:
 // allocate it on the only node with a device, pin the pod there by node
 // affinity and remove the gate. No kube-scheduler or kubelet runs, so the
 // pod stays Pending with the affinity.
+// testAdminAccess: a claim asking for admin access is refused in a host
+// namespace without the resource.kubernetes.io/admin-access=true label
+// and accepted once the host's namespace has it: the label is read from
+// the host cluster, where the namespaces are.
+func (e *env) testAdminAccess(t *testing.T) {
+	if out, err := e.kubectl("create", "namespace", "admin-access"); err != nil {
+		t.Fatalf("create namespace: %v\n%s", err, out)
+	}
+	claim := `apiVersion: resource.draplane.dev/v1
+kind: ResourceClaim
+metadata: {name: admin, namespace: admin-access}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com, adminAccess: true}
+`
+	out, err := e.kubectlStdin(claim, "create", "-f", "-")
+	if err == nil || !strings.Contains(out, "adminAccess") || !strings.Contains(out, "resource.kubernetes.io/admin-access") {
+		t.Fatalf("admin access in a host namespace without the label: err=%v, want a refusal naming the field and the label\n%s", err, out)
+	}
+	if out, err := e.kubectl("label", "namespace", "admin-access", "resource.kubernetes.io/admin-access=true"); err != nil {
+		t.Fatalf("label namespace: %v\n%s", err, out)
+	}
+	if out, err := e.kubectlStdin(claim, "create", "-f", "-"); err != nil {
+		t.Fatalf("admin access in a labelled host namespace refused: %v\n%s", err, out)
+	}
+}
+
 func (e *env) testHostPod(t *testing.T) {
 	objects := `apiVersion: v1
 kind: Node
