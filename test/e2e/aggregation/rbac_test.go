@@ -71,6 +71,9 @@ var uses = []use{
 	{verb: "patch", resource: "pods", subresource: "status", namespace: "default", why: "conditions DisruptionTarget (taint eviction) and PodScheduled=False (server-side apply)"},
 	{verb: "list", resource: "nodes", why: "node informer (placement)", notReached: watchListFallback},
 	{verb: "watch", resource: "nodes", why: "node informer (placement)"},
+	{verb: "get", resource: "namespaces", why: "the resource.kubernetes.io/admin-access label of a claim's or template's namespace, read when it asks for admin access"},
+	{verb: "list", resource: "namespaces", why: "namespace informer (admin access label)", notReached: watchListFallback},
+	{verb: "watch", resource: "namespaces", why: "namespace informer (admin access label)"},
 	{verb: "create", resource: "events", namespace: "default", why: "events of the controllers"},
 	{verb: "patch", resource: "events", namespace: "default", why: "a repeated event's count", notReached: "only when the same event repeats"},
 	// draplane:leader-election (draplane-system)
