@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,19 +108,37 @@ func upstreamFits(in *instance) (bool, error) {
 // TestDifferential compares feasibility with the upstream allocator on the
 // random instances of allocator/oracle_test.go (translated to CEL; no
 // selector runtime errors, which upstream treats as fatal).
+//
+// Instances upstream cannot judge (it errs, gives up after 2s, or would
+// need DeviceTaintRules) are not dropped: their seeds and our verdicts are
+// written to the file named by $DRAPLANE_UPSTREAM_ORACLE_SEEDS, and
+// allocator's TestUpstreamErrorsOracle (run right after this test by
+// `make test-upstream-diff`) checks every one of them against the brute
+// force of allocator/oracle_test.go.
 func TestDifferential(t *testing.T) {
 	ours := allocator.New(allocator.Options{})
-	agree, disagree, upstreamErrors := 0, 0, 0
+	agree, disagree, upstreamErrors, withRules := 0, 0, 0, 0
+	var toOracle strings.Builder
+	defer func() {
+		path := os.Getenv("DRAPLANE_UPSTREAM_ORACLE_SEEDS")
+		if path == "" {
+			t.Logf("DRAPLANE_UPSTREAM_ORACLE_SEEDS unset: the %d instances upstream could not judge go unchecked (make test-upstream-diff checks them against the brute force)", upstreamErrors+withRules)
+			return
+		}
+		if err := os.WriteFile(path, []byte(toOracle.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	record := func(seed uint64, fits bool, why string) {
+		fmt.Fprintf(&toOracle, "%d %v %s\n", seed, fits, strings.ReplaceAll(why, "\n", " "))
+	}
 	var slowest time.Duration
 	var slowestSeed uint64
 	defer func() { t.Logf("our slowest instance: seed %d, %v", slowestSeed, slowest) }()
 	feasible := 0
 	for seed := uint64(0); seed < 30000; seed++ {
 		in := randomInstance(seed)
-		if len(in.rules) > 0 {
-			continue // upstream takes DeviceTaintRules from an informer, not from this call
-		}
-		inv := ours.Prepare(allocator.Snapshot{Classes: in.classes, Slices: in.slices})
+		inv := ours.Prepare(allocator.Snapshot{Classes: in.classes, Slices: in.slices, TaintRules: in.rules})
 		u := allocator.NewInUse()
 		for _, p := range in.prior {
 			u.AddAllocation(p)
@@ -131,17 +151,23 @@ func TestDifferential(t *testing.T) {
 		if d := time.Since(start); d > slowest {
 			slowest, slowestSeed = d, seed
 		}
+		if len(in.rules) > 0 {
+			// Upstream takes DeviceTaintRules from an informer, not from
+			// this call: the brute force judges these.
+			withRules++
+			record(seed, res.Fits(), "taint rules")
+			continue
+		}
 		up, uerr := upstreamFits(in)
 		if errors.Is(uerr, context.DeadlineExceeded) {
 			t.Logf("seed %d: upstream gave up after 2s, ours fits=%v", seed, res.Fits())
 			upstreamErrors++
+			record(seed, res.Fits(), "upstream gave up after 2s")
 			continue
 		}
 		if uerr != nil {
 			upstreamErrors++
-			if res.Fits() {
-				t.Logf("seed %d: upstream error %v, ours fits", seed, uerr)
-			}
+			record(seed, res.Fits(), "upstream error: "+uerr.Error())
 			continue
 		}
 		if up == res.Fits() {
@@ -156,7 +182,12 @@ func TestDifferential(t *testing.T) {
 			t.Errorf("seed %d: upstream fits=%v, ours=%v (%s)", seed, up, res.Fits(), res.Explanation.Summary())
 		}
 	}
-	t.Logf("agree %d (%d feasible), disagree %d, upstream errors %d", agree, feasible, disagree, upstreamErrors)
+	// A floor, so that a generator change that makes every instance
+	// trivially infeasible (or every one an upstream error) cannot pass.
+	if agree < 20000 || feasible < 5000 {
+		t.Errorf("only %d instances judged by both (%d feasible); want at least 20000 (5000 feasible)", agree, feasible)
+	}
+	t.Logf("agree %d (%d feasible), disagree %d; to the brute force: %d upstream errors, %d with taint rules", agree, feasible, disagree, upstreamErrors, withRules)
 }
 
 // randomInstance builds a small random allocation problem from a seed.
