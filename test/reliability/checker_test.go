@@ -12,7 +12,7 @@ import (
 )
 
 // TestCheckerDetectsDoubleAllocation: the churn test's checker fails on a
-// device in two allocations at once, and only then (fast; always runs).
+// device in two allocations at once or twice in one, and only then (fast; always runs).
 func TestCheckerDetectsDoubleAllocation(t *testing.T) {
 	claim := func(name string, admin bool, devices ...string) *resourcev1.ResourceClaim {
 		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
@@ -40,5 +40,15 @@ func TestCheckerDetectsDoubleAllocation(t *testing.T) {
 	c.claim(watch.Added, claim("d", false, "gpu-0"))
 	if len(c.violations) != 1 || !strings.Contains(c.violations[0], "gpu.sim.draplane.dev/sim-node-0/gpu-0 allocated to default/c and default/d") {
 		t.Fatalf("violations %v, want one about gpu-0 in c and d", c.violations)
+	}
+
+	// A device listed twice inside one claim is a double allocation too.
+	c = newChecker()
+	c.claim(watch.Added, claim("e", false, "gpu-2", "gpu-2"))
+	if len(c.violations) != 1 || !strings.Contains(c.violations[0], "gpu.sim.draplane.dev/sim-node-0/gpu-2 listed twice in the allocation of default/e") {
+		t.Fatalf("violations %v, want one about gpu-2 twice in e", c.violations)
+	}
+	if c.allocations != 1 || c.deviceChecks != 2 {
+		t.Fatalf("%d allocations and %d device checks counted, want 1 and 2", c.allocations, c.deviceChecks)
 	}
 }

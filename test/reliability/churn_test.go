@@ -16,11 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
 )
 
 const (
@@ -155,14 +157,16 @@ func TestChurn(t *testing.T) {
 			}
 			name := fmt.Sprintf("churn-%04d", podSeq)
 			podSeq++
-			_, err = kube.CoreV1().Pods("default").Create(ctx, templatePod(name, template), metav1.CreateOptions{})
-			live = append(live, name)
+			if _, err = kube.CoreV1().Pods("default").Create(ctx, templatePod(name, template), metav1.CreateOptions{}); err == nil {
+				live = append(live, name)
+			}
 		case x < 45 && len(live) < churnMaxPods:
 			op = "create shared-claim pod"
 			name := fmt.Sprintf("churn-%04d", podSeq)
 			podSeq++
-			_, err = kube.CoreV1().Pods("default").Create(ctx, sharedClaimPod(name, fmt.Sprintf("shared-%d", rng.Intn(sharedClaims))), metav1.CreateOptions{})
-			live = append(live, name)
+			if _, err = kube.CoreV1().Pods("default").Create(ctx, sharedClaimPod(name, fmt.Sprintf("shared-%d", rng.Intn(sharedClaims))), metav1.CreateOptions{}); err == nil {
+				live = append(live, name)
+			}
 		case x < 80 && len(live) > 0:
 			op = "delete pod"
 			i := rng.Intn(len(live))
@@ -189,8 +193,9 @@ func TestChurn(t *testing.T) {
 				rule.Spec.Taint.Effect = resourcev1.DeviceTaintEffectNoExecute
 				rule.Spec.DeviceSelector.Device = ptr.To(fmt.Sprintf("gpu-%d", rng.Intn(churnDevicesPerNode)))
 			}
-			_, err = resource.DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{})
-			rules = append(rules, name)
+			if _, err = resource.DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{}); err == nil {
+				rules = append(rules, name)
+			}
 		case len(rules) > 0:
 			op = "remove rule"
 			i := rng.Intn(len(rules))
@@ -202,9 +207,11 @@ func TestChurn(t *testing.T) {
 		ops[op]++
 		done++
 		if err != nil {
+			// The api replica is never killed: every operation must
+			// succeed.
 			opErrs[op]++
 			if opErrs[op] <= 3 {
-				t.Logf("%s: %v", op, err)
+				t.Errorf("%s: %v", op, err)
 			}
 		}
 	}
@@ -220,20 +227,27 @@ func TestChurn(t *testing.T) {
 	}
 	var problems []string
 	var pending, freeDevices int
+	var listErr error
+	checkedOnce := false
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		problems, pending, freeDevices, err = quiesceProblems(ctx, api)
-		if err != nil {
+		problems, pending, freeDevices, listErr = quiesceProblems(ctx, api)
+		if listErr != nil {
 			return false, nil
 		}
+		checkedOnce = true
 		return len(problems) == 0, nil
 	})
 	if err != nil {
 		for _, p := range problems {
 			t.Errorf("after quiescing: %s", p)
 		}
+		if !checkedOnce {
+			t.Errorf("after quiescing: the state could not be read once in 2 minutes: %v", listErr)
+		}
 	}
-	// Let the checker see the last events, then stop it.
-	time.Sleep(2 * time.Second)
+	// The checker must still be watching: it has to see a claim and a pod
+	// created now, after everything else.
+	c.expectMarkers(ctx, t, resource, kube)
 	cancel()
 	c.wait()
 
@@ -259,8 +273,32 @@ func TestChurn(t *testing.T) {
 	for _, d := range flips {
 		handovers = append(handovers, d.Round(time.Millisecond).String())
 	}
-	t.Logf("churn: %d operations (%s), %d leadership flips (handover after kill: %s), %d claim events and %d pod events checked, %d device allocations checked over %d distinct devices, %d pods left Pending with no feasible placement (%d devices free, fragmented over nodes)",
-		total, strings.Join(opList, ", "), len(flips), strings.Join(handovers, " "), c.claimEvents, c.podEvents, c.deviceChecks, len(c.devicesSeen), pending, freeDevices)
+	// The workload must have happened: floors well below what a run does
+	// (about 650 operations, 1,000 claim events, 2,000 pod events and 300
+	// device allocations over all 80 devices), far above what a run that
+	// created nothing, allocated nothing or stopped watching early sees.
+	succeeded := func(op string) int { return ops[op] - opErrs[op] }
+	for _, floor := range []struct {
+		what      string
+		got, want int
+	}{
+		{"successful template pod creations", succeeded("create template pod"), 80},
+		{"successful shared-claim pod creations", succeeded("create shared-claim pod"), 20},
+		{"successful pod deletions", succeeded("delete pod"), 80},
+		{"successful rule additions", succeeded("add NoSchedule rule") + succeeded("add NoExecute rule"), 10},
+		{"successful rule removals", succeeded("remove rule"), 10},
+		{"claim events checked", c.claimEvents, 300},
+		{"pod events checked", c.podEvents, 500},
+		{"device allocations checked", c.deviceChecks, 100},
+		{"claims seen going from unallocated to allocated", c.allocations, 60},
+		{"distinct devices seen allocated", len(c.devicesSeen), 40},
+	} {
+		if floor.got < floor.want {
+			t.Errorf("the workload did not happen: %d %s, want at least %d", floor.got, floor.what, floor.want)
+		}
+	}
+	t.Logf("churn: %d operations (%s), %d leadership flips (handover after kill: %s), %d claim events and %d pod events checked, %d device allocations checked (%d claims newly allocated) over %d distinct devices, %d pods left Pending with no feasible placement (%d devices free, fragmented over nodes)",
+		total, strings.Join(opList, ", "), len(flips), strings.Join(handovers, " "), c.claimEvents, c.podEvents, c.deviceChecks, c.allocations, len(c.devicesSeen), pending, freeDevices)
 }
 
 // flipLeadership kills the replica that leads the controllers, starts it
@@ -412,14 +450,20 @@ type checker struct {
 	claimEvents  int
 	podEvents    int
 	deviceChecks int
-	devicesSeen  map[string]bool
-	violations   []string
-	done         sync.WaitGroup
+	// allocations: events in which a claim went from unallocated (or
+	// unseen) to allocated.
+	allocations int
+	devicesSeen map[string]bool
+	// podsSeen: names of pods the checker saw an event for (markers).
+	podsSeen   map[string]bool
+	violations []string
+	done       sync.WaitGroup
 }
 
 type claimState struct {
-	devices  []string
-	reserved map[types.UID]string
+	allocated bool
+	devices   []string
+	reserved  map[types.UID]string
 }
 
 func newChecker() *checker {
@@ -429,6 +473,7 @@ func newChecker() *checker {
 		gone:        map[types.UID]time.Time{},
 		reported:    map[string]bool{},
 		devicesSeen: map[string]bool{},
+		podsSeen:    map[string]bool{},
 	}
 }
 
@@ -476,7 +521,18 @@ func (c *checker) start(ctx context.Context, t *testing.T, api *server) {
 				return
 			case event, ok := <-claimWatcher.ResultChan():
 				if !ok {
+					if ctx.Err() == nil {
+						c.mu.Lock()
+						c.violate("the claim watch closed before the end: checking stopped")
+						c.mu.Unlock()
+					}
 					return
+				}
+				if event.Type == watch.Error {
+					c.mu.Lock()
+					c.violate("claim watch error: %v", event.Object)
+					c.mu.Unlock()
+					continue
 				}
 				if claim, ok := event.Object.(*resourcev1.ResourceClaim); ok {
 					c.mu.Lock()
@@ -495,11 +551,23 @@ func (c *checker) start(ctx context.Context, t *testing.T, api *server) {
 				return
 			case event, ok := <-podWatcher.ResultChan():
 				if !ok {
+					if ctx.Err() == nil {
+						c.mu.Lock()
+						c.violate("the pod watch closed before the end: checking stopped")
+						c.mu.Unlock()
+					}
 					return
+				}
+				if event.Type == watch.Error {
+					c.mu.Lock()
+					c.violate("pod watch error: %v", event.Object)
+					c.mu.Unlock()
+					continue
 				}
 				if pod, ok := event.Object.(*corev1.Pod); ok {
 					c.mu.Lock()
 					c.podEvents++
+					c.podsSeen[pod.Namespace+"/"+pod.Name] = true
 					if event.Type == watch.Deleted {
 						c.gone[pod.UID] = time.Now()
 					}
@@ -541,7 +609,8 @@ func (c *checker) wait() { c.done.Wait() }
 func (c *checker) claim(eventType watch.EventType, claim *resourcev1.ResourceClaim) {
 	c.claimEvents++
 	key := claim.Namespace + "/" + claim.Name
-	for _, d := range c.claims[key].devices {
+	prev, known := c.claims[key]
+	for _, d := range prev.devices {
 		if c.owner[d] == key {
 			delete(c.owner, d)
 		}
@@ -555,6 +624,11 @@ func (c *checker) claim(eventType watch.EventType, claim *resourcev1.ResourceCla
 		state.reserved[r.UID] = r.Name
 	}
 	if claim.Status.Allocation != nil {
+		if !known || !prev.allocated {
+			c.allocations++
+		}
+		state.allocated = true
+		inClaim := map[string]bool{}
 		for _, r := range claim.Status.Allocation.Devices.Results {
 			d := r.Driver + "/" + r.Pool + "/" + r.Device
 			c.deviceChecks++
@@ -562,6 +636,10 @@ func (c *checker) claim(eventType watch.EventType, claim *resourcev1.ResourceCla
 			if ptr.Deref(r.AdminAccess, false) {
 				continue // admin access may share a device
 			}
+			if inClaim[d] {
+				c.violate("device %s listed twice in the allocation of %s (resourceVersion %s)", d, key, claim.ResourceVersion)
+			}
+			inClaim[d] = true
 			if other, ok := c.owner[d]; ok && other != key {
 				c.violate("device %s allocated to %s and %s at once (resourceVersion %s)", d, other, key, claim.ResourceVersion)
 			}
@@ -570,4 +648,32 @@ func (c *checker) claim(eventType watch.EventType, claim *resourcev1.ResourceCla
 		}
 	}
 	c.claims[key] = state
+}
+
+// expectMarkers creates a claim and a pod after the churn and waits until
+// the checker has seen both: proof that it watched to the end.
+func (c *checker) expectMarkers(ctx context.Context, t *testing.T, resource resourcev1client.ResourceV1Interface, kube kubernetes.Interface) {
+	t.Helper()
+	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "checker-marker", Namespace: "default"}, Spec: gpuClaimSpec(1)}
+	if _, err := resource.ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Errorf("marker claim: %v", err)
+		return
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "checker-marker", Namespace: "default"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+	}
+	if _, err := kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Errorf("marker pod: %v", err)
+		return
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, claimSeen := c.claims["default/checker-marker"]
+		return claimSeen && c.podsSeen["default/checker-marker"], nil
+	})
+	if err != nil {
+		t.Error("the checker did not see the marker claim and pod created after the churn: it stopped watching before the end")
+	}
 }
