@@ -43,7 +43,7 @@ image: ## Container image without a Docker daemon: static binary, non-root, OCI 
 	$(GO) run ./hack/tools/image -binary $(IMAGE_OUT)/dra-apiserver -ref $(IMAGE) -version $(VERSION) -revision $(GIT_COMMIT) -oci $(IMAGE_OUT)/oci -tarball $(IMAGE_OUT)/dra-apiserver.tar
 
 .PHONY: test
-test: ## Run every test (unit, storage against embedded etcd, end-to-end with kubectl).
+test: ## go test ./...: unit, storage against embedded etcd, integration, e2e with kubectl (not reliability, aggregation, upstream diff; README).
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 
 # The differential test against the upstream allocator lives in its own

@@ -21,6 +21,7 @@ import (
 
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
+	"github.com/draplane/draplane/internal/testing/skipnote"
 	"github.com/draplane/draplane/test/launcher"
 )
 
@@ -43,6 +44,7 @@ func TestMain(m *testing.M) {
 func runTests(m *testing.M) int {
 	repoRoot = launcher.RepoRoot()
 	if os.Getenv(enableEnv) == "" {
+		skipnote.Print("test/reliability", fmt.Sprintf("crash safety, HA and churn take minutes; run them with %s=1 (make test-reliability)", enableEnv))
 		return m.Run() // every test skips, saying why
 	}
 	dir, err := os.MkdirTemp("", "draplane-reliability-bin")

@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/internal/testing/skipnote"
 	"github.com/draplane/draplane/test/launcher"
 )
 
@@ -67,6 +68,13 @@ type env struct {
 	auditLog string
 	// serverToken is the ServiceAccount token the server runs with.
 	serverToken string
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("DRAPLANE_AGGREGATION") != "1" {
+		skipnote.Print("test/e2e/aggregation", "aggregated mode under a real kube-apiserver takes minutes; run it with DRAPLANE_AGGREGATION=1 (make test-aggregated)")
+	}
+	os.Exit(m.Run())
 }
 
 func TestAggregation(t *testing.T) {
