@@ -260,6 +260,8 @@ func TestBadInput(t *testing.T) {
 			if client == nil {
 				client = admin
 			}
+			collection := collectionOf(tc.path)
+			before := storedNames(t, admin, s.URL+collection)
 			var body io.Reader
 			if tc.body != "" {
 				body = strings.NewReader(tc.body)
@@ -296,19 +298,23 @@ func TestBadInput(t *testing.T) {
 				}
 			}
 			healthy(t, s, anonymous)
+			// Nothing of its kind was stored or changed by it.
+			after := storedNames(t, admin, s.URL+collection)
+			for name, rv := range after {
+				if !badInputName(name) {
+					continue // another test's object
+				}
+				switch old, ok := before[name]; {
+				case !ok:
+					t.Errorf("refused request stored %s %.80q", collection, name)
+				case old != rv:
+					t.Errorf("refused request changed %s %.80q: resourceVersion %s -> %s", collection, name, old, rv)
+				}
+			}
 		})
 	}
 
-	// Nothing of it was stored.
-	list, err := claimClient.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range list.Items {
-		if strings.HasPrefix(c.Name, "badinput-") && c.Name != "badinput-reserved" {
-			t.Errorf("refused claim %s was stored", c.Name)
-		}
-	}
+	// The claim the status and patch cases aimed at is as it was created.
 	got, err := claimClient.Get(ctx, "badinput-reserved", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -316,6 +322,55 @@ func TestBadInput(t *testing.T) {
 	if got.Status.Allocation != nil || len(got.Status.ReservedFor) != 0 {
 		t.Errorf("refused status update was stored: %+v", got.Status)
 	}
+	if got.ResourceVersion != claim.ResourceVersion {
+		t.Errorf("refused writes changed badinput-reserved: resourceVersion %s -> %s", claim.ResourceVersion, got.ResourceVersion)
+	}
+}
+
+// collectionOf is the collection a request path names: the path without
+// its query, and without an object name and subresource.
+func collectionOf(path string) string {
+	path, _, _ = strings.Cut(path, "?")
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	// apis/<group>/<version>[/namespaces/<ns>]/<resource>[/<name>[/<sub>]]
+	n := 4
+	if len(parts) > 3 && parts[3] == "namespaces" {
+		n = 6
+	}
+	return "/" + strings.Join(parts[:min(n, len(parts))], "/")
+}
+
+// badInputName: a name this test's requests use (its own objects all
+// start with "badinput-"; the rest are the malformed names of some cases).
+func badInputName(name string) bool {
+	return strings.HasPrefix(strings.ToLower(name), "bad") || name == "again" || len(name) > 63
+}
+
+// storedNames lists a collection as the admin: name -> resourceVersion.
+func storedNames(t *testing.T, admin *http.Client, url string) map[string]string {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := admin.Do(req)
+	if err != nil {
+		t.Fatalf("list %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("list %s: status %d", url, resp.StatusCode)
+	}
+	var list metav1.PartialObjectMetadataList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatalf("list %s: %v", url, err)
+	}
+	names := map[string]string{}
+	for _, item := range list.Items {
+		names[item.Name] = item.ResourceVersion
+	}
+	return names
 }
 
 // healthy fails the test unless /readyz answers 200.
