@@ -108,7 +108,7 @@ clean: ## Remove build output.
 	rm -rf _output
 
 .PHONY: test-reliability
-test-reliability: ## Crash safety (10,000 writes, 34 kill -9, fsync on), HA on a 3-member etcd cluster, churn with a double-allocation checker (~4 min).
+test-reliability: ## Crash safety (~11,800 creates, updates, status writes and deletes; 33 kill -9, fsync on), HA on a 3-member etcd cluster, churn with a double-allocation checker (~4 min).
 	DRAPLANE_RELIABILITY=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 -v ./test/reliability/ $(if $(RELIABILITY_RUN),-run '$(RELIABILITY_RUN)')
 
 .PHONY: test-aggregated
