@@ -1,7 +1,6 @@
 package allocator
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,35 +12,15 @@ import (
 )
 
 // This file is an independent statement of the allocation rules: it
-// validates a finished allocation against the raw API objects without
-// using any of the allocator's data structures. Every test runs every
-// successful result through it.
-
-// instance is everything one allocation decision depends on.
-type instance struct {
-	classes map[string]*resourceapi.DeviceClass
-	slices  []*resourceapi.ResourceSlice
-	rules   []*resourceapi.DeviceTaintRule
-	prior   []*resourceapi.AllocationResult
-	claims  []*resourceapi.ResourceClaim
-	node    *corev1.Node
-}
-
-func (in *instance) snapshot() Snapshot {
-	return Snapshot{Classes: in.classes, Slices: in.slices, TaintRules: in.rules}
-}
-
-func (in *instance) inUse() *InUse {
-	u := NewInUse()
-	for _, a := range in.prior {
-		u.AddAllocation(a)
-	}
-	return u
-}
+// validates a finished allocation against the raw API objects, written
+// from the API's rules alone. It uses nothing of the allocator, neither
+// its data structures nor its helpers, only what the allocator returns
+// (resourceapi.AllocationResult); TestCheckerIsIndependent keeps it so.
+// Every test runs every successful result through it.
 
 // refDevice is the checker's view of one device.
 type refDevice struct {
-	id        DeviceID
+	id        refID
 	dev       *resourceapi.Device
 	slice     *resourceapi.ResourceSlice
 	usable    bool // pool complete and valid
@@ -51,23 +30,23 @@ type refDevice struct {
 
 type refWorld struct {
 	in       *instance
-	devices  map[DeviceID]*refDevice
-	order    []DeviceID
+	devices  map[refID]*refDevice
+	order    []refID
 	counters map[string]int64 // "driver/pool/set/counter" -> total
 	// unusableOnNode: some unusable pool has a device reachable from the node.
 	unusableOnNode bool
 	// prior use
-	exclusive map[DeviceID]bool
-	shared    map[DeviceID]map[string]int64 // device -> capacity name -> milli
+	exclusive map[refID]bool
+	shared    map[refID]map[string]int64 // device -> capacity name -> milli
 }
 
 func newRefWorld(in *instance) *refWorld {
-	w := &refWorld{in: in, devices: map[DeviceID]*refDevice{}, counters: map[string]int64{},
-		exclusive: map[DeviceID]bool{}, shared: map[DeviceID]map[string]int64{}}
-	pools := map[PoolID][]*resourceapi.ResourceSlice{}
-	var ids []PoolID
+	w := &refWorld{in: in, devices: map[refID]*refDevice{}, counters: map[string]int64{},
+		exclusive: map[refID]bool{}, shared: map[refID]map[string]int64{}}
+	pools := map[refPool][]*resourceapi.ResourceSlice{}
+	var ids []refPool
 	for _, s := range in.slices {
-		id := PoolID{s.Spec.Driver, s.Spec.Pool.Name}
+		id := refPool{s.Spec.Driver, s.Spec.Pool.Name}
 		if _, ok := pools[id]; !ok {
 			ids = append(ids, id)
 		}
@@ -114,7 +93,7 @@ func newRefWorld(in *instance) *refWorld {
 					usable = false
 				}
 				names[d.Name] = true
-				rd := &refDevice{id: DeviceID{id.Driver, id.Pool, d.Name}, dev: d, slice: s, counters: map[string]int64{}}
+				rd := &refDevice{id: refID{id.driver, id.pool, d.Name}, dev: d, slice: s, counters: map[string]int64{}}
 				for _, cc := range d.ConsumesCounters {
 					for name, c := range cc.Counters {
 						if !sets[cc.CounterSet][name] {
@@ -141,7 +120,7 @@ func newRefWorld(in *instance) *refWorld {
 			if r.AdminAccess != nil && *r.AdminAccess {
 				continue
 			}
-			id := DeviceID{r.Driver, r.Pool, r.Device}
+			id := refID{r.Driver, r.Pool, r.Device}
 			if r.ShareID == nil {
 				w.exclusive[id] = true
 				continue
@@ -225,13 +204,11 @@ func (w *refWorld) selects(sl refSlot, rd *refDevice) bool {
 	if class == nil {
 		return false
 	}
-	d := SelectorDevice{Driver: rd.id.Driver, Attributes: rd.dev.Attributes, Capacity: rd.dev.Capacity, AllowMultipleAllocations: rd.dev.AllowMultipleAllocations}
 	for _, sel := range slices.Concat(class.Spec.Selectors, sl.selectors) {
-		p, err := compileFake(sel.CEL.Expression)
-		if err != nil {
+		if sel.CEL == nil {
 			return false
 		}
-		ok, err := p(d)
+		ok, err := refEval(sel.CEL.Expression, rd.dev)
 		if err != nil || !ok {
 			return false
 		}
@@ -239,12 +216,44 @@ func (w *refWorld) selects(sl refSlot, rd *refDevice) bool {
 	return true
 }
 
+// refEval evaluates the tests' selector language (see fakeCompiler) on a
+// device as published: true, false, error, KEY=VALUE (string attribute
+// KEY equals VALUE), !EXPR, errorif:EXPR (fails where EXPR holds). A
+// selector that does not parse or fails selects nothing.
+func refEval(expr string, dev *resourceapi.Device) (bool, error) {
+	switch expr {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	case "error":
+		return false, errors.New("evaluation error")
+	}
+	if inner, ok := strings.CutPrefix(expr, "errorif:"); ok {
+		holds, err := refEval(inner, dev)
+		if err != nil || holds {
+			return false, errors.New("evaluation error")
+		}
+		return true, nil
+	}
+	if inner, ok := strings.CutPrefix(expr, "!"); ok {
+		holds, err := refEval(inner, dev)
+		return !holds && err == nil, err
+	}
+	key, value, ok := strings.Cut(expr, "=")
+	if !ok {
+		return false, errors.New("does not parse: " + expr)
+	}
+	a, ok := dev.Attributes[resourceapi.QualifiedName(key)]
+	return ok && a.StringValue != nil && *a.StringValue == value, nil
+}
+
 func (w *refWorld) taints(rd *refDevice) []resourceapi.DeviceTaint {
 	out := slices.Clone(rd.dev.Taints)
 	for _, r := range w.in.rules {
 		s := r.Spec.DeviceSelector
 		// No selector: the rule matches nothing.
-		if s == nil || s.Driver != nil && *s.Driver != rd.id.Driver || s.Pool != nil && *s.Pool != rd.id.Pool || s.Device != nil && *s.Device != rd.id.Device {
+		if s == nil || s.Driver != nil && *s.Driver != rd.id.driver || s.Pool != nil && *s.Pool != rd.id.pool || s.Device != nil && *s.Device != rd.id.device {
 			continue
 		}
 		out = append(out, r.Spec.Taint)
@@ -341,8 +350,8 @@ func consumption(sl refSlot, rd *refDevice) (map[string]int64, bool) {
 
 // allSet is what an "All" request must get: every reachable device of a
 // usable pool that matches and could hold the request.
-func (w *refWorld) allSet(sl refSlot) []DeviceID {
-	var out []DeviceID
+func (w *refWorld) allSet(sl refSlot) []refID {
+	var out []refID
 	for _, id := range w.order {
 		rd := w.devices[id]
 		if !rd.usable || !rd.reachable || !w.selects(sl, rd) {
@@ -362,7 +371,7 @@ func refAttr(rd *refDevice, name resourceapi.FullyQualifiedName) (string, bool) 
 	a, ok := rd.dev.Attributes[resourceapi.QualifiedName(name)]
 	if !ok {
 		domain, id, _ := strings.Cut(string(name), "/")
-		if domain != rd.id.Driver {
+		if domain != rd.id.driver {
 			return "", false
 		}
 		a, ok = rd.dev.Attributes[resourceapi.QualifiedName(id)]
@@ -390,10 +399,10 @@ func (w *refWorld) check(allocs []*resourceapi.AllocationResult) error {
 	if len(allocs) != len(in.claims) {
 		return fmt.Errorf("%d allocations for %d claims", len(allocs), len(in.claims))
 	}
-	taken := map[DeviceID]map[int]bool{}
-	shares := map[DeviceID]int{}
-	capUse := map[DeviceID]map[string]int64{}
-	counterUse := map[string]int64{}
+	taken := map[refID]map[int]bool{}
+	shares := map[refID]int{}
+	capUse := map[refID]map[string]int64{}
+	drawn := map[string]int64{}
 	for ci, claim := range in.claims {
 		ar := allocs[ci]
 		if ar == nil {
@@ -430,9 +439,9 @@ func (w *refWorld) check(allocs []*resourceapi.AllocationResult) error {
 					return fmt.Errorf("claim %d request %s: all devices requested while a pool on the node is unusable", ci, sl.name)
 				}
 				want := w.allSet(sl)
-				var have []DeviceID
+				var have []refID
 				for _, i := range got {
-					have = append(have, DeviceID{results[i].Driver, results[i].Pool, results[i].Device})
+					have = append(have, refID{results[i].Driver, results[i].Pool, results[i].Device})
 				}
 				slices.SortFunc(want, cmpID)
 				slices.SortFunc(have, cmpID)
@@ -450,7 +459,7 @@ func (w *refWorld) check(allocs []*resourceapi.AllocationResult) error {
 		seenInRequest := map[string]bool{}
 		for _, r := range results {
 			sl := slotOf[r.Request]
-			id := DeviceID{r.Driver, r.Pool, r.Device}
+			id := refID{r.Driver, r.Pool, r.Device}
 			rd := w.devices[id]
 			switch {
 			case rd == nil:
@@ -463,7 +472,7 @@ func (w *refWorld) check(allocs []*resourceapi.AllocationResult) error {
 				return fmt.Errorf("claim %d: device %s does not match request %s", ci, id, sl.name)
 			case !w.tolerated(sl, rd):
 				return fmt.Errorf("claim %d: device %s has a taint request %s does not tolerate", ci, id, sl.name)
-			case deref(r.AdminAccess) != sl.admin:
+			case isTrue(r.AdminAccess) != sl.admin:
 				return fmt.Errorf("claim %d: device %s adminAccess %v", ci, id, r.AdminAccess)
 			case !slices.Equal(r.Tolerations, sl.tolerations):
 				return fmt.Errorf("claim %d: device %s tolerations not copied", ci, id)
@@ -520,7 +529,7 @@ func (w *refWorld) check(allocs []*resourceapi.AllocationResult) error {
 			}
 			if len(rd.counters) > 0 && !(multi && (w.shared[id] != nil || shares[id] > 0)) {
 				for name, v := range rd.counters {
-					counterUse[name] += v
+					drawn[name] += v
 				}
 			}
 			if multi {
@@ -536,8 +545,8 @@ func (w *refWorld) check(allocs []*resourceapi.AllocationResult) error {
 				if len(c.Requests) > 0 && !slices.Contains(c.Requests, sl.base) && !(sl.sub && slices.Contains(c.Requests, sl.name)) {
 					continue
 				}
-				rd := w.devices[DeviceID{r.Driver, r.Pool, r.Device}]
-				v, ok := refAttr(rd, constraintAttribute(c))
+				rd := w.devices[refID{r.Driver, r.Pool, r.Device}]
+				v, ok := refAttr(rd, refConstraintAttribute(c))
 				if !ok {
 					return fmt.Errorf("claim %d constraint %d: device %s lacks the attribute", ci, k, rd.id)
 				}
@@ -556,7 +565,7 @@ func (w *refWorld) check(allocs []*resourceapi.AllocationResult) error {
 		}
 	}
 	// Counters touched by the new allocation must not be overdrawn.
-	if len(counterUse) > 0 {
+	if len(drawn) > 0 {
 		prior := map[string]int64{}
 		for id, rd := range w.devices {
 			if w.exclusive[id] || w.shared[id] != nil {
@@ -565,7 +574,7 @@ func (w *refWorld) check(allocs []*resourceapi.AllocationResult) error {
 				}
 			}
 		}
-		for name, v := range counterUse {
+		for name, v := range drawn {
 			if prior[name]+v > w.counters[name] {
 				return fmt.Errorf("counter %s overdrawn: %d + %d > %d", name, prior[name], v, w.counters[name])
 			}
@@ -583,22 +592,27 @@ func (w *refWorld) check(allocs []*resourceapi.AllocationResult) error {
 	return nil
 }
 
-func cmpID(a, b DeviceID) int { return strings.Compare(a.String(), b.String()) }
+func cmpID(a, b refID) int { return strings.Compare(a.String(), b.String()) }
 
-var errNoSolution = errors.New("no solution")
+// refID names a device; refPool a pool.
+type refID struct{ driver, pool, device string }
 
-// runChecked allocates and validates the result, failing the test on an
-// invalid one.
-func runChecked(ctx context.Context, a *Allocator, in *instance) (Result, error) {
-	inv := a.Prepare(in.snapshot())
-	res, err := a.Allocate(ctx, inv.State(in.inUse()), in.claims, in.node)
-	if err != nil {
-		return res, err
+func (id refID) String() string { return id.driver + "/" + id.pool + "/" + id.device }
+
+type refPool struct{ driver, pool string }
+
+func (p refPool) String() string { return p.driver + "/" + p.pool }
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+// refConstraintAttribute is the attribute a constraint is about: exactly
+// one of matchAttribute and distinctAttribute is set.
+func refConstraintAttribute(c resourceapi.DeviceConstraint) resourceapi.FullyQualifiedName {
+	if c.MatchAttribute != nil {
+		return *c.MatchAttribute
 	}
-	if res.Fits() {
-		if err := newRefWorld(in).check(res.Allocations); err != nil {
-			return res, fmt.Errorf("invalid allocation: %w", err)
-		}
+	if c.DistinctAttribute != nil {
+		return *c.DistinctAttribute
 	}
-	return res, nil
+	return ""
 }

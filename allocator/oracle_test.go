@@ -35,7 +35,7 @@ func oracleFeasible(in *instance) bool {
 	}
 	shareID := types.UID("share")
 	result := func(sl refSlot, rd *refDevice) resourceapi.DeviceRequestAllocationResult {
-		r := resourceapi.DeviceRequestAllocationResult{Request: sl.name, Driver: rd.id.Driver, Pool: rd.id.Pool, Device: rd.id.Device,
+		r := resourceapi.DeviceRequestAllocationResult{Request: sl.name, Driver: rd.id.driver, Pool: rd.id.pool, Device: rd.id.device,
 			Tolerations: sl.tolerations, BindingConditions: rd.dev.BindingConditions, BindingFailureConditions: rd.dev.BindingFailureConditions}
 		if sl.admin {
 			r.AdminAccess = new(true)
@@ -87,7 +87,8 @@ func oracleFeasible(in *instance) bool {
 				if n == sl.count {
 					return rec(gi + 1)
 				}
-				for i := start; i < len(cands); i++ {
+				// Stop where too few candidates remain to reach the count.
+				for i := start; i < len(cands) && len(cands)-i >= sl.count-n; i++ {
 					ar.Devices.Results = append(ar.Devices.Results, result(sl, cands[i]))
 					if choose(i+1, n+1) {
 						return true
@@ -114,9 +115,12 @@ func randomInstance(seed uint64) *instance {
 	in := &instance{
 		node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "z1"}}},
 		classes: map[string]*resourceapi.DeviceClass{
-			"any": {ObjectMeta: metav1.ObjectMeta{Name: "any"}},
+			// The devices of the big pool are for the "big" class only, so
+			// that the brute force stays small.
+			"any": {ObjectMeta: metav1.ObjectMeta{Name: "any"}, Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "!model=big"}}}}},
 			"a":   {ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "model=a"}}}}},
-			"err": {ObjectMeta: metav1.ObjectMeta{Name: "err"}, Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "errorif:model=b"}}}}},
+			"err": {ObjectMeta: metav1.ObjectMeta{Name: "err"}, Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "errorif:model=b"}}, {CEL: &resourceapi.CELDeviceSelector{Expression: "!model=big"}}}}},
+			"big": {ObjectMeta: metav1.ObjectMeta{Name: "big"}, Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "model=big"}}}}},
 		},
 	}
 	classNames := []string{"any", "any", "any", "any", "a", "err"}
@@ -204,9 +208,20 @@ func randomInstance(seed uint64) *instance {
 			// announced.
 			extra := spec.DeepCopy()
 			extra.SharedCounters = nil
-			extra.Devices = []resourceapi.Device{{Name: "extra"}}
+			extra.Devices = []resourceapi.Device{{Name: "extra", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"model": {StringValue: new("b")}}}}
 			in.slices = append(in.slices, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: poolName + "-extra"}, Spec: *extra})
 		}
+	}
+	// A big pool: 30 to 35 devices, claimed all at once by a claim of
+	// its own below, at and beyond the 32 results an allocation holds.
+	bigDevices := 0
+	if chance(0.05) {
+		bigDevices = 30 + r.IntN(6)
+		spec := resourceapi.ResourceSliceSpec{Driver: driver, NodeName: new("n1"), Pool: resourceapi.ResourcePool{Name: "big", Generation: 1, ResourceSliceCount: 1}}
+		for d := range bigDevices {
+			spec.Devices = append(spec.Devices, resourceapi.Device{Name: fmt.Sprintf("b%d", d), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"model": {StringValue: new("big")}}})
+		}
+		in.slices = append(in.slices, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "big-s"}, Spec: spec})
 	}
 	if chance(0.1) {
 		in.rules = []*resourceapi.DeviceTaintRule{{Spec: resourceapi.DeviceTaintRuleSpec{
@@ -296,7 +311,68 @@ func randomInstance(seed uint64) *instance {
 			claim.Spec.Devices.Constraints = append(claim.Spec.Devices.Constraints, c)
 		}
 	}
+	if bigDevices > 0 {
+		// Every device of the big pool, in allocationMode All or as an
+		// exact count: one way to choose them, so the brute force stays
+		// fast.
+		req := &resourceapi.ExactDeviceRequest{DeviceClassName: "big", AllocationMode: resourceapi.DeviceAllocationModeAll}
+		if chance(0.5) {
+			req.AllocationMode, req.Count = resourceapi.DeviceAllocationModeExactCount, int64(bigDevices)
+		}
+		in.claims = append(in.claims, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cbig"},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "big", Exactly: req}}}}})
+	}
 	return in
+}
+
+// coverage says which of the hard cases an instance holds: a pool whose
+// newest generation has fewer slices than it announces, one with more,
+// and a claim for more devices than an allocation holds (or for exactly
+// as many as it holds, at most).
+type coverage struct {
+	incomplete, overFull, beyondLimit, atLimit bool
+}
+
+func coverageOf(in *instance) coverage {
+	var c coverage
+	type poolKey struct{ driver, pool string }
+	newest := map[poolKey]int64{}
+	for _, s := range in.slices {
+		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
+		if g, ok := newest[k]; !ok || s.Spec.Pool.Generation > g {
+			newest[k] = s.Spec.Pool.Generation
+		}
+	}
+	count, announced := map[poolKey]int64{}, map[poolKey]int64{}
+	for _, s := range in.slices {
+		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
+		if s.Spec.Pool.Generation == newest[k] {
+			count[k]++
+			announced[k] = s.Spec.Pool.ResourceSliceCount
+		}
+	}
+	for k, n := range count {
+		c.incomplete = c.incomplete || n < announced[k]
+		c.overFull = c.overFull || n > announced[k]
+	}
+	for _, claim := range in.claims {
+		for _, r := range claim.Spec.Devices.Requests {
+			if r.Exactly == nil || r.Exactly.DeviceClassName != "big" {
+				continue
+			}
+			n := 0
+			for _, s := range in.slices {
+				for _, d := range s.Spec.Devices {
+					if a := d.Attributes["model"]; a.StringValue != nil && *a.StringValue == "big" {
+						n++
+					}
+				}
+			}
+			c.beyondLimit = c.beyondLimit || n > resourceapi.AllocationResultsMaxSize
+			c.atLimit = c.atLimit || n <= resourceapi.AllocationResultsMaxSize
+		}
+	}
+	return c
 }
 
 func TestOracle(t *testing.T) {
@@ -304,8 +380,10 @@ func TestOracle(t *testing.T) {
 	a := New(Options{Selectors: fakeCompiler{}, NewShareID: func() types.UID { return "share" }})
 	ctx := context.Background()
 	feasible, failures := 0, 0
+	var incomplete, overFull, beyondLimit, atLimitFeasible int
 	for seed := uint64(0); seed < uint64(instances); seed++ {
 		in := randomInstance(seed)
+		cov := coverageOf(in)
 		res, err := runChecked(ctx, a, in)
 		if err != nil {
 			failures++
@@ -324,8 +402,37 @@ func TestOracle(t *testing.T) {
 		if want {
 			feasible++
 		}
+		if cov.incomplete {
+			incomplete++
+		}
+		if cov.overFull {
+			overFull++
+		}
+		if cov.beyondLimit {
+			beyondLimit++
+		}
+		if cov.atLimit && want {
+			atLimitFeasible++
+		}
 	}
-	t.Logf("%d instances, %d feasible, %d disagreements or invalid results", instances, feasible, failures)
+	t.Logf("%d instances, %d feasible, %d disagreements or invalid results; %d with an incomplete pool, %d with an over-full pool, %d asking for more than %d devices in one claim, %d feasible asking for 30 to 32",
+		instances, feasible, failures, incomplete, overFull, beyondLimit, resourceapi.AllocationResultsMaxSize, atLimitFeasible)
+	// Floors: a generator that stopped producing feasible problems or the
+	// hard cases would let the comparison pass without testing them.
+	for _, floor := range []struct {
+		what      string
+		got, want int
+	}{
+		{"feasible instances", feasible, 2500},
+		{"instances with an incomplete pool", incomplete, 500},
+		{"instances with an over-full pool", overFull, 500},
+		{"instances beyond the result limit", beyondLimit, 100},
+		{"feasible instances at or just below the result limit", atLimitFeasible, 50},
+	} {
+		if floor.got < floor.want {
+			t.Errorf("%d %s, want at least %d", floor.got, floor.what, floor.want)
+		}
+	}
 }
 
 // TestOracleSelectNode checks node selection on the same instances with a
