@@ -17,6 +17,9 @@ type InUse struct {
 	// byClaim remembers what was recorded per claim so that recording a
 	// claim again replaces instead of double counting.
 	byClaim map[types.UID]*resourceapi.AllocationResult
+	// admin counts admin-access allocations per device; they do not make
+	// a device busy and are kept only for reporting.
+	admin map[DeviceID]int
 }
 
 // sharedUse sums the allocations of one device that allows multiple
@@ -28,7 +31,7 @@ type sharedUse struct {
 
 // NewInUse returns empty accounting.
 func NewInUse() *InUse {
-	return &InUse{exclusive: make(map[DeviceID]int), shared: make(map[DeviceID]*sharedUse), byClaim: make(map[types.UID]*resourceapi.AllocationResult)}
+	return &InUse{exclusive: make(map[DeviceID]int), shared: make(map[DeviceID]*sharedUse), byClaim: make(map[types.UID]*resourceapi.AllocationResult), admin: make(map[DeviceID]int)}
 }
 
 // AddClaim records the allocation of a claim (none if it is not
@@ -76,10 +79,14 @@ func (u *InUse) apply(alloc *resourceapi.AllocationResult, sign int) {
 		return
 	}
 	for _, r := range alloc.Devices.Results {
+		id := DeviceID{r.Driver, r.Pool, r.Device}
 		if r.AdminAccess != nil && *r.AdminAccess {
+			u.admin[id] += sign
+			if u.admin[id] <= 0 {
+				delete(u.admin, id)
+			}
 			continue
 		}
-		id := DeviceID{r.Driver, r.Pool, r.Device}
 		if r.ShareID == nil {
 			u.exclusive[id] += sign
 			if u.exclusive[id] <= 0 {
@@ -120,6 +127,9 @@ func (u *InUse) Clone() *InUse {
 	for uid, alloc := range u.byClaim {
 		c.byClaim[uid] = alloc
 	}
+	for id, n := range u.admin {
+		c.admin[id] = n
+	}
 	for id, s := range u.shared {
 		cs := &sharedUse{shares: s.shares, consumed: make(map[resourceapi.QualifiedName]resource.Quantity, len(s.consumed))}
 		for name, q := range s.consumed {
@@ -144,6 +154,8 @@ type State struct {
 	capUsed map[int][]int64
 	// counterFree is what is left of every shared counter.
 	counterFree []int64
+	// admin counts admin-access allocations per device index.
+	admin map[int]int
 }
 
 // State combines the inventory with the in-use accounting. Devices that the
@@ -158,6 +170,14 @@ func (inv *Inventory) State(u *InUse) *State {
 	}
 	if u == nil {
 		return s
+	}
+	for id, n := range u.admin {
+		if d := inv.byID[id]; d != nil {
+			if s.admin == nil {
+				s.admin = make(map[int]int)
+			}
+			s.admin[d.index] = n
+		}
 	}
 	consume := func(d *device) {
 		for _, c := range d.counters {

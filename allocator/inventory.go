@@ -52,6 +52,10 @@ type pool struct {
 	// invalid explains why the pool cannot be used, empty when it can.
 	invalid string
 	devices []*device
+	// slices are the slices of the newest generation, sorted by name.
+	slices []*resourceapi.ResourceSlice
+	// counters index Inventory.counterTotals.
+	counters []int
 }
 
 func (p *pool) unusable() bool { return p.incomplete != "" || p.invalid != "" }
@@ -115,6 +119,7 @@ type Inventory struct {
 	compiler SelectorCompiler
 	classes  map[string]*resourceapi.DeviceClass
 	devices  []*device
+	pools    []*pool // sorted by driver and pool
 	byID     map[DeviceID]*device
 
 	counterTotals []int64
@@ -179,7 +184,8 @@ func (a *Allocator) Prepare(snap Snapshot) *Inventory {
 // slices disagree or are incomplete is recorded as such.
 func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules []*resourceapi.DeviceTaintRule) {
 	gen, current := newestGeneration(all)
-	p := &pool{id: id, generation: gen}
+	p := &pool{id: id, generation: gen, slices: current}
+	inv.pools = append(inv.pools, p)
 	want := current[0].Spec.Pool.ResourceSliceCount
 	for _, s := range current {
 		if s.Spec.Pool.ResourceSliceCount != want {
@@ -249,6 +255,7 @@ func (inv *Inventory) addCounterSets(p *pool, current []*resourceapi.ResourceSli
 			m := make(map[string]int, len(names))
 			for _, name := range names {
 				m[name] = len(inv.counterTotals)
+				p.counters = append(p.counters, len(inv.counterTotals))
 				q := set.Counters[name].Value
 				inv.counterTotals = append(inv.counterTotals, q.MilliValue())
 				inv.counterNames = append(inv.counterNames, p.id.String()+"/"+set.Name+"/"+name)

@@ -1,0 +1,115 @@
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/draplane/draplane/allocator"
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+const driver = "gpu.example.com"
+
+func slice(node string, devices ...string) *resourceapi.ResourceSlice {
+	s := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   driver,
+			Pool:     resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			NodeName: new(node),
+		},
+	}
+	for _, d := range devices {
+		s.Spec.Devices = append(s.Spec.Devices, resourceapi.Device{Name: d})
+	}
+	return s
+}
+
+func claim(uid, pool string, devices ...string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: types.UID(uid)}}
+	if len(devices) > 0 {
+		c.Status.Allocation = &resourceapi.AllocationResult{}
+		for _, d := range devices {
+			c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results,
+				resourceapi.DeviceRequestAllocationResult{Request: "r", Driver: driver, Pool: pool, Device: d})
+		}
+	}
+	return c
+}
+
+// TestTrackerIsIncremental follows a sequence of events and checks after
+// each the counts, the class totals, the changes announced and that only
+// the touched pools were counted again.
+func TestTrackerIsIncremental(t *testing.T) {
+	ctx := context.Background()
+	tr := New(allocator.New(allocator.Options{}))
+	var changes []Change
+	tr.OnChange(func(c Change) { changes = append(changes, c) })
+
+	tr.SetClass(ctx, &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)}}}}})
+	for i := range 10 {
+		tr.SetSlice(ctx, slice(fmt.Sprintf("node-%d", i), "gpu-0", "gpu-1"))
+	}
+	free := func(node string) int {
+		u, ok := tr.Pool(allocator.PoolID{Driver: driver, Pool: node})
+		if !ok {
+			return -1
+		}
+		return u.Free
+	}
+
+	steps := []struct {
+		name       string
+		event      func()
+		recomputes uint64
+		changed    []string // pools announced, in order
+		deleted    bool
+		node3Free  int
+		classFree  int
+	}{
+		{"allocate on node-3", func() { tr.SetClaim(ctx, claim("c1", "node-3", "gpu-0")) }, 1, []string{"node-3"}, false, 1, 19},
+		{"same allocation again (reservedFor changed)", func() { tr.SetClaim(ctx, claim("c1", "node-3", "gpu-0")) }, 0, nil, false, 1, 19},
+		{"unallocated claim elsewhere", func() { tr.SetClaim(ctx, claim("c2", "node-5")) }, 0, nil, false, 1, 19},
+		{"taint rule on node-3", func() {
+			tr.SetRule(ctx, &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Spec: resourceapi.DeviceTaintRuleSpec{
+				DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: new(driver), Pool: new("node-3"), Device: new("gpu-1")},
+				Taint:          resourceapi.DeviceTaint{Key: "broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}}})
+		}, 1, []string{"node-3"}, false, 0, 18},
+		{"release", func() { tr.DeleteClaim(ctx, "c1") }, 1, []string{"node-3"}, false, 1, 19},
+		{"rule gone", func() { tr.DeleteRule(ctx, "r") }, 1, []string{"node-3"}, false, 2, 20},
+		{"slice of node-3 deleted", func() { tr.DeleteSlice(ctx, "node-3-gpus") }, 0, []string{"node-3"}, true, -1, 18},
+	}
+	for _, step := range steps {
+		before := tr.Recomputes()
+		changes = nil
+		step.event()
+		if got := tr.Recomputes() - before; got != step.recomputes {
+			t.Errorf("%s: %d pools counted, want %d", step.name, got, step.recomputes)
+		}
+		var names []string
+		for _, c := range changes {
+			names = append(names, c.Pool.ID.Pool)
+			if c.Deleted != step.deleted {
+				t.Errorf("%s: change of %s deleted=%v", step.name, c.Pool.ID.Pool, c.Deleted)
+			}
+		}
+		if fmt.Sprint(names) != fmt.Sprint(step.changed) {
+			t.Errorf("%s: changes %v, want %v", step.name, names, step.changed)
+		}
+		if got := free("node-3"); got != step.node3Free {
+			t.Errorf("%s: node-3 free %d, want %d", step.name, got, step.node3Free)
+		}
+		if got := tr.Classes()["gpu"]; got.Free != step.classFree {
+			t.Errorf("%s: class gpu %+v, want %d free", step.name, got, step.classFree)
+		}
+	}
+	pools, _ := tr.Pools()
+	if len(pools) != 9 {
+		t.Errorf("%d pools left, want 9", len(pools))
+	}
+}
