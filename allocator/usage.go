@@ -40,6 +40,8 @@ type PoolUsage struct {
 	// AdminAccess counts admin-access allocations, which do not make a
 	// device busy.
 	AdminAccess int
+	// Tainted counts devices with a NoSchedule or NoExecute taint.
+	Tainted int
 	// TaintedNoSchedule and TaintedNoExecute count devices with at least
 	// one taint of that effect (a device may be in both).
 	TaintedNoSchedule int
@@ -125,6 +127,9 @@ func (s *State) countPool(ctx context.Context, p *pool, u *PoolUsage, classNames
 			u.Allocated++
 		}
 		tainted := untolerated(d.taints, nil) != nil
+		if tainted {
+			u.Tainted++
+		}
 		if hasEffect(d.taints, resourceapi.DeviceTaintEffectNoSchedule) {
 			u.TaintedNoSchedule++
 		}

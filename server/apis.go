@@ -11,6 +11,8 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
+	"github.com/draplane/draplane/allocator"
+	"github.com/draplane/draplane/allocator/capacity"
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
@@ -18,12 +20,13 @@ import (
 	"github.com/draplane/draplane/registry/devicetaintrule"
 	"github.com/draplane/draplane/registry/resourceclaim"
 	"github.com/draplane/draplane/registry/resourceclaimtemplate"
+	"github.com/draplane/draplane/registry/resourcepool"
 	"github.com/draplane/draplane/registry/resourceslice"
 )
 
 // resourceStorage returns the storage of every resource of
 // resource.draplane.dev, keyed as the API paths name them.
-func resourceStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminAccess resourceclaim.AdminAccess) (map[string]rest.Storage, error) {
+func resourceStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminAccess resourceclaim.AdminAccess, pools *resourcepool.REST) (map[string]rest.Storage, error) {
 	classes, err := deviceclass.NewREST(scheme, optsGetter)
 	if err != nil {
 		return nil, err
@@ -52,11 +55,12 @@ func resourceStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGette
 		"resourceslices":          slices,
 		"devicetaintrules":        rules,
 		"devicetaintrules/status": ruleStatus,
+		"resourcepools":           pools,
 	}, nil
 }
 
 // servedIn returns the storage whose kinds exist in version gv: v1beta1
-// has no DeviceTaintRule.
+// has no DeviceTaintRule and no ResourcePool.
 func servedIn(scheme *runtime.Scheme, gv schema.GroupVersion, storage map[string]rest.Storage) map[string]rest.Storage {
 	served := map[string]rest.Storage{}
 	for path, s := range storage {
@@ -71,9 +75,18 @@ func servedIn(scheme *runtime.Scheme, gv schema.GroupVersion, storage map[string
 
 // installResourceAPI serves resource.draplane.dev v1 and v1beta1. Both
 // versions share one storage (and one watch cache) per resource: objects
-// are stored as v1 and converted on the way in and out.
+// are stored as v1 and converted on the way in and out. resourcepools
+// (v1 only) are computed from the other resources, through informers on
+// the loopback client once the server serves.
 func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, adminAccess resourceclaim.AdminAccess) error {
-	storage, err := resourceStorage(scheme, optsGetter, adminAccess)
+	pools := resourcepool.NewREST(capacity.New(allocator.New(allocator.Options{})))
+	pools.RegisterMetrics()
+	if err := s.AddPostStartHook("start-resourcepools", func(hook genericapiserver.PostStartHookContext) error {
+		return pools.Start(hook.Context, hook.LoopbackClientConfig)
+	}); err != nil {
+		return err
+	}
+	storage, err := resourceStorage(scheme, optsGetter, adminAccess, pools)
 	if err != nil {
 		return fmt.Errorf("storage for %s: %w", resourceapi.GroupName, err)
 	}

@@ -36,12 +36,14 @@ import (
 const updateFixturesEnv = "UPDATE_COMPATIBILITY_FIXTURE_DATA"
 
 // servedKinds is the list of kinds and versions we promise to keep
-// readable. DeviceTaintRule is v1 only, as upstream.
+// readable. DeviceTaintRule is v1 only, as upstream; ResourcePoolUsage
+// (resourcepools) is computed and read-only, v1 only, and not upstream.
 var servedKinds = []schema.GroupVersionKind{
 	{Group: resourceapi.GroupName, Version: "v1", Kind: "DeviceClass"},
 	{Group: resourceapi.GroupName, Version: "v1", Kind: "DeviceTaintRule"},
 	{Group: resourceapi.GroupName, Version: "v1", Kind: "ResourceClaim"},
 	{Group: resourceapi.GroupName, Version: "v1", Kind: "ResourceClaimTemplate"},
+	{Group: resourceapi.GroupName, Version: "v1", Kind: "ResourcePoolUsage"},
 	{Group: resourceapi.GroupName, Version: "v1", Kind: "ResourceSlice"},
 	{Group: resourceapi.GroupName, Version: "v1beta1", Kind: "DeviceClass"},
 	{Group: resourceapi.GroupName, Version: "v1beta1", Kind: "ResourceClaim"},

@@ -16,6 +16,10 @@ const (
 	ResourceSliceSelectorNodeName = "spec.nodeName"
 	ResourceSliceSelectorDriver   = "spec.driver"
 	ResourceSliceSelectorPoolName = "spec.pool.name"
+
+	// Field selectors of ResourcePools.
+	ResourcePoolSelectorDriver   = "status.driver"
+	ResourcePoolSelectorNodeName = "status.nodeName"
 )
 
 // Size limits, the same numbers upstream enforces so that objects valid

@@ -31,6 +31,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ResourceClaimTemplate{}, &ResourceClaimTemplateList{},
 		&ResourceSlice{}, &ResourceSliceList{},
 		&DeviceTaintRule{}, &DeviceTaintRuleList{},
+		&ResourcePoolUsage{}, &ResourcePoolUsageList{},
 	)
 	return nil
 }

@@ -69,6 +69,13 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/draplane/draplane/apis/resource/v1.ResourceClaimTemplateList":           schema_draplane_apis_resource_v1_ResourceClaimTemplateList(ref),
 		"github.com/draplane/draplane/apis/resource/v1.ResourceClaimTemplateSpec":           schema_draplane_apis_resource_v1_ResourceClaimTemplateSpec(ref),
 		"github.com/draplane/draplane/apis/resource/v1.ResourcePool":                        schema_draplane_apis_resource_v1_ResourcePool(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourcePoolCapacity":                schema_draplane_apis_resource_v1_ResourcePoolCapacity(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourcePoolClass":                   schema_draplane_apis_resource_v1_ResourcePoolClass(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourcePoolCounter":                 schema_draplane_apis_resource_v1_ResourcePoolCounter(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourcePoolDeviceCounts":            schema_draplane_apis_resource_v1_ResourcePoolDeviceCounts(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourcePoolUsage":                   schema_draplane_apis_resource_v1_ResourcePoolUsage(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourcePoolUsageList":               schema_draplane_apis_resource_v1_ResourcePoolUsageList(ref),
+		"github.com/draplane/draplane/apis/resource/v1.ResourcePoolUsageStatus":             schema_draplane_apis_resource_v1_ResourcePoolUsageStatus(ref),
 		"github.com/draplane/draplane/apis/resource/v1.ResourceSlice":                       schema_draplane_apis_resource_v1_ResourceSlice(ref),
 		"github.com/draplane/draplane/apis/resource/v1.ResourceSliceList":                   schema_draplane_apis_resource_v1_ResourceSliceList(ref),
 		"github.com/draplane/draplane/apis/resource/v1.ResourceSliceSpec":                   schema_draplane_apis_resource_v1_ResourceSliceSpec(ref),
@@ -2596,6 +2603,438 @@ func schema_draplane_apis_resource_v1_ResourcePool(ref common.ReferenceCallback)
 				Required: []string{"name", "generation", "resourceSliceCount"},
 			},
 		},
+	}
+}
+
+func schema_draplane_apis_resource_v1_ResourcePoolCapacity(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ResourcePoolCapacity is the use of one consumable capacity, summed over the pool's devices that allow multiple allocations.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the capacity.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"used": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Used is what the shares allocated so far consume.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Total is the sum of the devices' capacities.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"name", "used", "total"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_draplane_apis_resource_v1_ResourcePoolClass(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ResourcePoolClass is what one DeviceClass selects of the pool.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the DeviceClass.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"devices": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Devices is how many devices of the pool the class selects.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"free": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Free is how many of those are free.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"name", "devices", "free"},
+			},
+		},
+	}
+}
+
+func schema_draplane_apis_resource_v1_ResourcePoolCounter(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ResourcePoolCounter is the use of one shared counter.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"counterSet": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CounterSet is the name of the counter set.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"counter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Counter is the counter's name within the set.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"used": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Used is what allocated devices consume of it.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Total is what the pool announces.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"counterSet", "counter", "used", "total"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_draplane_apis_resource_v1_ResourcePoolDeviceCounts(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ResourcePoolDeviceCounts counts a pool's devices. A device may be counted in several fields.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Total is the number of devices in the newest generation.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"allocated": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Allocated devices hold at least one allocation without admin access: exclusively, or a share of a device that allows several.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"adminAccess": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AdminAccess is the number of admin-access allocations, which do not make a device busy.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"tainted": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Tainted counts devices with a NoSchedule or NoExecute taint, their own or from a DeviceTaintRule.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"taintedNoSchedule": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TaintedNoSchedule counts devices with a NoSchedule taint.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"taintedNoExecute": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TaintedNoExecute counts devices with a NoExecute taint.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"unusable": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Unusable counts the devices of an incomplete or invalid pool.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"free": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Free devices can take one more allocation of a request without tolerations: not held exclusively, untainted, their shared counters not exhausted and, when shared, some capacity left.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"total", "allocated", "adminAccess", "tainted", "taintedNoSchedule", "taintedNoExecute", "unusable", "free"},
+			},
+		},
+	}
+}
+
+func schema_draplane_apis_resource_v1_ResourcePoolUsage(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ResourcePoolUsage, served as resourcepools, is a computed, read-only view of one resource pool: how many of its devices exist, are allocated, tainted or free, how much of its shared counters and consumable capacity is used, and how many devices each DeviceClass matches. The server computes it from ResourceSlices, ResourceClaims, DeviceClasses and DeviceTaintRules; it is never stored. Its name is \"<pool>.<driver>\" with every \"/\" of the pool name written as \"--\".",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is the pool's current usage.",
+							Default:     map[string]interface{}{},
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.ResourcePoolUsageStatus"),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/draplane/draplane/apis/resource/v1.ResourcePoolUsageStatus", metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_draplane_apis_resource_v1_ResourcePoolUsageList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ResourcePoolUsageList is a list of ResourcePoolUsages.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard list metadata.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Items is the list of pools.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.ResourcePoolUsage"),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/draplane/draplane/apis/resource/v1.ResourcePoolUsage", metav1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_draplane_apis_resource_v1_ResourcePoolUsageStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ResourcePoolUsageStatus is the usage of one pool, as the allocator sees it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"driver": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Driver publishing the pool.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pool": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Pool is the pool's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"generation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Generation is the pool's newest generation; only its slices count.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"complete": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Complete is false when fewer or more slices of the newest generation are visible than the pool announces.",
+							Default:     false,
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"problem": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Problem says why no device of the pool can be allocated (incomplete or invalid pool); empty when they can.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"nodeName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeName is the node of the pool's devices, when they are on one.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"allNodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AllNodes is set when the devices are reachable from every node.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"nodeSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeSelector selects the nodes the devices are reachable from.",
+							Ref:         ref(corev1.NodeSelector{}.OpenAPIModelName()),
+						},
+					},
+					"perDeviceNodeSelection": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PerDeviceNodeSelection is set when each device says where it is.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"devices": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Devices counts the pool's devices.",
+							Default:     map[string]interface{}{},
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.ResourcePoolDeviceCounts"),
+						},
+					},
+					"sharedCounters": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "SharedCounters lists every counter of the pool's counter sets.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.ResourcePoolCounter"),
+									},
+								},
+							},
+						},
+					},
+					"capacity": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Capacity sums each consumable capacity over the devices that allow multiple allocations.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.ResourcePoolCapacity"),
+									},
+								},
+							},
+						},
+					},
+					"classes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Classes lists the DeviceClasses that match at least one device of the pool.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.ResourcePoolClass"),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"driver", "pool", "generation", "complete", "devices"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/draplane/draplane/apis/resource/v1.ResourcePoolCapacity", "github.com/draplane/draplane/apis/resource/v1.ResourcePoolClass", "github.com/draplane/draplane/apis/resource/v1.ResourcePoolCounter", "github.com/draplane/draplane/apis/resource/v1.ResourcePoolDeviceCounts", corev1.NodeSelector{}.OpenAPIModelName()},
 	}
 }
 

@@ -27,5 +27,17 @@ func addFieldLabelConversions(scheme *runtime.Scheme) error {
 	if err != nil {
 		return fmt.Errorf("add field label conversion for %s: %w", kind, err)
 	}
+	pools := SchemeGroupVersion.WithKind("ResourcePoolUsage")
+	err = scheme.AddFieldLabelConversionFunc(pools, func(label, value string) (string, string, error) {
+		switch label {
+		case "metadata.name", resourceapi.ResourcePoolSelectorDriver, resourceapi.ResourcePoolSelectorNodeName:
+			return label, value, nil
+		default:
+			return "", "", fmt.Errorf("field label not supported for %s: %s", pools, label)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("add field label conversion for %s: %w", pools, err)
+	}
 	return nil
 }

@@ -32,6 +32,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ResourceClaimTemplate{}, &ResourceClaimTemplateList{},
 		&ResourceSlice{}, &ResourceSliceList{},
 		&DeviceTaintRule{}, &DeviceTaintRuleList{},
+		&ResourcePoolUsage{}, &ResourcePoolUsageList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -897,3 +897,170 @@ type NetworkDeviceData struct {
 	// +optional
 	HardwareAddress string `json:"hardwareAddress,omitempty"`
 }
+
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:onlyVerbs=get,list,watch
+// +resourceName=resourcepools
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ResourcePoolUsage, served as resourcepools, is a computed, read-only
+// view of one resource pool: how many of its devices exist, are allocated,
+// tainted or free, how much of its shared counters and consumable capacity
+// is used, and how many devices each DeviceClass matches. The server computes it from ResourceSlices,
+// ResourceClaims, DeviceClasses and DeviceTaintRules; it is never stored.
+// Its name is "<pool>.<driver>" with every "/" of the pool name written
+// as "--".
+type ResourcePoolUsage struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Status is the pool's current usage.
+	// +optional
+	Status ResourcePoolUsageStatus `json:"status,omitempty"`
+}
+
+// ResourcePoolUsageStatus is the usage of one pool, as the allocator sees it.
+type ResourcePoolUsageStatus struct {
+	// Driver publishing the pool.
+	Driver string `json:"driver"`
+
+	// Pool is the pool's name.
+	Pool string `json:"pool"`
+
+	// Generation is the pool's newest generation; only its slices count.
+	Generation int64 `json:"generation"`
+
+	// Complete is false when fewer or more slices of the newest generation
+	// are visible than the pool announces.
+	Complete bool `json:"complete"`
+
+	// Problem says why no device of the pool can be allocated (incomplete
+	// or invalid pool); empty when they can.
+	// +optional
+	Problem string `json:"problem,omitempty"`
+
+	// NodeName is the node of the pool's devices, when they are on one.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+
+	// AllNodes is set when the devices are reachable from every node.
+	// +optional
+	AllNodes bool `json:"allNodes,omitempty"`
+
+	// NodeSelector selects the nodes the devices are reachable from.
+	// +optional
+	NodeSelector *corev1.NodeSelector `json:"nodeSelector,omitempty"`
+
+	// PerDeviceNodeSelection is set when each device says where it is.
+	// +optional
+	PerDeviceNodeSelection bool `json:"perDeviceNodeSelection,omitempty"`
+
+	// Devices counts the pool's devices.
+	Devices ResourcePoolDeviceCounts `json:"devices"`
+
+	// SharedCounters lists every counter of the pool's counter sets.
+	// +optional
+	// +listType=atomic
+	SharedCounters []ResourcePoolCounter `json:"sharedCounters,omitempty"`
+
+	// Capacity sums each consumable capacity over the devices that allow
+	// multiple allocations.
+	// +optional
+	// +listType=atomic
+	Capacity []ResourcePoolCapacity `json:"capacity,omitempty"`
+
+	// Classes lists the DeviceClasses that match at least one device of
+	// the pool.
+	// +optional
+	// +listType=atomic
+	Classes []ResourcePoolClass `json:"classes,omitempty"`
+}
+
+// ResourcePoolDeviceCounts counts a pool's devices. A device may be
+// counted in several fields.
+type ResourcePoolDeviceCounts struct {
+	// Total is the number of devices in the newest generation.
+	Total int32 `json:"total"`
+
+	// Allocated devices hold at least one allocation without admin access:
+	// exclusively, or a share of a device that allows several.
+	Allocated int32 `json:"allocated"`
+
+	// AdminAccess is the number of admin-access allocations, which do not
+	// make a device busy.
+	AdminAccess int32 `json:"adminAccess"`
+
+	// Tainted counts devices with a NoSchedule or NoExecute taint, their
+	// own or from a DeviceTaintRule.
+	Tainted int32 `json:"tainted"`
+
+	// TaintedNoSchedule counts devices with a NoSchedule taint.
+	TaintedNoSchedule int32 `json:"taintedNoSchedule"`
+
+	// TaintedNoExecute counts devices with a NoExecute taint.
+	TaintedNoExecute int32 `json:"taintedNoExecute"`
+
+	// Unusable counts the devices of an incomplete or invalid pool.
+	Unusable int32 `json:"unusable"`
+
+	// Free devices can take one more allocation of a request without
+	// tolerations: not held exclusively, untainted, their shared counters
+	// not exhausted and, when shared, some capacity left.
+	Free int32 `json:"free"`
+}
+
+// ResourcePoolCounter is the use of one shared counter.
+type ResourcePoolCounter struct {
+	// CounterSet is the name of the counter set.
+	CounterSet string `json:"counterSet"`
+
+	// Counter is the counter's name within the set.
+	Counter string `json:"counter"`
+
+	// Used is what allocated devices consume of it.
+	Used resource.Quantity `json:"used"`
+
+	// Total is what the pool announces.
+	Total resource.Quantity `json:"total"`
+}
+
+// ResourcePoolCapacity is the use of one consumable capacity, summed over
+// the pool's devices that allow multiple allocations.
+type ResourcePoolCapacity struct {
+	// Name of the capacity.
+	Name QualifiedName `json:"name"`
+
+	// Used is what the shares allocated so far consume.
+	Used resource.Quantity `json:"used"`
+
+	// Total is the sum of the devices' capacities.
+	Total resource.Quantity `json:"total"`
+}
+
+// ResourcePoolClass is what one DeviceClass selects of the pool.
+type ResourcePoolClass struct {
+	// Name of the DeviceClass.
+	Name string `json:"name"`
+
+	// Devices is how many devices of the pool the class selects.
+	Devices int32 `json:"devices"`
+
+	// Free is how many of those are free.
+	Free int32 `json:"free"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ResourcePoolUsageList is a list of ResourcePoolUsages.
+type ResourcePoolUsageList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items is the list of pools.
+	Items []ResourcePoolUsage `json:"items"`
+}

@@ -474,6 +474,76 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*ResourcePoolCapacity)(nil), (*resource.ResourcePoolCapacity)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_ResourcePoolCapacity_To_resource_ResourcePoolCapacity(a.(*ResourcePoolCapacity), b.(*resource.ResourcePoolCapacity), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*resource.ResourcePoolCapacity)(nil), (*ResourcePoolCapacity)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_resource_ResourcePoolCapacity_To_v1_ResourcePoolCapacity(a.(*resource.ResourcePoolCapacity), b.(*ResourcePoolCapacity), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ResourcePoolClass)(nil), (*resource.ResourcePoolClass)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_ResourcePoolClass_To_resource_ResourcePoolClass(a.(*ResourcePoolClass), b.(*resource.ResourcePoolClass), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*resource.ResourcePoolClass)(nil), (*ResourcePoolClass)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_resource_ResourcePoolClass_To_v1_ResourcePoolClass(a.(*resource.ResourcePoolClass), b.(*ResourcePoolClass), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ResourcePoolCounter)(nil), (*resource.ResourcePoolCounter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_ResourcePoolCounter_To_resource_ResourcePoolCounter(a.(*ResourcePoolCounter), b.(*resource.ResourcePoolCounter), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*resource.ResourcePoolCounter)(nil), (*ResourcePoolCounter)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_resource_ResourcePoolCounter_To_v1_ResourcePoolCounter(a.(*resource.ResourcePoolCounter), b.(*ResourcePoolCounter), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ResourcePoolDeviceCounts)(nil), (*resource.ResourcePoolDeviceCounts)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_ResourcePoolDeviceCounts_To_resource_ResourcePoolDeviceCounts(a.(*ResourcePoolDeviceCounts), b.(*resource.ResourcePoolDeviceCounts), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*resource.ResourcePoolDeviceCounts)(nil), (*ResourcePoolDeviceCounts)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_resource_ResourcePoolDeviceCounts_To_v1_ResourcePoolDeviceCounts(a.(*resource.ResourcePoolDeviceCounts), b.(*ResourcePoolDeviceCounts), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ResourcePoolUsage)(nil), (*resource.ResourcePoolUsage)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_ResourcePoolUsage_To_resource_ResourcePoolUsage(a.(*ResourcePoolUsage), b.(*resource.ResourcePoolUsage), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*resource.ResourcePoolUsage)(nil), (*ResourcePoolUsage)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_resource_ResourcePoolUsage_To_v1_ResourcePoolUsage(a.(*resource.ResourcePoolUsage), b.(*ResourcePoolUsage), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ResourcePoolUsageList)(nil), (*resource.ResourcePoolUsageList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_ResourcePoolUsageList_To_resource_ResourcePoolUsageList(a.(*ResourcePoolUsageList), b.(*resource.ResourcePoolUsageList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*resource.ResourcePoolUsageList)(nil), (*ResourcePoolUsageList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_resource_ResourcePoolUsageList_To_v1_ResourcePoolUsageList(a.(*resource.ResourcePoolUsageList), b.(*ResourcePoolUsageList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ResourcePoolUsageStatus)(nil), (*resource.ResourcePoolUsageStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_ResourcePoolUsageStatus_To_resource_ResourcePoolUsageStatus(a.(*ResourcePoolUsageStatus), b.(*resource.ResourcePoolUsageStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*resource.ResourcePoolUsageStatus)(nil), (*ResourcePoolUsageStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_resource_ResourcePoolUsageStatus_To_v1_ResourcePoolUsageStatus(a.(*resource.ResourcePoolUsageStatus), b.(*ResourcePoolUsageStatus), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*ResourceSlice)(nil), (*resource.ResourceSlice)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1_ResourceSlice_To_resource_ResourceSlice(a.(*ResourceSlice), b.(*resource.ResourceSlice), scope)
 	}); err != nil {
@@ -1449,6 +1519,154 @@ func autoConvert_resource_ResourcePool_To_v1_ResourcePool(in *resource.ResourceP
 // Convert_resource_ResourcePool_To_v1_ResourcePool is an autogenerated conversion function.
 func Convert_resource_ResourcePool_To_v1_ResourcePool(in *resource.ResourcePool, out *ResourcePool, s conversion.Scope) error {
 	return autoConvert_resource_ResourcePool_To_v1_ResourcePool(in, out, s)
+}
+
+func autoConvert_v1_ResourcePoolCapacity_To_resource_ResourcePoolCapacity(in *ResourcePoolCapacity, out *resource.ResourcePoolCapacity, s conversion.Scope) error {
+	*out = *(*resource.ResourcePoolCapacity)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_ResourcePoolCapacity_To_resource_ResourcePoolCapacity is an autogenerated conversion function.
+func Convert_v1_ResourcePoolCapacity_To_resource_ResourcePoolCapacity(in *ResourcePoolCapacity, out *resource.ResourcePoolCapacity, s conversion.Scope) error {
+	return autoConvert_v1_ResourcePoolCapacity_To_resource_ResourcePoolCapacity(in, out, s)
+}
+
+func autoConvert_resource_ResourcePoolCapacity_To_v1_ResourcePoolCapacity(in *resource.ResourcePoolCapacity, out *ResourcePoolCapacity, s conversion.Scope) error {
+	*out = *(*ResourcePoolCapacity)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_resource_ResourcePoolCapacity_To_v1_ResourcePoolCapacity is an autogenerated conversion function.
+func Convert_resource_ResourcePoolCapacity_To_v1_ResourcePoolCapacity(in *resource.ResourcePoolCapacity, out *ResourcePoolCapacity, s conversion.Scope) error {
+	return autoConvert_resource_ResourcePoolCapacity_To_v1_ResourcePoolCapacity(in, out, s)
+}
+
+func autoConvert_v1_ResourcePoolClass_To_resource_ResourcePoolClass(in *ResourcePoolClass, out *resource.ResourcePoolClass, s conversion.Scope) error {
+	*out = *(*resource.ResourcePoolClass)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_ResourcePoolClass_To_resource_ResourcePoolClass is an autogenerated conversion function.
+func Convert_v1_ResourcePoolClass_To_resource_ResourcePoolClass(in *ResourcePoolClass, out *resource.ResourcePoolClass, s conversion.Scope) error {
+	return autoConvert_v1_ResourcePoolClass_To_resource_ResourcePoolClass(in, out, s)
+}
+
+func autoConvert_resource_ResourcePoolClass_To_v1_ResourcePoolClass(in *resource.ResourcePoolClass, out *ResourcePoolClass, s conversion.Scope) error {
+	*out = *(*ResourcePoolClass)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_resource_ResourcePoolClass_To_v1_ResourcePoolClass is an autogenerated conversion function.
+func Convert_resource_ResourcePoolClass_To_v1_ResourcePoolClass(in *resource.ResourcePoolClass, out *ResourcePoolClass, s conversion.Scope) error {
+	return autoConvert_resource_ResourcePoolClass_To_v1_ResourcePoolClass(in, out, s)
+}
+
+func autoConvert_v1_ResourcePoolCounter_To_resource_ResourcePoolCounter(in *ResourcePoolCounter, out *resource.ResourcePoolCounter, s conversion.Scope) error {
+	*out = *(*resource.ResourcePoolCounter)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_ResourcePoolCounter_To_resource_ResourcePoolCounter is an autogenerated conversion function.
+func Convert_v1_ResourcePoolCounter_To_resource_ResourcePoolCounter(in *ResourcePoolCounter, out *resource.ResourcePoolCounter, s conversion.Scope) error {
+	return autoConvert_v1_ResourcePoolCounter_To_resource_ResourcePoolCounter(in, out, s)
+}
+
+func autoConvert_resource_ResourcePoolCounter_To_v1_ResourcePoolCounter(in *resource.ResourcePoolCounter, out *ResourcePoolCounter, s conversion.Scope) error {
+	*out = *(*ResourcePoolCounter)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_resource_ResourcePoolCounter_To_v1_ResourcePoolCounter is an autogenerated conversion function.
+func Convert_resource_ResourcePoolCounter_To_v1_ResourcePoolCounter(in *resource.ResourcePoolCounter, out *ResourcePoolCounter, s conversion.Scope) error {
+	return autoConvert_resource_ResourcePoolCounter_To_v1_ResourcePoolCounter(in, out, s)
+}
+
+func autoConvert_v1_ResourcePoolDeviceCounts_To_resource_ResourcePoolDeviceCounts(in *ResourcePoolDeviceCounts, out *resource.ResourcePoolDeviceCounts, s conversion.Scope) error {
+	*out = *(*resource.ResourcePoolDeviceCounts)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_ResourcePoolDeviceCounts_To_resource_ResourcePoolDeviceCounts is an autogenerated conversion function.
+func Convert_v1_ResourcePoolDeviceCounts_To_resource_ResourcePoolDeviceCounts(in *ResourcePoolDeviceCounts, out *resource.ResourcePoolDeviceCounts, s conversion.Scope) error {
+	return autoConvert_v1_ResourcePoolDeviceCounts_To_resource_ResourcePoolDeviceCounts(in, out, s)
+}
+
+func autoConvert_resource_ResourcePoolDeviceCounts_To_v1_ResourcePoolDeviceCounts(in *resource.ResourcePoolDeviceCounts, out *ResourcePoolDeviceCounts, s conversion.Scope) error {
+	*out = *(*ResourcePoolDeviceCounts)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_resource_ResourcePoolDeviceCounts_To_v1_ResourcePoolDeviceCounts is an autogenerated conversion function.
+func Convert_resource_ResourcePoolDeviceCounts_To_v1_ResourcePoolDeviceCounts(in *resource.ResourcePoolDeviceCounts, out *ResourcePoolDeviceCounts, s conversion.Scope) error {
+	return autoConvert_resource_ResourcePoolDeviceCounts_To_v1_ResourcePoolDeviceCounts(in, out, s)
+}
+
+func autoConvert_v1_ResourcePoolUsage_To_resource_ResourcePoolUsage(in *ResourcePoolUsage, out *resource.ResourcePoolUsage, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1_ResourcePoolUsageStatus_To_resource_ResourcePoolUsageStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1_ResourcePoolUsage_To_resource_ResourcePoolUsage is an autogenerated conversion function.
+func Convert_v1_ResourcePoolUsage_To_resource_ResourcePoolUsage(in *ResourcePoolUsage, out *resource.ResourcePoolUsage, s conversion.Scope) error {
+	return autoConvert_v1_ResourcePoolUsage_To_resource_ResourcePoolUsage(in, out, s)
+}
+
+func autoConvert_resource_ResourcePoolUsage_To_v1_ResourcePoolUsage(in *resource.ResourcePoolUsage, out *ResourcePoolUsage, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_resource_ResourcePoolUsageStatus_To_v1_ResourcePoolUsageStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_resource_ResourcePoolUsage_To_v1_ResourcePoolUsage is an autogenerated conversion function.
+func Convert_resource_ResourcePoolUsage_To_v1_ResourcePoolUsage(in *resource.ResourcePoolUsage, out *ResourcePoolUsage, s conversion.Scope) error {
+	return autoConvert_resource_ResourcePoolUsage_To_v1_ResourcePoolUsage(in, out, s)
+}
+
+func autoConvert_v1_ResourcePoolUsageList_To_resource_ResourcePoolUsageList(in *ResourcePoolUsageList, out *resource.ResourcePoolUsageList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]resource.ResourcePoolUsage)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1_ResourcePoolUsageList_To_resource_ResourcePoolUsageList is an autogenerated conversion function.
+func Convert_v1_ResourcePoolUsageList_To_resource_ResourcePoolUsageList(in *ResourcePoolUsageList, out *resource.ResourcePoolUsageList, s conversion.Scope) error {
+	return autoConvert_v1_ResourcePoolUsageList_To_resource_ResourcePoolUsageList(in, out, s)
+}
+
+func autoConvert_resource_ResourcePoolUsageList_To_v1_ResourcePoolUsageList(in *resource.ResourcePoolUsageList, out *ResourcePoolUsageList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]ResourcePoolUsage)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_resource_ResourcePoolUsageList_To_v1_ResourcePoolUsageList is an autogenerated conversion function.
+func Convert_resource_ResourcePoolUsageList_To_v1_ResourcePoolUsageList(in *resource.ResourcePoolUsageList, out *ResourcePoolUsageList, s conversion.Scope) error {
+	return autoConvert_resource_ResourcePoolUsageList_To_v1_ResourcePoolUsageList(in, out, s)
+}
+
+func autoConvert_v1_ResourcePoolUsageStatus_To_resource_ResourcePoolUsageStatus(in *ResourcePoolUsageStatus, out *resource.ResourcePoolUsageStatus, s conversion.Scope) error {
+	*out = *(*resource.ResourcePoolUsageStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_ResourcePoolUsageStatus_To_resource_ResourcePoolUsageStatus is an autogenerated conversion function.
+func Convert_v1_ResourcePoolUsageStatus_To_resource_ResourcePoolUsageStatus(in *ResourcePoolUsageStatus, out *resource.ResourcePoolUsageStatus, s conversion.Scope) error {
+	return autoConvert_v1_ResourcePoolUsageStatus_To_resource_ResourcePoolUsageStatus(in, out, s)
+}
+
+func autoConvert_resource_ResourcePoolUsageStatus_To_v1_ResourcePoolUsageStatus(in *resource.ResourcePoolUsageStatus, out *ResourcePoolUsageStatus, s conversion.Scope) error {
+	*out = *(*ResourcePoolUsageStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_resource_ResourcePoolUsageStatus_To_v1_ResourcePoolUsageStatus is an autogenerated conversion function.
+func Convert_resource_ResourcePoolUsageStatus_To_v1_ResourcePoolUsageStatus(in *resource.ResourcePoolUsageStatus, out *ResourcePoolUsageStatus, s conversion.Scope) error {
+	return autoConvert_resource_ResourcePoolUsageStatus_To_v1_ResourcePoolUsageStatus(in, out, s)
 }
 
 func autoConvert_v1_ResourceSlice_To_resource_ResourceSlice(in *ResourceSlice, out *resource.ResourceSlice, s conversion.Scope) error {

@@ -30,6 +30,10 @@ type ResourceClaimTemplateListerExpansion interface{}
 // ResourceClaimTemplateNamespaceLister.
 type ResourceClaimTemplateNamespaceListerExpansion interface{}
 
+// ResourcePoolUsageListerExpansion allows custom methods to be added to
+// ResourcePoolUsageLister.
+type ResourcePoolUsageListerExpansion interface{}
+
 // ResourceSliceListerExpansion allows custom methods to be added to
 // ResourceSliceLister.
 type ResourceSliceListerExpansion interface{}

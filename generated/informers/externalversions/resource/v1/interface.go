@@ -20,6 +20,8 @@ type Interface interface {
 	ResourceClaims() TypedResourceClaimInformer
 	// ResourceClaimTemplates returns a ResourceClaimTemplateInformer.
 	ResourceClaimTemplates() TypedResourceClaimTemplateInformer
+	// ResourcePoolUsages returns a ResourcePoolUsageInformer.
+	ResourcePoolUsages() TypedResourcePoolUsageInformer
 	// ResourceSlices returns a ResourceSliceInformer.
 	ResourceSlices() TypedResourceSliceInformer
 }
@@ -53,6 +55,11 @@ func (v *version) ResourceClaims() TypedResourceClaimInformer {
 // ResourceClaimTemplates returns a TypedResourceClaimTemplateInformer.
 func (v *version) ResourceClaimTemplates() TypedResourceClaimTemplateInformer {
 	return &resourceClaimTemplateInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// ResourcePoolUsages returns a TypedResourcePoolUsageInformer.
+func (v *version) ResourcePoolUsages() TypedResourcePoolUsageInformer {
+	return &resourcePoolUsageInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // ResourceSlices returns a TypedResourceSliceInformer.

@@ -14,4 +14,6 @@ type ResourceClaimExpansion interface{}
 
 type ResourceClaimTemplateExpansion interface{}
 
+type ResourcePoolUsageExpansion interface{}
+
 type ResourceSliceExpansion interface{}

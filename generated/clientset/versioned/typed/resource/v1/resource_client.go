@@ -20,6 +20,7 @@ type ResourceV1Interface interface {
 	DeviceTaintRulesGetter
 	ResourceClaimsGetter
 	ResourceClaimTemplatesGetter
+	ResourcePoolUsagesGetter
 	ResourceSlicesGetter
 }
 
@@ -42,6 +43,10 @@ func (c *ResourceV1Client) ResourceClaims(namespace string) ResourceClaimInterfa
 
 func (c *ResourceV1Client) ResourceClaimTemplates(namespace string) ResourceClaimTemplateInterface {
 	return newResourceClaimTemplates(c, namespace)
+}
+
+func (c *ResourceV1Client) ResourcePoolUsages() ResourcePoolUsageInterface {
+	return newResourcePoolUsages(c)
 }
 
 func (c *ResourceV1Client) ResourceSlices() ResourceSliceInterface {

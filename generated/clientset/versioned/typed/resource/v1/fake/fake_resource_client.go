@@ -32,6 +32,10 @@ func (c *FakeResourceV1) ResourceClaimTemplates(namespace string) v1.ResourceCla
 	return newFakeResourceClaimTemplates(c, namespace)
 }
 
+func (c *FakeResourceV1) ResourcePoolUsages() v1.ResourcePoolUsageInterface {
+	return newFakeResourcePoolUsages(c)
+}
+
 func (c *FakeResourceV1) ResourceSlices() v1.ResourceSliceInterface {
 	return newFakeResourceSlices(c)
 }

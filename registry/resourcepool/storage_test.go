@@ -1,0 +1,148 @@
+package resourcepool
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/draplane/draplane/allocator"
+	"github.com/draplane/draplane/allocator/capacity"
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+func slice(driver, node string, devices ...string) *resourceapi.ResourceSlice {
+	s := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + driver},
+		Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: new(node),
+			Pool: resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}},
+	}
+	for _, d := range devices {
+		s.Spec.Devices = append(s.Spec.Devices, resourceapi.Device{Name: d})
+	}
+	return s
+}
+
+func allocated(uid, driver, pool, device string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "ns", UID: types.UID(uid)}}
+	c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+		{Request: "r", Driver: driver, Pool: pool, Device: device}}}}
+	return c
+}
+
+func TestStorage(t *testing.T) {
+	ctx := context.Background()
+	tr := capacity.New(allocator.New(allocator.Options{}))
+	r := NewREST(tr)
+	tr.SetSlice(ctx, slice("gpu.example.com", "node-a", "g0", "g1"))
+	tr.SetSlice(ctx, slice("gpu.example.com", "node-b", "g0"))
+	tr.SetSlice(ctx, slice("nic.example.com", "node-a", "n0"))
+
+	obj, err := r.Get(ctx, "node-a.gpu.example.com", &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := obj.(*resourceapi.ResourcePoolUsage).Status.Devices; got.Total != 2 || got.Free != 2 {
+		t.Errorf("node-a gpus: %+v", got)
+	}
+	if _, err := r.Get(ctx, "nope", &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("get of a missing pool: %v, want NotFound", err)
+	}
+
+	for _, tc := range []struct {
+		selector string
+		want     []string
+		bad      bool
+	}{
+		{"", []string{"node-a.gpu.example.com", "node-a.nic.example.com", "node-b.gpu.example.com"}, false},
+		{"status.driver=gpu.example.com", []string{"node-a.gpu.example.com", "node-b.gpu.example.com"}, false},
+		{"status.nodeName=node-a", []string{"node-a.gpu.example.com", "node-a.nic.example.com"}, false},
+		{"status.nodeName=node-a,status.driver=nic.example.com", []string{"node-a.nic.example.com"}, false},
+		{"spec.driver=x", nil, true},
+	} {
+		opts := &metainternalversion.ListOptions{}
+		if tc.selector != "" {
+			opts.FieldSelector = fields.ParseSelectorOrDie(tc.selector)
+		}
+		obj, err := r.List(ctx, opts)
+		if tc.bad {
+			if !apierrors.IsBadRequest(err) {
+				t.Errorf("%q: %v, want a bad request", tc.selector, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, p := range obj.(*resourceapi.ResourcePoolUsageList).Items {
+			names = append(names, p.Name)
+		}
+		if len(names) != len(tc.want) {
+			t.Errorf("%q: %v, want %v", tc.selector, names, tc.want)
+			continue
+		}
+		for i := range names {
+			if names[i] != tc.want[i] {
+				t.Errorf("%q: %v, want %v", tc.selector, names, tc.want)
+			}
+		}
+	}
+
+	// A watch from the list's resource version, restricted to node-a's gpus,
+	// sees the allocation and the release and nothing of other pools.
+	list, _ := r.List(ctx, &metainternalversion.ListOptions{})
+	rv := list.(*resourceapi.ResourcePoolUsageList).ResourceVersion
+	w, err := r.Watch(ctx, &metainternalversion.ListOptions{ResourceVersion: rv, FieldSelector: fields.ParseSelectorOrDie("metadata.name=node-a.gpu.example.com")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	tr.SetClaim(ctx, allocated("c1", "gpu.example.com", "node-b", "g0"))
+	tr.SetClaim(ctx, allocated("c2", "gpu.example.com", "node-a", "g1"))
+	tr.DeleteClaim(ctx, "c2")
+	for _, wantFree := range []int32{1, 2} {
+		select {
+		case ev := <-w.ResultChan():
+			p := ev.Object.(*resourceapi.ResourcePoolUsage)
+			if ev.Type != watch.Modified || p.Name != "node-a.gpu.example.com" || p.Status.Devices.Free != wantFree {
+				t.Errorf("event %s %s free %d, want MODIFIED node-a.gpu.example.com free %d", ev.Type, p.Name, p.Status.Devices.Free, wantFree)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event")
+		}
+	}
+
+	// A watch without a resource version starts with every pool.
+	w2, err := r.Watch(ctx, &metainternalversion.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	for range 3 {
+		if ev := <-w2.ResultChan(); ev.Type != watch.Added {
+			t.Errorf("initial event %s", ev.Type)
+		}
+	}
+	tr.DeleteSlice(ctx, "node-b-gpu.example.com")
+	if ev := <-w2.ResultChan(); ev.Type != watch.Deleted || ev.Object.(*resourceapi.ResourcePoolUsage).Name != "node-b.gpu.example.com" {
+		t.Errorf("after the slice's deletion: %s %s", ev.Type, ev.Object.(*resourceapi.ResourcePoolUsage).Name)
+	}
+
+	table, err := r.ConvertToTable(ctx, list, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(table.ColumnDefinitions) != 7 || len(table.Rows) != 3 {
+		t.Fatalf("table: %d columns, %d rows", len(table.ColumnDefinitions), len(table.Rows))
+	}
+	if row := table.Rows[0].Cells; row[1] != "gpu.example.com" || row[2] != "node-a" || row[3] != int64(2) || row[5] != int64(2) {
+		t.Errorf("first row %v", row)
+	}
+}
