@@ -20,6 +20,9 @@ var (
 	poolCapacityDesc = metrics.NewDesc("draplane_resourcepool_capacity",
 		"Consumable capacity of a resource pool's shareable devices: used and total per capacity.",
 		[]string{"driver", "pool", "capacity", "kind"}, nil, metrics.ALPHA, "")
+	recountsDesc = metrics.NewDesc("draplane_resourcepool_recounts_total",
+		"Times a single pool was counted again after an event; an event touching one pool counts one.",
+		nil, nil, metrics.ALPHA, "")
 	classDevicesDesc = metrics.NewDesc("draplane_deviceclass_devices",
 		"Devices a DeviceClass selects in all pools: total and free.",
 		[]string{"class", "state"}, nil, metrics.ALPHA, "")
@@ -48,6 +51,7 @@ func (c *collector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- poolCounterDesc
 	ch <- poolCapacityDesc
 	ch <- classDevicesDesc
+	ch <- recountsDesc
 }
 
 func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
@@ -55,6 +59,7 @@ func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
 	if r == nil {
 		return
 	}
+	ch <- metrics.NewLazyConstMetric(recountsDesc, metrics.CounterValue, float64(r.tracker.Recomputes()))
 	pools, _ := r.tracker.Pools()
 	for _, u := range pools {
 		node := u.NodeName

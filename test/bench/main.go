@@ -11,7 +11,10 @@
 //   - pods with template claims bound per second on simulated nodes
 //     (default 500 nodes x 8 GPUs, 2,500 pods);
 //   - the server's RSS after that, and after loading claims up to 10,000
-//     beside the 500 slices.
+//     beside the 500 slices;
+//   - the server's CPU per claim allocation or release with 5,000 pools
+//     and a watch of resourcepools open, and how many pools each event
+//     made it count again.
 //
 // It is not a test: numbers vary with the machine; nothing is asserted
 // beyond the work having been done.
@@ -59,6 +62,9 @@ type config struct {
 	devices        int
 	pods           int
 	totalClaims    int
+	pools          int
+	poolEvents     int
+	only           string
 }
 
 func main() {
@@ -72,6 +78,9 @@ func main() {
 	flag.IntVar(&c.devices, "devices-per-node", 8, "GPUs per simulated node")
 	flag.IntVar(&c.pods, "pods", 2500, "Pods with a template claim each")
 	flag.IntVar(&c.totalClaims, "total-claims", 10000, "Claims in the store when the last RSS is taken")
+	flag.IntVar(&c.pools, "pools", 5000, "Pools (one slice each) for the resourcepools benchmark")
+	flag.IntVar(&c.poolEvents, "pool-events", 500, "Claims allocated and released per round of the resourcepools benchmark")
+	flag.StringVar(&c.only, "only", "", "Run only this part: resourcepools")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
@@ -95,6 +104,9 @@ func run(c config) error {
 	}
 	c.binary = binary
 	report("machine", fmt.Sprintf("%d CPUs; data dirs in %s", runtime.NumCPU(), c.workDir))
+	if c.only == "resourcepools" {
+		return benchResourcePools(c)
+	}
 
 	// 1. Startup, without the simulator: what `dra-apiserver` alone costs.
 	dataDir := filepath.Join(c.workDir, "plain")
@@ -120,6 +132,11 @@ func run(c config) error {
 
 	// 3. Pods bound on simulated nodes, then RSS with many claims.
 	if err := benchPods(c); err != nil {
+		return err
+	}
+
+	// 4. Watching resourcepools with many pools.
+	if err := benchResourcePools(c); err != nil {
 		return err
 	}
 	report("total run time", seconds(time.Since(start)))
