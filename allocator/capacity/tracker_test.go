@@ -3,8 +3,10 @@ package capacity
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -111,5 +113,82 @@ func TestTrackerIsIncremental(t *testing.T) {
 	pools, _ := tr.Pools()
 	if len(pools) != 9 {
 		t.Errorf("%d pools left, want 9", len(pools))
+	}
+}
+
+// TestTrackerMatchesFullCount applies random events and compares, after
+// each, the tracker's incremental counts with one count of everything by
+// the allocator.
+func TestTrackerMatchesFullCount(t *testing.T) {
+	ctx := context.Background()
+	alloc := allocator.New(allocator.Options{})
+	tr := New(alloc)
+	rng := rand.New(rand.NewPCG(1, 2))
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["gpu.example.com"].model == "a"`}}}}}
+	slices := map[string]*resourceapi.ResourceSlice{}
+	claims := map[types.UID]*resourceapi.ResourceClaim{}
+	rules := map[string]*resourceapi.DeviceTaintRule{}
+	classes := map[string]*resourceapi.DeviceClass{}
+	node := func() string { return fmt.Sprintf("node-%d", rng.IntN(6)) }
+	for step := range 400 {
+		switch rng.IntN(7) {
+		case 0, 1:
+			s := slice(node(), "gpu-0", "gpu-1", "gpu-2")
+			s.Spec.Pool.Generation = int64(rng.IntN(3))
+			for i := range s.Spec.Devices {
+				model := []string{"a", "b"}[rng.IntN(2)]
+				s.Spec.Devices[i].Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"model": {StringValue: new(model)}}
+			}
+			slices[s.Name] = s
+			tr.SetSlice(ctx, s)
+		case 2:
+			name := node() + "-gpus"
+			delete(slices, name)
+			tr.DeleteSlice(ctx, name)
+		case 3, 4:
+			uid := fmt.Sprintf("c%d", rng.IntN(8))
+			c := claim(uid, node(), fmt.Sprintf("gpu-%d", rng.IntN(3)))
+			if rng.IntN(3) == 0 {
+				c.Status.Allocation = nil
+			}
+			claims[c.UID] = c
+			tr.SetClaim(ctx, c)
+		case 5:
+			uid := types.UID(fmt.Sprintf("c%d", rng.IntN(8)))
+			delete(claims, uid)
+			tr.DeleteClaim(ctx, uid)
+		case 6:
+			if rng.IntN(2) == 0 {
+				r := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("r%d", rng.IntN(3))}, Spec: resourceapi.DeviceTaintRuleSpec{
+					DeviceSelector: &resourceapi.DeviceTaintSelector{Pool: new(node())},
+					Taint:          resourceapi.DeviceTaint{Key: "k", Effect: resourceapi.DeviceTaintEffectNoExecute}}}
+				rules[r.Name] = r
+				tr.SetRule(ctx, r)
+			} else if _, ok := classes["gpu"]; ok {
+				delete(classes, "gpu")
+				tr.DeleteClass(ctx, "gpu")
+			} else {
+				classes["gpu"] = class
+				tr.SetClass(ctx, class)
+			}
+		}
+
+		snap := allocator.Snapshot{Classes: classes}
+		for _, s := range slices {
+			snap.Slices = append(snap.Slices, s)
+		}
+		for _, r := range rules {
+			snap.TaintRules = append(snap.TaintRules, r)
+		}
+		inUse := allocator.NewInUse()
+		for _, c := range claims {
+			inUse.AddClaim(c)
+		}
+		want := alloc.Prepare(snap).State(inUse).Usage(ctx)
+		got, _ := tr.Pools()
+		if !equality.Semantic.DeepEqual(got, want) {
+			t.Fatalf("step %d: incremental counts differ from a full count:\n got %+v\nwant %+v", step, got, want)
+		}
 	}
 }
