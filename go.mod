@@ -138,6 +138,7 @@ tool (
 	k8s.io/code-generator/cmd/defaulter-gen
 	k8s.io/code-generator/cmd/informer-gen
 	k8s.io/code-generator/cmd/lister-gen
+	k8s.io/code-generator/cmd/prerelease-lifecycle-gen
 	k8s.io/code-generator/cmd/register-gen
 	k8s.io/code-generator/cmd/validation-gen
 	k8s.io/kube-openapi/cmd/openapi-gen

@@ -24,6 +24,22 @@ BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
 
 kube::codegen::gen_helpers --boilerplate "${BOILERPLATE}" "${ROOT}/apis"
 
+# APILifecycle{Introduced,Deprecated,Removed,Replacement} methods of the
+# packages tagged +k8s:prerelease-lifecycle-gen=true (v1beta1): the API
+# server warns on every request to a deprecated version from them. The
+# generator is pinned as a tool in go.mod, like the others.
+find "${ROOT}/apis" -name zz_generated.prerelease-lifecycle.go -delete
+lifecycle_pkgs=()
+while IFS= read -r dir; do
+  lifecycle_pkgs+=("./${dir#"${ROOT}/"}")
+done < <(grep -rl --include=doc.go '^// +k8s:prerelease-lifecycle-gen=true' "${ROOT}/apis" | xargs -n1 dirname | sort)
+if [[ ${#lifecycle_pkgs[@]} -gt 0 ]]; then
+  go tool prerelease-lifecycle-gen \
+    --output-file zz_generated.prerelease-lifecycle.go \
+    --go-header-file "${BOILERPLATE}" \
+    "${lifecycle_pkgs[@]}"
+fi
+
 # OpenAPI for our group plus every foreign type the server publishes
 # (core-lite serves pods, nodes, namespaces, events and leases). The
 # violations list holds apimachinery's own rule violations we accept.

@@ -11,6 +11,10 @@ import (
 // +genclient
 // +genclient:nonNamespaced
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +k8s:prerelease-lifecycle-gen:introduced=0.1
+// +k8s:prerelease-lifecycle-gen:deprecated=0.1
+// +k8s:prerelease-lifecycle-gen:removed=0.3
+// +k8s:prerelease-lifecycle-gen:replacement=resource.draplane.dev,v1,ResourceSlice
 
 // ResourceSlice publishes the devices of one driver in one pool. A pool
 // may span several slices; all slices of the current generation together
@@ -293,6 +297,10 @@ type DeviceTaint struct {
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +k8s:prerelease-lifecycle-gen:introduced=0.1
+// +k8s:prerelease-lifecycle-gen:deprecated=0.1
+// +k8s:prerelease-lifecycle-gen:removed=0.3
+// +k8s:prerelease-lifecycle-gen:replacement=resource.draplane.dev,v1,ResourceSliceList
 
 // ResourceSliceList is a list of ResourceSlices.
 type ResourceSliceList struct {
@@ -307,6 +315,10 @@ type ResourceSliceList struct {
 
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +k8s:prerelease-lifecycle-gen:introduced=0.1
+// +k8s:prerelease-lifecycle-gen:deprecated=0.1
+// +k8s:prerelease-lifecycle-gen:removed=0.3
+// +k8s:prerelease-lifecycle-gen:replacement=resource.draplane.dev,v1,ResourceClaim
 
 // ResourceClaim asks for devices. Its status records the allocation and
 // the consumers it is reserved for.
@@ -679,6 +691,10 @@ const (
 )
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +k8s:prerelease-lifecycle-gen:introduced=0.1
+// +k8s:prerelease-lifecycle-gen:deprecated=0.1
+// +k8s:prerelease-lifecycle-gen:removed=0.3
+// +k8s:prerelease-lifecycle-gen:replacement=resource.draplane.dev,v1,ResourceClaimList
 
 // ResourceClaimList is a list of ResourceClaims.
 type ResourceClaimList struct {
@@ -694,6 +710,10 @@ type ResourceClaimList struct {
 // +genclient
 // +genclient:nonNamespaced
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +k8s:prerelease-lifecycle-gen:introduced=0.1
+// +k8s:prerelease-lifecycle-gen:deprecated=0.1
+// +k8s:prerelease-lifecycle-gen:removed=0.3
+// +k8s:prerelease-lifecycle-gen:replacement=resource.draplane.dev,v1,DeviceClass
 
 // DeviceClass is a set of devices, chosen by selectors, with configuration
 // for them. Requests name a class.
@@ -731,6 +751,10 @@ type DeviceClassConfiguration struct {
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +k8s:prerelease-lifecycle-gen:introduced=0.1
+// +k8s:prerelease-lifecycle-gen:deprecated=0.1
+// +k8s:prerelease-lifecycle-gen:removed=0.3
+// +k8s:prerelease-lifecycle-gen:replacement=resource.draplane.dev,v1,DeviceClassList
 
 // DeviceClassList is a list of DeviceClasses.
 type DeviceClassList struct {
@@ -745,6 +769,10 @@ type DeviceClassList struct {
 
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +k8s:prerelease-lifecycle-gen:introduced=0.1
+// +k8s:prerelease-lifecycle-gen:deprecated=0.1
+// +k8s:prerelease-lifecycle-gen:removed=0.3
+// +k8s:prerelease-lifecycle-gen:replacement=resource.draplane.dev,v1,ResourceClaimTemplate
 
 // ResourceClaimTemplate is used to create a ResourceClaim for each pod
 // that names it.
@@ -770,6 +798,10 @@ type ResourceClaimTemplateSpec struct {
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +k8s:prerelease-lifecycle-gen:introduced=0.1
+// +k8s:prerelease-lifecycle-gen:deprecated=0.1
+// +k8s:prerelease-lifecycle-gen:removed=0.3
+// +k8s:prerelease-lifecycle-gen:replacement=resource.draplane.dev,v1,ResourceClaimTemplateList
 
 // ResourceClaimTemplateList is a list of ResourceClaimTemplates.
 type ResourceClaimTemplateList struct {
