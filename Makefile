@@ -103,6 +103,10 @@ bench-e2e: build ## End-to-end numbers of the real binary: startup, claims/s vs 
 update-fixtures: ## Rewrite the HEAD wire fixtures from the current types.
 	UPDATE_COMPATIBILITY_FIXTURE_DATA=true $(GO) test ./apis/resource/ -run TestCompatibility
 
+.PHONY: update-openapi-spec
+update-openapi-spec: ## Rewrite api/openapi-spec/HEAD from what an in-process server serves.
+	UPDATE_OPENAPI_SPEC=true $(GO) test -count=1 ./test/integration/openapispec/ -run TestOpenAPISpec
+
 .PHONY: clean
 clean: ## Remove build output.
 	rm -rf _output

@@ -25,7 +25,19 @@ import (
 // limit, once /readyz answers and namespace default exists.
 func StartServer(ctx context.Context, tb testing.TB, wg *sync.WaitGroup, withControllers bool) *rest.Config {
 	tb.Helper()
+	return StartServerWithEtcd(ctx, tb, wg, withControllers, "")
+}
+
+// StartServerWithEtcd is StartServer with the objects stored in the etcd
+// at etcdURL (see etcdtest.Start) instead of an embedded one, so that a
+// test can read and write the stored bytes itself. An empty etcdURL means
+// the embedded etcd.
+func StartServerWithEtcd(ctx context.Context, tb testing.TB, wg *sync.WaitGroup, withControllers bool, etcdURL string) *rest.Config {
+	tb.Helper()
 	options := app.NewOptions()
+	if etcdURL != "" {
+		options.Etcd.StorageConfig.Transport.ServerList = []string{etcdURL}
+	}
 	options.DataDir = tb.TempDir()
 	options.SecureServing.BindPort = 0
 	options.EmbeddedEtcd.UnsafeNoFsync = true
