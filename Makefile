@@ -84,7 +84,7 @@ verify-layout: ## Fail if a package imports one above it (cmd -> server -> {cont
 	$(GO) run ./hack/tools/verify-layout
 
 .PHONY: verify
-verify: fmt vet verify-codegen verify-layout test ## gofmt, go vet, verify-codegen, the layout check and the tests.
+verify: fmt vet verify-codegen verify-layout verify-api-compat test ## gofmt, go vet, verify-codegen, the layout check, verify-api-compat and the tests.
 
 .PHONY: bench
 bench: ## Allocator benchmarks (ns/op, B/op, allocs/op) and pods bound/s by the allocation controller on a real in-process server.
@@ -106,6 +106,18 @@ update-fixtures: ## Rewrite the HEAD wire fixtures from the current types.
 .PHONY: update-openapi-spec
 update-openapi-spec: ## Rewrite api/openapi-spec/HEAD from what an in-process server serves.
 	UPDATE_OPENAPI_SPEC=true $(GO) test -count=1 ./test/integration/openapispec/ -run TestOpenAPISpec
+
+.PHONY: verify-api-compat
+verify-api-compat: ## Fail on every change of api/openapi-spec/HEAD that breaks clients of the newest frozen release.
+	hack/verify-api-compat.sh
+
+.PHONY: verify-api-compat-selftest
+verify-api-compat-selftest: ## Prove verify-api-compat fails on each class of breaking change and passes on an addition.
+	hack/verify-api-compat-selftest.sh
+
+.PHONY: freeze-release
+freeze-release: ## Freeze the wire fixtures and OpenAPI documents of a release: make freeze-release VERSION=vX.Y.Z.
+	hack/freeze-release.sh $(VERSION)
 
 .PHONY: clean
 clean: ## Remove build output.
