@@ -7,9 +7,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/endpoints/deprecation"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	baseversion "k8s.io/component-base/version"
 
 	"github.com/draplane/draplane/allocator"
 	"github.com/draplane/draplane/allocator/capacity"
@@ -59,18 +63,52 @@ func resourceStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGette
 	}, nil
 }
 
-// servedIn returns the storage whose kinds exist in version gv: v1beta1
-// has no DeviceTaintRule and no ResourcePool.
-func servedIn(scheme *runtime.Scheme, gv schema.GroupVersion, storage map[string]rest.Storage) map[string]rest.Storage {
+// servedIn returns the storage whose kinds exist in version gv (v1beta1
+// has no DeviceTaintRule and no ResourcePool) and are still served by this binary: a kind
+// whose lifecycle names a removal release (prerelease-lifecycle-gen's
+// APILifecycleRemoved) is left out from that release on. expiration is
+// nil when the binary carries no version (built without -ldflags): then
+// every kind is served.
+func servedIn(scheme *runtime.Scheme, gv schema.GroupVersion, storage map[string]rest.Storage, expiration genericapiserver.ResourceExpirationEvaluator) map[string]rest.Storage {
 	served := map[string]rest.Storage{}
 	for path, s := range storage {
 		kinds, _, err := scheme.ObjectKinds(s.New())
 		if err != nil || len(kinds) == 0 || !scheme.Recognizes(gv.WithKind(kinds[0].Kind)) {
 			continue
 		}
+		if expiration != nil {
+			obj, err := scheme.New(gv.WithKind(kinds[0].Kind))
+			if err != nil {
+				continue
+			}
+			if removed, ok := obj.(interface{ APILifecycleRemoved() (int, int) }); ok {
+				if major, minor := removed.APILifecycleRemoved(); !expiration.ShouldServeForVersion(major, minor) {
+					continue
+				}
+			}
+		}
 		served[path] = s
 	}
 	return served
+}
+
+// expirationEvaluator decides by the binary's version (the component-base
+// version variables, 0.<minor> in our builds) which deprecated kinds are
+// past their removal release. It returns nil for a binary without a
+// version.
+func expirationEvaluator(info version.Info) (genericapiserver.ResourceExpirationEvaluator, error) {
+	major, minor, err := deprecation.MajorMinor(info)
+	if err != nil {
+		return nil, nil
+	}
+	var prerelease string
+	if v, err := utilversion.ParseSemantic(info.GitVersion); err == nil {
+		prerelease = v.PreRelease()
+	}
+	return genericapiserver.NewResourceExpirationEvaluatorFromOptions(genericapiserver.ResourceExpirationEvaluatorOptions{
+		CurrentVersion: utilversion.MajorMinor(uint(major), uint(minor)),
+		Prerelease:     prerelease,
+	})
 }
 
 // installResourceAPI serves resource.draplane.dev v1 and v1beta1. Both
@@ -90,9 +128,15 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 	if err != nil {
 		return fmt.Errorf("storage for %s: %w", resourceapi.GroupName, err)
 	}
+	expiration, err := expirationEvaluator(baseversion.Get())
+	if err != nil {
+		return err
+	}
 	info := genericapiserver.NewDefaultAPIGroupInfo(resourceapi.GroupName, scheme, metav1.ParameterCodec, codecs)
 	info.VersionedResourcesStorageMap[resourcev1.SchemeGroupVersion.Version] = storage
-	info.VersionedResourcesStorageMap[resourcev1beta1.SchemeGroupVersion.Version] = servedIn(scheme, resourcev1beta1.SchemeGroupVersion, storage)
+	if beta := servedIn(scheme, resourcev1beta1.SchemeGroupVersion, storage, expiration); len(beta) > 0 {
+		info.VersionedResourcesStorageMap[resourcev1beta1.SchemeGroupVersion.Version] = beta
+	}
 	if err := s.InstallAPIGroup(&info); err != nil {
 		return fmt.Errorf("install %s: %w", resourceapi.GroupName, err)
 	}
