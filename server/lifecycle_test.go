@@ -1,4 +1,4 @@
-package v1beta1_test
+package server
 
 import (
 	"strings"
