@@ -6,9 +6,13 @@ PKG := github.com/draplane/draplane
 VERSION ?= v0.1.0-dev
 GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILD_DATE := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
-LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
-	-X k8s.io/component-base/version.gitMajor=0 \
-	-X k8s.io/component-base/version.gitMinor=1 \
+# Major and minor come from VERSION: the API server compares them with the
+# lifecycle of each served kind (deprecation warnings, removal).
+VERSION_MAJOR = $(shell echo '$(VERSION)' | sed -E 's/^v([0-9]+)\.([0-9]+).*/\1/')
+VERSION_MINOR = $(shell echo '$(VERSION)' | sed -E 's/^v([0-9]+)\.([0-9]+).*/\2/')
+LDFLAGS = -X k8s.io/component-base/version.gitVersion=$(VERSION) \
+	-X k8s.io/component-base/version.gitMajor=$(VERSION_MAJOR) \
+	-X k8s.io/component-base/version.gitMinor=$(VERSION_MINOR) \
 	-X k8s.io/component-base/version.gitCommit=$(GIT_COMMIT) \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/component-base/version.buildDate=$(BUILD_DATE)
