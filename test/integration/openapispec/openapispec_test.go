@@ -36,7 +36,7 @@ import (
 
 const updateEnv = "UPDATE_OPENAPI_SPEC"
 
-// ServedFile names the record of the served kinds and their lifecycle,
+// servedFile names the record of the served kinds and their lifecycle,
 // next to the OpenAPI documents.
 const servedFile = "served.json"
 
