@@ -192,13 +192,10 @@ func deref(doc *Document, s *Schema) *Schema {
 // compare walks old and new at one field path. stack holds the schema
 // pairs being compared further up, which ends recursive types.
 func (w *walker) compare(path string, oldS, newS *Schema, stack []pair) {
-	// What sits on the reference itself: the field's default.
-	if !jsonEqual(oldS.Default, newS.Default) {
-		w.report(path, "default changed from %s to %s", show(oldS.Default), show(newS.Default))
-	}
 	o, n := deref(w.oldDoc, oldS), deref(w.newDoc, newS)
-	if !jsonEqual(o.Default, n.Default) && (o != oldS || n != newS) {
-		w.report(path, "default changed from %s to %s", show(o.Default), show(n.Default))
+	// A field's default sits next to its reference, or on the schema.
+	if oldDefault, newDefault := effectiveDefault(oldS, o), effectiveDefault(newS, n); !jsonEqual(oldDefault, newDefault) {
+		w.report(path, "default changed from %s to %s", show(oldDefault), show(newDefault))
 	}
 	p := pair{o, n}
 	if slices.Contains(stack, p) {
@@ -341,6 +338,15 @@ func (w *walker) compareValidation(path string, o, n *Schema) {
 			w.report(path, "validation rule (x-kubernetes-validations) added or changed: %s: validation tightened", compact(rule))
 		}
 	}
+}
+
+// effectiveDefault is the default of a field: the one next to its
+// reference, else the one of the schema it refers to.
+func effectiveDefault(field, target *Schema) json.RawMessage {
+	if len(field.Default) > 0 {
+		return field.Default
+	}
+	return target.Default
 }
 
 // listType is a list's x-kubernetes-list-type; a list without one is

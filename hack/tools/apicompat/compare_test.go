@@ -330,6 +330,15 @@ func TestCompare(t *testing.T) {
 			edit:       func(_, served map[string]any) { delete(served, "example.dev/v1beta1") },
 			want:       []string{`example.dev/v1beta1: served version removed (Widget served it: "HEAD" is not a release, so no deprecation period has passed)`},
 		},
+		"reference inlined with the same default": {
+			edit: func(doc, _ map[string]any) {
+				parts := prop(doc, "parts")
+				parts["items"] = map[string]any{
+					"type": "object", "required": []any{"name"}, "default": map[string]any{},
+					"properties": schema(doc, "dev.example.v1.Part")["properties"],
+				}
+			},
+		},
 		"nullable dropped": {
 			edit: func(doc, _ map[string]any) { delete(prop(doc, "comment"), "nullable") },
 			want: []string{v1 + "Widget spec.comment: no longer nullable", v1 + "WidgetList items[].spec.comment: no longer nullable"},
