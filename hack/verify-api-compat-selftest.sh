@@ -4,7 +4,8 @@
 # the class needs a bound the served API does not have yet, the same field
 # of the release gets it first) and the check must fail naming the change
 # at its path. An addition must pass, and so must a break whose line is in
-# the allow-list.
+# the allow-list. Last, one change goes the whole way from the Go types
+# through code generation and the served document (about a minute).
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -188,6 +189,39 @@ check version-removed "BREAKING: ${V1}: served version removed"
 check deprecated-version-removed-early "BREAKING: resource.draplane.dev/v1beta1: served version removed (DeviceClass served it: deprecated in 0.1, to be served until 0.3)"
 check addition
 check allowed-break
+
+# Through the whole pipeline once: a JSON field renamed in the Go types,
+# regenerated (hack/update-codegen.sh), served and written to HEAD's
+# documents (make update-openapi-spec) is refused.
+tree="${WORK}/tree"
+mkdir -p "${tree}"
+tar -C "${ROOT}" --exclude=.git --exclude=_output -cf - . | tar -C "${tree}" -xf -
+python3 - "${tree}/apis/resource/v1/types.go" <<'PY'
+import sys
+path = sys.argv[1]
+src = open(path).read()
+old = 'AdminAccess *bool `json:"adminAccess,omitempty"`'
+assert old in src, "anchor not found in " + path
+open(path, "w").write(src.replace(old, 'AdminAccess *bool `json:"adminAccessRequested,omitempty"`', 1))
+PY
+expected="BREAKING: ${V1} ResourceClaim spec.devices.requests[].exactly.adminAccess: field removed (or renamed)"
+status=0
+(
+  cd "${tree}"
+  hack/update-codegen.sh >/dev/null 2>&1
+  UPDATE_OPENAPI_SPEC=true go test -count=1 ./test/integration/openapispec/ -run '^TestOpenAPISpec$' >/dev/null 2>&1
+  hack/verify-api-compat.sh
+) >"${WORK}/tree.log" 2>&1 || status=$?
+if [[ ${status} -eq 0 ]]; then
+  echo "FAIL: types-field-renamed: the check passed" >&2
+  failures=$((failures + 1))
+elif ! grep -qF -- "${expected}" "${WORK}/tree.log"; then
+  echo "FAIL: types-field-renamed: the check failed without reporting \"${expected}\":" >&2
+  tail -20 "${WORK}/tree.log" >&2
+  failures=$((failures + 1))
+else
+  echo "ok: types-field-renamed fails: $(grep -F -- "${expected}" "${WORK}/tree.log" | head -1)"
+fi
 
 if [[ ${failures} -ne 0 ]]; then
   echo "FAIL: ${failures} case(s) of the API compatibility self-test" >&2
