@@ -15,11 +15,15 @@ RUN go mod download
 COPY . .
 ARG VERSION=v0.1.0-dev
 ARG GIT_COMMIT=unknown
-RUN CGO_ENABLED=0 go build -trimpath -o /out/dra-apiserver \
+# Major and minor come from VERSION, as in the Makefile: the server
+# compares them with each kind's lifecycle (deprecation, removal).
+RUN major="$(echo "${VERSION}" | sed -E 's/^v([0-9]+)\.([0-9]+).*/\1/')" && \
+    minor="$(echo "${VERSION}" | sed -E 's/^v([0-9]+)\.([0-9]+).*/\2/')" && \
+    CGO_ENABLED=0 go build -trimpath -o /out/dra-apiserver \
       -ldflags "-s -w \
         -X k8s.io/component-base/version.gitVersion=${VERSION} \
-        -X k8s.io/component-base/version.gitMajor=0 \
-        -X k8s.io/component-base/version.gitMinor=1 \
+        -X k8s.io/component-base/version.gitMajor=${major} \
+        -X k8s.io/component-base/version.gitMinor=${minor} \
         -X k8s.io/component-base/version.gitCommit=${GIT_COMMIT} \
         -X k8s.io/component-base/version.gitTreeState=clean" \
       ./cmd/dra-apiserver
