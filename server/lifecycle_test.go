@@ -83,7 +83,7 @@ func TestLifecycle(t *testing.T) {
 			})
 		}
 	}
-	if kinds != 18 {
-		t.Errorf("checked %d kinds, want 18 (v1: 5 kinds and their lists, v1beta1: 4 and their lists)", kinds)
+	if kinds != 20 {
+		t.Errorf("checked %d kinds, want 20 (v1: 6 kinds and their lists, v1beta1: 4 and their lists)", kinds)
 	}
 }

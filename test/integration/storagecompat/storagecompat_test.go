@@ -110,6 +110,9 @@ func TestStoredFixturesReadable(t *testing.T) {
 				if err != nil {
 					t.Fatalf("decode: %v", err)
 				}
+				if gvk.Kind == "ResourcePoolUsage" {
+					t.Skip("ResourcePoolUsage is computed from other objects, never stored in etcd")
+				}
 				r, ok := resources[gvk.Kind]
 				if !ok {
 					t.Fatalf("no resource known for %s", gvk)
