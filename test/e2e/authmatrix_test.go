@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"io"
 	"math/big"
 	"net/http"
 	"os"
@@ -108,26 +106,7 @@ func TestAuthMatrix(t *testing.T) {
 
 	do := func(t *testing.T, client *http.Client, method, path, contentType, body string) (int, string) {
 		t.Helper()
-		var reader io.Reader
-		if body != "" {
-			reader = strings.NewReader(body)
-		}
-		req, err := http.NewRequest(method, s.URL+path, reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if body != "" {
-			req.Header.Set("Content-Type", contentType)
-		}
-		req.Header.Set("Accept", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		var answer bytes.Buffer
-		_, _ = answer.ReadFrom(io.LimitReader(resp.Body, 1<<20))
-		return resp.StatusCode, answer.String()
+		return httpDo(t, s, client, method, path, contentType, body)
 	}
 
 	checked := 0
