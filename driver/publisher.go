@@ -1,0 +1,536 @@
+// Package driver is the library a DRA driver imports to work with
+// draplane: a Publisher that keeps the driver's ResourceSlices equal to the
+// pools it states, the node agent's clean start (RemoveNodeSlices), and
+// the interface through which a node agent prepares and unprepares the
+// claims of a pod (Preparer).
+package driver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/generated/clientset/versioned"
+)
+
+// LabelPublishedBy marks the slices a Publisher writes; its value is a
+// hash of the driver name (driver names may be longer than a label value).
+const LabelPublishedBy = "driver.draplane.dev/published-by"
+
+// Pool is one pool a driver offers. Exactly one of NodeName, NodeSelector
+// and AllNodes says where its devices are usable.
+type Pool struct {
+	// Name is the pool's name, unique per driver.
+	Name string
+	// NodeName makes the pool node-local.
+	NodeName string
+	// NodeSelector makes the pool network-attached to the nodes it
+	// selects (one term).
+	NodeSelector *corev1.NodeSelector
+	// AllNodes makes the pool usable from every node.
+	AllNodes bool
+	// Devices of the pool, in the order the driver wants them published.
+	Devices []resourcev1.Device
+	// SharedCounters of the pool; they are published in slices of their
+	// own, as the API requires.
+	SharedCounters []resourcev1.CounterSet
+	// Owner, if set, becomes the owner reference of every slice of the
+	// pool. Node-local pools should be owned by their Node (NodeOwner), so
+	// that the slices go with it.
+	Owner *metav1.OwnerReference
+}
+
+// NodeOwner is the owner reference a node-local pool's slices carry.
+func NodeOwner(node *corev1.Node) *metav1.OwnerReference {
+	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
+}
+
+// Options configure a Publisher.
+type Options struct {
+	// DriverName is the driver's name (spec.driver of every slice).
+	DriverName string
+	// NodeName scopes a node agent's publisher to the slices of one node:
+	// slices of other nodes are never touched. Empty for a cluster-wide
+	// publisher, which manages the driver's slices without a node name.
+	NodeName string
+	// WritesPerSecond bounds the publisher's API writes; 0 means 10/s with
+	// bursts of 50.
+	WritesPerSecond float64
+	// OnError is told about every failed sync (which is retried with
+	// backoff). Nil logs the error.
+	OnError func(ctx context.Context, err error)
+}
+
+// Publisher creates, updates and deletes the driver's ResourceSlices so
+// that they describe the pools it was given last. Call Update with the
+// desired pools and Run to let it work in the background, or Sync to make
+// one pass in the caller's goroutine.
+type Publisher struct {
+	client  versioned.Interface
+	opts    Options
+	limiter *rate.Limiter
+	queue   workqueue.TypedRateLimitingInterface[string]
+
+	mu    sync.Mutex
+	pools map[string]Pool
+	// synced is closed after the first pass that succeeded.
+	synced     chan struct{}
+	syncedOnce sync.Once
+}
+
+// Counts say how many writes one pass made.
+type Counts struct {
+	Created, Updated, Deleted int
+}
+
+// Writes is the number of API writes.
+func (c Counts) Writes() int { return c.Created + c.Updated + c.Deleted }
+
+// NewPublisher returns a publisher with no pools: a Sync before Update
+// removes every slice it manages.
+func NewPublisher(client versioned.Interface, opts Options) (*Publisher, error) {
+	if opts.DriverName == "" {
+		return nil, errors.New("publisher needs a driver name")
+	}
+	limit, burst := rate.Limit(10), 50
+	if opts.WritesPerSecond > 0 {
+		limit, burst = rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))
+	}
+	return &Publisher{
+		client:  client,
+		opts:    opts,
+		limiter: rate.NewLimiter(limit, burst),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "publisher"},
+		),
+		pools:  map[string]Pool{},
+		synced: make(chan struct{}),
+	}, nil
+}
+
+// Update replaces the desired pools and asks Run for a pass.
+func (p *Publisher) Update(pools ...Pool) {
+	p.mu.Lock()
+	p.pools = make(map[string]Pool, len(pools))
+	for _, pool := range pools {
+		p.pools[pool.Name] = pool
+	}
+	p.mu.Unlock()
+	p.queue.Add(syncKey)
+}
+
+// Synced is closed once a pass succeeded after Run started.
+func (p *Publisher) Synced() <-chan struct{} { return p.synced }
+
+const syncKey = "sync"
+
+// Run makes passes until ctx ends: after every Update, and again with
+// backoff after a pass failed (a conflict, the API gone).
+func (p *Publisher) Run(ctx context.Context) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	go func() {
+		<-ctx.Done()
+		p.queue.ShutDown()
+	}()
+	p.queue.Add(syncKey)
+	for {
+		key, shutdown := p.queue.Get()
+		if shutdown {
+			return
+		}
+		counts, err := p.Sync(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			p.report(ctx, err)
+			p.queue.AddRateLimited(key)
+		case err == nil:
+			p.queue.Forget(key)
+			p.syncedOnce.Do(func() { close(p.synced) })
+			if counts.Writes() > 0 {
+				logger.V(2).Info("Published ResourceSlices", "driver", p.opts.DriverName, "created", counts.Created, "updated", counts.Updated, "deleted", counts.Deleted)
+			}
+		}
+		p.queue.Done(key)
+	}
+}
+
+func (p *Publisher) report(ctx context.Context, err error) {
+	if p.opts.OnError != nil {
+		p.opts.OnError(ctx, err)
+		return
+	}
+	klog.FromContext(ctx).Error(err, "Publishing ResourceSlices failed, retrying", "driver", p.opts.DriverName)
+}
+
+// Sync makes one pass: it lists the slices the publisher manages and
+// writes what differs from the desired pools. An error (a conflict with
+// another writer included) leaves a state that the next pass continues
+// from; slices are never duplicated because their names are fixed per
+// pool and position.
+func (p *Publisher) Sync(ctx context.Context) (Counts, error) {
+	p.mu.Lock()
+	pools := make(map[string]Pool, len(p.pools))
+	for name, pool := range p.pools {
+		pools[name] = pool
+	}
+	p.mu.Unlock()
+
+	selector := fields.Set{resourceapi.ResourceSliceSelectorDriver: p.opts.DriverName}
+	if p.opts.NodeName != "" {
+		selector[resourceapi.ResourceSliceSelectorNodeName] = p.opts.NodeName
+	}
+	list, err := p.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: selector.AsSelector().String()})
+	if err != nil {
+		return Counts{}, fmt.Errorf("list slices of driver %s: %w", p.opts.DriverName, err)
+	}
+	existing := map[string][]*resourcev1.ResourceSlice{}
+	for i := range list.Items {
+		slice := &list.Items[i]
+		if p.manages(slice, pools) {
+			existing[slice.Spec.Pool.Name] = append(existing[slice.Spec.Pool.Name], slice)
+		}
+	}
+	var counts Counts
+	var errs []error
+	names := make([]string, 0, len(pools)+len(existing))
+	for name := range pools {
+		names = append(names, name)
+	}
+	for name := range existing {
+		if _, ok := pools[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		pool, desired := pools[name]
+		if !desired {
+			for _, slice := range existing[name] {
+				if err := p.delete(ctx, slice, &counts); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			continue
+		}
+		if err := p.syncPool(ctx, pool, existing[name], &counts); err != nil {
+			errs = append(errs, fmt.Errorf("pool %s: %w", name, err))
+		}
+	}
+	return counts, errors.Join(errs...)
+}
+
+// manages says whether a listed slice is the publisher's to keep or
+// remove. The API does not let two drivers share a slice, and pool names
+// are the driver's own; a node agent manages the slices of its node, a
+// cluster-wide publisher the ones without a node name and those of its
+// pools.
+func (p *Publisher) manages(slice *resourcev1.ResourceSlice, pools map[string]Pool) bool {
+	if slice.Spec.Driver != p.opts.DriverName {
+		return false
+	}
+	nodeName := ptr.Deref(slice.Spec.NodeName, "")
+	if p.opts.NodeName != "" {
+		return nodeName == p.opts.NodeName
+	}
+	_, desired := pools[slice.Spec.Pool.Name]
+	return nodeName == "" || desired
+}
+
+// syncPool writes the fewest changes that turn the pool's existing slices
+// into the desired ones. Slices whose content is already right are kept
+// as they are; the others are updated in place, and only the difference in
+// number is created or deleted. When slices are created or deleted, or
+// when more than one slice changes, the pool's generation goes up so that
+// consumers never combine old and new slices (a device moved between two
+// slices would otherwise be seen twice or not at all); every slice then
+// carries the new generation.
+func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resourcev1.ResourceSlice, counts *Counts) error {
+	want, err := p.desiredSpecs(pool)
+	if err != nil {
+		return err
+	}
+	generation := int64(0)
+	for _, slice := range current {
+		generation = max(generation, slice.Spec.Pool.Generation)
+	}
+	// Older generations and duplicates are superseded: they are reused
+	// only as places for changed content.
+	slices.SortFunc(current, func(a, b *resourcev1.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
+
+	// Match slices whose content already is one of the desired ones.
+	matched := make([]*resourcev1.ResourceSlice, len(want))
+	used := map[*resourcev1.ResourceSlice]bool{}
+	for i, spec := range want {
+		for _, slice := range current {
+			if !used[slice] && sameContent(&slice.Spec, spec) && p.metaRight(slice, pool) {
+				matched[i], used[slice] = slice, true
+				break
+			}
+		}
+	}
+	var free []*resourcev1.ResourceSlice
+	for _, slice := range current {
+		if !used[slice] {
+			free = append(free, slice)
+		}
+	}
+	changed := 0
+	for i := range want {
+		if matched[i] == nil {
+			changed++
+			if len(free) > 0 {
+				matched[i], free = free[0], free[1:]
+			}
+		}
+	}
+	setChanges := len(free) > 0 || len(want) != len(current)
+	newGeneration := generation
+	if setChanges || changed > 1 || generation == 0 {
+		newGeneration = generation + 1
+	}
+	if !setChanges && changed == 0 {
+		// Everything in place; only a mixed generation would need a write.
+		for _, slice := range matched {
+			if slice.Spec.Pool.Generation != generation || slice.Spec.Pool.ResourceSliceCount != int64(len(want)) {
+				newGeneration = generation + 1
+				break
+			}
+		}
+		if newGeneration == generation {
+			return nil
+		}
+	}
+
+	taken := map[string]bool{}
+	for _, slice := range current {
+		taken[slice.Name] = true
+	}
+	var errs []error
+	// New slices first, then updates, then deletions: a consumer sees the
+	// new generation complete before the old one goes away.
+	for i, spec := range want {
+		spec.Pool.Generation, spec.Pool.ResourceSliceCount = newGeneration, int64(len(want))
+		if matched[i] != nil {
+			continue
+		}
+		name := p.freeName(pool.Name, taken)
+		taken[name] = true
+		slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: *spec}
+		p.setMeta(slice, pool)
+		if err := p.limiter.Wait(ctx); err != nil {
+			return err
+		}
+		if _, err := p.client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{FieldManager: p.opts.DriverName}); err != nil {
+			// AlreadyExists: written by an earlier pass whose list we did
+			// not see; the next pass adopts it.
+			errs = append(errs, fmt.Errorf("create slice %s: %w", name, err))
+			continue
+		}
+		counts.Created++
+	}
+	for i, spec := range want {
+		slice := matched[i]
+		if slice == nil {
+			continue
+		}
+		if apiequality.Semantic.DeepEqual(&slice.Spec, spec) && p.metaRight(slice, pool) {
+			continue
+		}
+		slice = slice.DeepCopy()
+		slice.Spec = *spec
+		p.setMeta(slice, pool)
+		if err := p.limiter.Wait(ctx); err != nil {
+			return err
+		}
+		if _, err := p.client.ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{FieldManager: p.opts.DriverName}); err != nil {
+			errs = append(errs, fmt.Errorf("update slice %s: %w", slice.Name, err))
+			continue
+		}
+		counts.Updated++
+	}
+	if len(errs) > 0 {
+		// Keep the old slices until the new generation is complete.
+		return errors.Join(errs...)
+	}
+	for _, slice := range free {
+		if err := p.delete(ctx, slice, counts); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Publisher) delete(ctx context.Context, slice *resourcev1.ResourceSlice, counts *Counts) error {
+	if err := p.limiter.Wait(ctx); err != nil {
+		return err
+	}
+	err := p.client.ResourceV1().ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &slice.UID},
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete slice %s: %w", slice.Name, err)
+	}
+	counts.Deleted++
+	return nil
+}
+
+// desiredSpecs splits a pool into slice specs at the API's limits: shared
+// counters in slices of their own, at most ResourceSliceMaxCounterSets per
+// slice; devices at most ResourceSliceMaxDevices per slice, or
+// ResourceSliceMaxDevicesWithAdvancedFeatures when a device of the pool has
+// taints or consumes counters. Generation and count are filled in later.
+func (p *Publisher) desiredSpecs(pool Pool) ([]*resourcev1.ResourceSliceSpec, error) {
+	if pool.Name == "" {
+		return nil, errors.New("pool without a name")
+	}
+	where := 0
+	if pool.NodeName != "" {
+		where++
+	}
+	if pool.NodeSelector != nil {
+		where++
+	}
+	if pool.AllNodes {
+		where++
+	}
+	if where != 1 {
+		return nil, fmt.Errorf("pool %s: exactly one of NodeName, NodeSelector and AllNodes must be set", pool.Name)
+	}
+	if p.opts.NodeName != "" && pool.NodeName != p.opts.NodeName {
+		return nil, fmt.Errorf("pool %s: a publisher of node %s publishes only that node's pools", pool.Name, p.opts.NodeName)
+	}
+	base := func() *resourcev1.ResourceSliceSpec {
+		spec := &resourcev1.ResourceSliceSpec{Driver: p.opts.DriverName, Pool: resourcev1.ResourcePool{Name: pool.Name}}
+		switch {
+		case pool.NodeName != "":
+			spec.NodeName = ptr.To(pool.NodeName)
+		case pool.NodeSelector != nil:
+			spec.NodeSelector = pool.NodeSelector.DeepCopy()
+		default:
+			spec.AllNodes = ptr.To(true)
+		}
+		return spec
+	}
+	var specs []*resourcev1.ResourceSliceSpec
+	for chunk := range slices.Chunk(pool.SharedCounters, resourceapi.ResourceSliceMaxCounterSets) {
+		spec := base()
+		for _, set := range chunk {
+			spec.SharedCounters = append(spec.SharedCounters, *set.DeepCopy())
+		}
+		specs = append(specs, spec)
+	}
+	perSlice := resourceapi.ResourceSliceMaxDevices
+	for _, device := range pool.Devices {
+		if len(device.Taints) > 0 || len(device.ConsumesCounters) > 0 {
+			perSlice = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+			break
+		}
+	}
+	for chunk := range slices.Chunk(pool.Devices, perSlice) {
+		spec := base()
+		for _, device := range chunk {
+			spec.Devices = append(spec.Devices, *device.DeepCopy())
+		}
+		specs = append(specs, spec)
+	}
+	if len(specs) == 0 {
+		// An empty pool is published as one empty slice: the pool exists
+		// and has no devices.
+		specs = append(specs, base())
+	}
+	return specs, nil
+}
+
+// sameContent compares two specs without the pool's generation and count.
+func sameContent(a, b *resourcev1.ResourceSliceSpec) bool {
+	a, b = a.DeepCopy(), b.DeepCopy()
+	a.Pool.Generation, a.Pool.ResourceSliceCount = 0, 0
+	b.Pool.Generation, b.Pool.ResourceSliceCount = 0, 0
+	return apiequality.Semantic.DeepEqual(a, b)
+}
+
+func (p *Publisher) label() string {
+	sum := sha256.Sum256([]byte(p.opts.DriverName))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+func (p *Publisher) metaRight(slice *resourcev1.ResourceSlice, pool Pool) bool {
+	if slice.Labels[LabelPublishedBy] != p.label() {
+		return false
+	}
+	if pool.Owner == nil {
+		return len(slice.OwnerReferences) == 0
+	}
+	return len(slice.OwnerReferences) == 1 && apiequality.Semantic.DeepEqual(slice.OwnerReferences[0], *pool.Owner)
+}
+
+func (p *Publisher) setMeta(slice *resourcev1.ResourceSlice, pool Pool) {
+	if slice.Labels == nil {
+		slice.Labels = map[string]string{}
+	}
+	slice.Labels[LabelPublishedBy] = p.label()
+	slice.OwnerReferences = nil
+	if pool.Owner != nil {
+		slice.OwnerReferences = []metav1.OwnerReference{*pool.Owner}
+	}
+}
+
+// SliceNamePrefix is how the names of a pool's slices start: the pool
+// name made a DNS label, then a hash of driver and pool so that pools
+// whose names differ only in characters a name cannot have stay apart.
+func SliceNamePrefix(driverName, poolName string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(poolName) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteRune('-')
+		}
+	}
+	name := strings.Trim(b.String(), "-")
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	sum := sha256.Sum256([]byte(driverName + "/" + poolName))
+	if name == "" {
+		return hex.EncodeToString(sum[:])[:8] + "-"
+	}
+	return name + "-" + hex.EncodeToString(sum[:])[:8] + "-"
+}
+
+// freeName is the lowest-numbered name of the pool not taken yet. Names
+// are fixed per pool and position, so a create that an earlier run made
+// fails with AlreadyExists instead of leaving a duplicate.
+func (p *Publisher) freeName(poolName string, taken map[string]bool) string {
+	prefix := SliceNamePrefix(p.opts.DriverName, poolName)
+	for i := 0; ; i++ {
+		if name := fmt.Sprintf("%s%d", prefix, i); !taken[name] {
+			return name
+		}
+	}
+}

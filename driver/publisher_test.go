@@ -1,0 +1,369 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/generated/clientset/versioned/fake"
+)
+
+const testDriver = "gpu.example.com"
+
+// countingClient is a fake clientset that counts the writes to slices
+// and can fail chosen ones.
+type countingClient struct {
+	*fake.Clientset
+	mu     sync.Mutex
+	writes map[string]int
+	// fail, if set, may return an error for a write verb.
+	fail func(verb string, obj runtime.Object) error
+}
+
+func newCountingClient(objects ...runtime.Object) *countingClient {
+	c := &countingClient{Clientset: fake.NewSimpleClientset(objects...), writes: map[string]int{}}
+	c.PrependReactor("*", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		verb := action.GetVerb()
+		if verb == "list" || verb == "get" || verb == "watch" {
+			return false, nil, nil
+		}
+		var obj runtime.Object
+		if a, ok := action.(k8stesting.CreateAction); ok {
+			obj = a.GetObject()
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.fail != nil {
+			if err := c.fail(verb, obj); err != nil {
+				return true, nil, err
+			}
+		}
+		c.writes[verb]++
+		return false, nil, nil
+	})
+	return c
+}
+
+func (c *countingClient) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.writes
+	c.writes = map[string]int{}
+	return w
+}
+
+func (c *countingClient) slices(t *testing.T) []resourcev1.ResourceSlice {
+	t.Helper()
+	list, err := c.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return list.Items
+}
+
+func devices(n int, model string) []resourcev1.Device {
+	out := make([]resourcev1.Device, n)
+	for i := range out {
+		out[i] = resourcev1.Device{
+			Name:       fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"model": {StringValue: ptr.To(model)}},
+		}
+	}
+	return out
+}
+
+func nodePool(n int, model string) Pool {
+	return Pool{Name: "node-a", NodeName: "node-a", Devices: devices(n, model),
+		Owner: NodeOwner(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: "uid-a"}})}
+}
+
+// checkPool checks the invariants of a published pool: one generation,
+// the count equal to the number of slices, every device once.
+func checkPool(t *testing.T, slices []resourcev1.ResourceSlice, wantDevices int) int64 {
+	t.Helper()
+	if len(slices) == 0 {
+		t.Fatal("no slices")
+	}
+	seen := map[string]bool{}
+	generation := slices[0].Spec.Pool.Generation
+	for _, s := range slices {
+		if s.Spec.Pool.Generation != generation {
+			t.Errorf("slice %s has generation %d, another %d", s.Name, s.Spec.Pool.Generation, generation)
+		}
+		if s.Spec.Pool.ResourceSliceCount != int64(len(slices)) {
+			t.Errorf("slice %s says the pool has %d slices, it has %d", s.Name, s.Spec.Pool.ResourceSliceCount, len(slices))
+		}
+		if len(s.Spec.Devices) > 128 {
+			t.Errorf("slice %s has %d devices, more than the API allows", s.Name, len(s.Spec.Devices))
+		}
+		for _, d := range s.Spec.Devices {
+			if seen[d.Name] {
+				t.Errorf("device %s published twice", d.Name)
+			}
+			seen[d.Name] = true
+		}
+		if s.Spec.NodeName != nil && (len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Node" || s.OwnerReferences[0].Name != *s.Spec.NodeName) {
+			t.Errorf("node-local slice %s has owner references %v, want its Node", s.Name, s.OwnerReferences)
+		}
+	}
+	if len(seen) != wantDevices {
+		t.Errorf("%d devices published, want %d", len(seen), wantDevices)
+	}
+	return generation
+}
+
+func TestPublisherWrites(t *testing.T) {
+	type step struct {
+		pool           Pool
+		wantWrites     map[string]int
+		wantSlices     int
+		wantGeneration int64
+	}
+	tests := map[string][]step{
+		"unchanged pool writes nothing": {
+			{pool: nodePool(8, "a"), wantWrites: map[string]int{"create": 1}, wantSlices: 1, wantGeneration: 1},
+			{pool: nodePool(8, "a"), wantWrites: map[string]int{}, wantSlices: 1, wantGeneration: 1},
+		},
+		"split at 128 devices": {
+			{pool: nodePool(300, "a"), wantWrites: map[string]int{"create": 3}, wantSlices: 3, wantGeneration: 1},
+			{pool: nodePool(300, "a"), wantWrites: map[string]int{}, wantSlices: 3, wantGeneration: 1},
+		},
+		"grown within a slice: one update, same generation": {
+			{pool: nodePool(8, "a"), wantWrites: map[string]int{"create": 1}, wantSlices: 1, wantGeneration: 1},
+			{pool: nodePool(9, "a"), wantWrites: map[string]int{"update": 1}, wantSlices: 1, wantGeneration: 1},
+		},
+		"grown over the limit: a new slice, new generation": {
+			{pool: nodePool(128, "a"), wantWrites: map[string]int{"create": 1}, wantSlices: 1, wantGeneration: 1},
+			{pool: nodePool(129, "a"), wantWrites: map[string]int{"create": 1, "update": 1}, wantSlices: 2, wantGeneration: 2},
+		},
+		"shrunk by a slice: one delete, one update": {
+			{pool: nodePool(129, "a"), wantWrites: map[string]int{"create": 2}, wantSlices: 2, wantGeneration: 1},
+			{pool: nodePool(128, "a"), wantWrites: map[string]int{"update": 1, "delete": 1}, wantSlices: 1, wantGeneration: 2},
+		},
+		"re-attributed: every slice updated in place, new generation": {
+			{pool: nodePool(200, "a"), wantWrites: map[string]int{"create": 2}, wantSlices: 2, wantGeneration: 1},
+			{pool: nodePool(200, "b"), wantWrites: map[string]int{"update": 2}, wantSlices: 2, wantGeneration: 2},
+		},
+		"one device re-attributed: one update": {
+			{pool: nodePool(200, "a"), wantWrites: map[string]int{"create": 2}, wantSlices: 2, wantGeneration: 1},
+			{pool: func() Pool {
+				p := nodePool(200, "a")
+				p.Devices[150].Attributes["model"] = resourcev1.DeviceAttribute{StringValue: ptr.To("b")}
+				return p
+			}(), wantWrites: map[string]int{"update": 1}, wantSlices: 2, wantGeneration: 1},
+		},
+		"tainted devices: 64 per slice": {
+			{pool: func() Pool {
+				p := nodePool(100, "a")
+				p.Devices[0].Taints = []resourcev1.DeviceTaint{{Key: "example.com/broken", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
+				return p
+			}(), wantWrites: map[string]int{"create": 2}, wantSlices: 2, wantGeneration: 1},
+		},
+		"shared counters in slices of their own, 8 sets each": {
+			{pool: func() Pool {
+				p := nodePool(10, "a")
+				for i := range 9 {
+					p.SharedCounters = append(p.SharedCounters, resourcev1.CounterSet{Name: fmt.Sprintf("set-%d", i),
+						Counters: map[string]resourcev1.Counter{}})
+				}
+				return p
+			}(), wantWrites: map[string]int{"create": 3}, wantSlices: 3, wantGeneration: 1},
+		},
+	}
+	for name, steps := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			client := newCountingClient()
+			p, err := NewPublisher(client, Options{DriverName: testDriver, NodeName: "node-a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range steps {
+				p.Update(s.pool)
+				if _, err := p.Sync(ctx); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				if got := client.reset(); fmt.Sprint(got) != fmt.Sprint(s.wantWrites) {
+					t.Errorf("step %d: writes %v, want %v", i, got, s.wantWrites)
+				}
+				slices := client.slices(t)
+				if len(slices) != s.wantSlices {
+					t.Errorf("step %d: %d slices, want %d", i, len(slices), s.wantSlices)
+				}
+				if g := checkPool(t, slices, len(s.pool.Devices)); g != s.wantGeneration {
+					t.Errorf("step %d: generation %d, want %d", i, g, s.wantGeneration)
+				}
+				for _, slice := range slices {
+					if len(slice.Spec.SharedCounters) > 8 || (len(slice.Spec.SharedCounters) > 0 && len(slice.Spec.Devices) > 0) {
+						t.Errorf("step %d: slice %s mixes or overfills counters: %d sets, %d devices", i, slice.Name, len(slice.Spec.SharedCounters), len(slice.Spec.Devices))
+					}
+					for _, d := range slice.Spec.Devices {
+						if len(d.Taints) > 0 && len(slice.Spec.Devices) > 64 {
+							t.Errorf("step %d: slice %s has %d devices with a taint among them", i, slice.Name, len(slice.Spec.Devices))
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// A restarted driver adopts the slices its earlier run published: no
+// write when nothing changed, and never a second copy.
+func TestPublisherAdoptsAfterRestart(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	client := newCountingClient()
+	first, _ := NewPublisher(client, Options{DriverName: testDriver, NodeName: "node-a"})
+	first.Update(nodePool(300, "a"))
+	if _, err := first.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	client.reset()
+
+	restarted, _ := NewPublisher(client, Options{DriverName: testDriver, NodeName: "node-a"})
+	restarted.Update(nodePool(300, "a"))
+	if _, err := restarted.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := client.reset(); len(got) != 0 {
+		t.Errorf("restart with the same pool wrote %v, want nothing", got)
+	}
+	restarted.Update(nodePool(301, "a"))
+	if _, err := restarted.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	slices := client.slices(t)
+	if len(slices) != 3 {
+		t.Errorf("%d slices after growing within the last slice, want 3", len(slices))
+	}
+	checkPool(t, slices, 301)
+}
+
+// Slices of the node that belong to no desired pool (a pool the driver
+// dropped while it was down) are removed; another node's are not touched.
+func TestPublisherRemovesUndesiredPools(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	old := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "old"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: testDriver, NodeName: ptr.To("node-a"),
+			Pool: resourcev1.ResourcePool{Name: "gone", Generation: 3, ResourceSliceCount: 1}},
+	}
+	other := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "other"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: testDriver, NodeName: ptr.To("node-b"),
+			Pool: resourcev1.ResourcePool{Name: "node-b", Generation: 1, ResourceSliceCount: 1}},
+	}
+	client := newCountingClient(old, other)
+	p, _ := NewPublisher(client, Options{DriverName: testDriver, NodeName: "node-a"})
+	p.Update(nodePool(4, "a"))
+	if _, err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range client.slices(t) {
+		names = append(names, s.Name)
+	}
+	want := []string{SliceNamePrefix(testDriver, "node-a") + "0", "other"}
+	if fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Errorf("slices %v, want %v", names, want)
+	}
+}
+
+// A conflicting write fails the pass and reports it; the next pass
+// finishes the job from what it finds, without duplicates.
+func TestPublisherConflict(t *testing.T) {
+	tests := map[string]string{"update": "update", "create": "create"}
+	for name, verb := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			client := newCountingClient()
+			var reported []error
+			p, _ := NewPublisher(client, Options{DriverName: testDriver, NodeName: "node-a",
+				OnError: func(_ context.Context, err error) { reported = append(reported, err) }})
+			p.Update(nodePool(128, "a"))
+			if _, err := p.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			failed := false
+			client.fail = func(v string, obj runtime.Object) error {
+				if v != verb || failed {
+					return nil
+				}
+				failed = true
+				if v == "create" {
+					// Someone (an earlier run) created it first.
+					slice := obj.(*resourcev1.ResourceSlice).DeepCopy()
+					if err := client.Tracker().Create(schema.GroupVersionResource{Group: "resource.draplane.dev", Version: "v1", Resource: "resourceslices"}, slice, ""); err != nil {
+						t.Fatal(err)
+					}
+					return apierrors.NewAlreadyExists(schema.GroupResource{Group: "resource.draplane.dev", Resource: "resourceslices"}, slice.Name)
+				}
+				return apierrors.NewConflict(schema.GroupResource{Group: "resource.draplane.dev", Resource: "resourceslices"}, "x", fmt.Errorf("the object has been modified"))
+			}
+			p.Update(nodePool(129, "b"))
+			go p.Run(ctx)
+			<-p.Synced()
+			if !failed {
+				t.Fatalf("no %s was failed", verb)
+			}
+			if len(reported) == 0 {
+				t.Error("the conflict was not reported")
+			}
+			slices := client.slices(t)
+			if len(slices) != 2 {
+				t.Errorf("%d slices, want 2", len(slices))
+			}
+			checkPool(t, slices, 129)
+			for _, s := range slices {
+				for _, d := range s.Spec.Devices {
+					if *d.Attributes["model"].StringValue != "b" {
+						t.Errorf("device %s of slice %s not updated", d.Name, s.Name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A cluster-wide publisher manages network-attached pools and leaves the
+// node-local slices of the driver's node agents alone.
+func TestPublisherNetworkAttached(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	nodeLocal := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-local"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: testDriver, NodeName: ptr.To("node-a"),
+			Pool: resourcev1.ResourcePool{Name: "node-a", Generation: 1, ResourceSliceCount: 1}},
+	}
+	client := newCountingClient(nodeLocal)
+	p, _ := NewPublisher(client, Options{DriverName: testDriver})
+	selector := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "rack", Operator: corev1.NodeSelectorOpIn, Values: []string{"r1"}}}}}}
+	p.Update(Pool{Name: "fabric", NodeSelector: selector, Devices: devices(3, "a")})
+	if _, err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Update()
+	if _, err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	slices := client.slices(t)
+	if len(slices) != 1 || slices[0].Name != "node-local" {
+		t.Errorf("slices %v, want only the node-local one", slices)
+	}
+	if got := client.reset(); fmt.Sprint(got) != fmt.Sprint(map[string]int{"create": 1, "delete": 1}) {
+		t.Errorf("writes %v", got)
+	}
+}
