@@ -20,6 +20,7 @@ import (
 	"github.com/draplane/draplane/controllers/podclaims"
 	"github.com/draplane/draplane/controllers/podtermination"
 	"github.com/draplane/draplane/controllers/resourceclaim"
+	"github.com/draplane/draplane/controllers/staleslices"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
@@ -205,6 +206,13 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 			return nil, fmt.Errorf("pod termination controller: %w", err)
 		}
 		controllers = append(controllers, namedController{"podtermination", terminationController.Run})
+		// A host cluster's garbage collector removes slices owned by a
+		// deleted Node; standalone has none.
+		staleSlicesController, err := staleslices.NewController(logger.WithName("staleslices"), kubeClient, resourceClient, nodes, slices)
+		if err != nil {
+			return nil, fmt.Errorf("stale slices controller: %w", err)
+		}
+		controllers = append(controllers, namedController{"staleslices", staleSlicesController.Run})
 	}
 	return controllers, nil
 }

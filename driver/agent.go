@@ -1,0 +1,52 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/generated/clientset/versioned"
+)
+
+// RemoveNodeSlices deletes every ResourceSlice of the node, of every
+// driver. A node agent calls it when it starts, before its drivers publish
+// again: a driver that was removed while the node was down leaves no
+// orphan behind. It returns how many slices it deleted.
+func RemoveNodeSlices(ctx context.Context, client versioned.Interface, nodeName string) (int, error) {
+	if nodeName == "" {
+		return 0, fmt.Errorf("no node name")
+	}
+	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector(resourceapi.ResourceSliceSelectorNodeName, nodeName).String(),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("list slices of node %s: %w", nodeName, err)
+	}
+	removed := 0
+	for i := range list.Items {
+		slice := &list.Items[i]
+		if ptr.Deref(slice.Spec.NodeName, "") != nodeName {
+			continue
+		}
+		err := client.ResourceV1().ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &slice.UID},
+		})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return removed, fmt.Errorf("remove slice %s of node %s: %w", slice.Name, nodeName, err)
+		}
+		removed++
+	}
+	if removed > 0 {
+		klog.FromContext(ctx).Info("Removed the slices of the node before publishing again", "node", nodeName, "slices", removed)
+	}
+	return removed, nil
+}
