@@ -54,6 +54,11 @@ type Pool struct {
 	// SharedCounters of the pool; they are published in slices of their
 	// own, as the API requires.
 	SharedCounters []resourcev1.CounterSet
+	// MinGeneration is the lowest generation the pool is published
+	// with. A node agent that removed the pool's slices at start passes
+	// one more than the highest generation it removed, so that consumers
+	// still holding the old slices take the new ones as newer.
+	MinGeneration int64
 	// Owner, if set, becomes the owner reference of every slice of the
 	// pool. Node-local pools should be owned by their Node (NodeOwner), so
 	// that the slices go with it.
@@ -76,6 +81,10 @@ type Options struct {
 	// WritesPerSecond bounds the publisher's API writes; 0 means 10/s with
 	// bursts of 50.
 	WritesPerSecond float64
+	// SliceName, if set, names the slice at a position of a pool (from
+	// 0); names must stay the same for the same pool and position.
+	// Nil: SliceNamePrefix followed by the position.
+	SliceName func(poolName string, index int) string
 	// OnError is told about every failed sync (which is retried with
 	// backoff). Nil logs the error.
 	OnError func(ctx context.Context, err error)
@@ -310,6 +319,7 @@ func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resource
 	if setChanges || changed > 1 || generation == 0 {
 		newGeneration = generation + 1
 	}
+	newGeneration = max(newGeneration, pool.MinGeneration)
 	if !setChanges && changed == 0 {
 		// Everything in place; only a mixed generation would need a write.
 		for _, slice := range matched {
@@ -529,7 +539,11 @@ func SliceNamePrefix(driverName, poolName string) string {
 func (p *Publisher) freeName(poolName string, taken map[string]bool) string {
 	prefix := SliceNamePrefix(p.opts.DriverName, poolName)
 	for i := 0; ; i++ {
-		if name := fmt.Sprintf("%s%d", prefix, i); !taken[name] {
+		name := fmt.Sprintf("%s%d", prefix, i)
+		if p.opts.SliceName != nil {
+			name = p.opts.SliceName(poolName, i)
+		}
+		if !taken[name] {
 			return name
 		}
 	}

@@ -2,12 +2,14 @@ package simulator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -16,13 +18,14 @@ import (
 	"github.com/draplane/draplane/allocator"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/podclaims"
+	dra "github.com/draplane/draplane/driver"
 )
 
 // enqueuePod queues pods bound to a simulated node that still have a
 // status transition ahead of them. Cheap: no API calls.
 func (s *Simulator) enqueuePod(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || !s.nodes[pod.Spec.NodeName] || pod.DeletionTimestamp != nil || podDone(pod) {
+	if !ok || !s.nodes[pod.Spec.NodeName] {
 		return
 	}
 	key, err := cache.MetaNamespaceKeyFunc(pod)
@@ -30,7 +33,29 @@ func (s *Simulator) enqueuePod(obj any) {
 		utilruntime.HandleError(err)
 		return
 	}
+	if (pod.DeletionTimestamp != nil || podDone(pod)) && !s.isPrepared(key) {
+		return
+	}
 	s.queue.Add(key)
+}
+
+// enqueueDeletedPod queues a deleted pod whose claims are still prepared.
+func (s *Simulator) enqueueDeletedPod(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	if s.isPrepared(key) {
+		s.queue.Add(key)
+	}
+}
+
+func (s *Simulator) isPrepared(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.prepared[key]
+	return ok
 }
 
 // enqueueConsumers queues the pods a claim is reserved for: a pod whose
@@ -74,21 +99,26 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 	}
 	pod, err := s.podLister.Pods(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		return 0, nil
+		return 0, s.unprepare(ctx, key)
 	}
 	if err != nil {
 		return 0, err
 	}
 	if !s.nodes[pod.Spec.NodeName] || pod.DeletionTimestamp != nil || podDone(pod) {
-		return 0, nil
+		// A kubelet unprepares once the pod's containers are gone.
+		return 0, s.unprepare(ctx, key)
 	}
 	now := s.clock.Now()
 	switch pod.Status.Phase {
 	case "", corev1.PodPending:
-		if waitingFor := s.unpreparedClaim(pod); waitingFor != "" {
+		claims, waitingFor := s.readyClaims(pod)
+		if waitingFor != "" {
 			// A claim event queues the pod again.
 			logger.V(4).Info("Pod waits for its claims", "pod", klog.KObj(pod), "reason", waitingFor)
 			return 0, nil
+		}
+		if err := s.prepare(ctx, key, pod, claims); err != nil {
+			return 0, err
 		}
 		if err := s.writeStatus(ctx, runningStatus(pod, now)); err != nil {
 			return 0, err
@@ -113,43 +143,145 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 			return 0, err
 		}
 		logger.V(2).Info("Simulated pod succeeded", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
+		return 0, s.unprepare(ctx, key)
 	}
 	return 0, nil
 }
 
-// unpreparedClaim says which claim keeps the pod from starting, or "" when
-// none does. A kubelet starts a pod only once each of its claims is
-// allocated and reserved for it (it then prepares the devices): that
+// readyClaims returns the pod's claims once each is allocated and
+// reserved for it, or says which claim keeps the pod from starting. A
+// kubelet starts a pod only then (and prepares the devices first): that
 // matters for pods created with spec.nodeName, which are bound before
 // their claims are allocated.
-func (s *Simulator) unpreparedClaim(pod *corev1.Pod) string {
+func (s *Simulator) readyClaims(pod *corev1.Pod) ([]*resourcev1.ResourceClaim, string) {
+	var claims []*resourcev1.ResourceClaim
 	for _, podClaim := range podclaims.ClaimsOf(pod) {
 		name, mustCheckOwner, err := podclaims.ClaimName(pod, podClaim)
 		if err != nil {
-			return err.Error()
+			return nil, err.Error()
 		}
 		if name == nil {
 			continue
 		}
 		claim, err := s.claimLister.ResourceClaims(pod.Namespace).Get(*name)
 		if err != nil {
-			return fmt.Sprintf("claim %s: %v", *name, err)
+			return nil, fmt.Sprintf("claim %s: %v", *name, err)
 		}
 		if mustCheckOwner {
 			if err := podclaims.IsForPod(pod, claim); err != nil {
-				return err.Error()
+				return nil, err.Error()
 			}
 		}
 		if claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim) {
-			return fmt.Sprintf("claim %s not allocated and reserved for the pod yet", *name)
+			return nil, fmt.Sprintf("claim %s not allocated and reserved for the pod yet", *name)
 		}
 		if selector := claim.Status.Allocation.NodeSelector; selector != nil && !allocator.NodeSelectorMatches(selector, s.kubeletNode(pod.Spec.NodeName)) {
 			// Its devices are attached elsewhere: no driver on this
 			// node could prepare them, whoever reserved the claim.
-			return fmt.Sprintf("claim %s is allocated for other nodes than %s", *name, pod.Spec.NodeName)
+			return nil, fmt.Sprintf("claim %s is allocated for other nodes than %s", *name, pod.Spec.NodeName)
+		}
+		claims = append(claims, claim)
+	}
+	return claims, ""
+}
+
+// ReasonFailedPrepare is the reason of the event on a pod whose claims
+// could not be prepared (as a kubelet reports it).
+const ReasonFailedPrepare = "FailedPrepareDynamicResources"
+
+// prepare asks the driver to prepare every claim of the pod that has
+// devices of the driver, all in one call. A claim that fails keeps the
+// pod from starting: the pod gets a Warning event naming the claim and the
+// driver's error, and is tried again with backoff.
+func (s *Simulator) prepare(ctx context.Context, key string, pod *corev1.Pod, claims []*resourcev1.ResourceClaim) error {
+	var mine []*resourcev1.ResourceClaim
+	for _, claim := range claims {
+		if len(dra.AllocatedDevices(claim, s.opts.Driver)) > 0 {
+			mine = append(mine, claim)
 		}
 	}
-	return ""
+	if len(mine) == 0 {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	_, failed := dra.Prepare(ctx, s.preparer, mine)
+	if len(failed) > 0 {
+		var errs []error
+		for _, f := range failed {
+			if s.recorder != nil {
+				s.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonFailedPrepare,
+					"Failed to prepare claim %s with driver %s: %v", f.Claim.Name, s.opts.Driver, f.Err)
+			}
+			errs = append(errs, f)
+		}
+		return fmt.Errorf("prepare the claims of pod %s: %w", klog.KObj(pod), errors.Join(errs...))
+	}
+	held := make([]dra.NamespacedObject, 0, len(mine))
+	for _, claim := range mine {
+		held = append(held, dra.NamespacedObject{NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, UID: claim.UID})
+	}
+	s.mu.Lock()
+	s.prepared[key] = held
+	s.mu.Unlock()
+	logger.V(2).Info("Prepared the claims of the pod", "pod", klog.KObj(pod), "claims", len(held))
+	return nil
+}
+
+// unprepare releases the claims prepared for the pod, once.
+func (s *Simulator) unprepare(ctx context.Context, key string) error {
+	s.mu.Lock()
+	held, ok := s.prepared[key]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if failed := dra.Unprepare(ctx, s.preparer, held); len(failed) > 0 {
+		errs := make([]error, 0, len(failed))
+		for _, f := range failed {
+			errs = append(errs, f)
+		}
+		return fmt.Errorf("unprepare the claims of pod %s: %w", key, errors.Join(errs...))
+	}
+	s.mu.Lock()
+	delete(s.prepared, key)
+	s.mu.Unlock()
+	klog.FromContext(ctx).V(2).Info("Unprepared the claims of the pod", "pod", key, "claims", len(held))
+	return nil
+}
+
+// AnnotationPrepareError on a claim makes the fake driver fail to prepare
+// it, with the annotation's value as the error: a way to see what a
+// failing driver does to a pod.
+const AnnotationPrepareError = "simulator.draplane.dev/prepare-error"
+
+// fakePreparer is the fake driver's side of prepare: nothing to set up,
+// so every claim succeeds unless it asks to fail.
+type fakePreparer struct {
+	driver string
+}
+
+func (f *fakePreparer) PrepareResourceClaims(ctx context.Context, claims []*resourcev1.ResourceClaim) (map[types.UID]dra.PrepareResult, error) {
+	results := make(map[types.UID]dra.PrepareResult, len(claims))
+	for _, claim := range claims {
+		if msg, ok := claim.Annotations[AnnotationPrepareError]; ok {
+			results[claim.UID] = dra.PrepareResult{Err: errors.New(msg)}
+			continue
+		}
+		var devices []dra.PreparedDevice
+		for _, result := range dra.AllocatedDevices(claim, f.driver) {
+			devices = append(devices, dra.PreparedDevice{Request: result.Request, Pool: result.Pool, Device: result.Device})
+		}
+		results[claim.UID] = dra.PrepareResult{Devices: devices}
+	}
+	return results, nil
+}
+
+func (f *fakePreparer) UnprepareResourceClaims(ctx context.Context, claims []dra.NamespacedObject) (map[types.UID]error, error) {
+	results := make(map[types.UID]error, len(claims))
+	for _, claim := range claims {
+		results[claim.UID] = nil
+	}
+	return results, nil
 }
 
 // kubeletNode is the node as its kubelet knows it: the name and labels

@@ -26,12 +26,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -39,6 +43,7 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/worker"
+	dra "github.com/draplane/draplane/driver"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
@@ -93,6 +98,10 @@ type Options struct {
 	SeedWorkers int
 	// OnSeeded, if set, is called once every node is Ready with its slice.
 	OnSeeded func()
+	// Preparer prepares the claims of pods on the simulated nodes before
+	// they run. Nil: the fake driver's, which prepares every claim unless
+	// the claim has the annotation AnnotationPrepareError.
+	Preparer dra.Preparer
 }
 
 // NodeName is the name of simulated node i.
@@ -114,6 +123,23 @@ type Simulator struct {
 	clock          clock.Clock
 	// nodes is the set of simulated node names.
 	nodes map[string]bool
+	// publisher keeps the nodes' slices published.
+	publisher *dra.Publisher
+	// preparer prepares and unprepares the claims of pods on simulated
+	// nodes, as a kubelet asks its drivers to.
+	preparer dra.Preparer
+	// recorder is set by Run; tests that call syncPod directly set their own.
+	recorder record.EventRecorder
+
+	mu sync.Mutex
+	// owners are the UIDs of the nodes as registered, for the slices'
+	// owner references; minGenerations the generations the node's pool
+	// starts above after removeStale.
+	owners         map[string]types.UID
+	minGenerations map[string]int64
+	// prepared are the pods whose claims are prepared, by key, with the
+	// claims they hold.
+	prepared map[string][]dra.NamespacedObject
 }
 
 // New wires the pod and claim informers. Call it before starting the
@@ -147,15 +173,39 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName},
 		),
-		clock: clock.RealClock{},
-		nodes: make(map[string]bool, opts.Nodes),
+		clock:          clock.RealClock{},
+		nodes:          make(map[string]bool, opts.Nodes),
+		preparer:       opts.Preparer,
+		owners:         map[string]types.UID{},
+		minGenerations: map[string]int64{},
+		prepared:       map[string][]dra.NamespacedObject{},
 	}
+	if s.preparer == nil {
+		s.preparer = &fakePreparer{driver: opts.Driver}
+	}
+	publisher, err := dra.NewPublisher(resourceClient, dra.Options{
+		DriverName: opts.Driver,
+		// Seeding hundreds of nodes should not wait for a budget meant
+		// for one driver on one node.
+		WritesPerSecond: 1000,
+		SliceName: func(poolName string, index int) string {
+			if index == 0 {
+				return SliceName(poolName, opts.Driver)
+			}
+			return fmt.Sprintf("%s-%d", SliceName(poolName, opts.Driver), index)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.publisher = publisher
 	for i := range opts.Nodes {
 		s.nodes[NodeName(i)] = true
 	}
-	_, err := podInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+	_, err = podInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    s.enqueuePod,
 		UpdateFunc: func(_, obj any) { s.enqueuePod(obj) },
+		DeleteFunc: s.enqueueDeletedPod,
 	}, cache.HandlerOptions{Logger: &logger})
 	if err != nil {
 		return nil, fmt.Errorf("add pod event handler: %w", err)
@@ -204,6 +254,12 @@ func (s *Simulator) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.podSynced, s.claimSynced) {
 		return
 	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.kubeClient.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	s.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
+	go s.publisher.Run(ctx)
 	go wait.UntilWithContext(ctx, s.heartbeat, s.opts.HeartbeatInterval)
 	worker.Run(ctx, s.queue, workers, s.handle, s.podSynced, s.claimSynced)
 }
@@ -218,13 +274,15 @@ func (s *Simulator) Seed(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	for name, generation := range generations {
+		s.minGenerations[name] = generation + 1
+	}
+	s.mu.Unlock()
 	var done atomic.Int64
 	total := int64(s.opts.Nodes)
 	err = s.forEachNode(ctx, func(ctx context.Context, name string) error {
 		if err := s.registerNode(ctx, name); err != nil {
-			return err
-		}
-		if err := s.publishSlice(ctx, name, generations[name]+1); err != nil {
 			return err
 		}
 		// Progress in tenths, so 500 nodes log ten lines, not 500.
@@ -235,6 +293,10 @@ func (s *Simulator) Seed(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	s.publisher.Update(s.pools()...)
+	if _, err := s.publisher.Sync(ctx); err != nil {
+		return fmt.Errorf("publish the simulated nodes' slices: %w", err)
 	}
 	logger.Info("Simulated nodes ready", "nodes", s.opts.Nodes, "devices", s.opts.Nodes*s.opts.DevicesPerNode,
 		"driver", s.opts.Driver, "duration", s.clock.Since(start).Round(time.Millisecond))
@@ -366,6 +428,9 @@ func (s *Simulator) registerNode(ctx context.Context, name string) error {
 			return fmt.Errorf("label node %s: %w", name, err)
 		}
 	}
+	s.mu.Lock()
+	s.owners[name] = node.UID
+	s.mu.Unlock()
 	return s.reportReady(ctx, node)
 }
 
@@ -416,7 +481,11 @@ func (s *Simulator) heartbeat(ctx context.Context) {
 		node, err := s.kubeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			logger.Info("Simulated node was deleted, registering it again", "node", name)
-			err = s.registerNode(ctx, name)
+			if err = s.registerNode(ctx, name); err == nil {
+				// The slices went with the old node; publish them
+				// again, owned by the new one.
+				s.publisher.Update(s.pools()...)
+			}
 		} else if err == nil {
 			err = s.reportReady(ctx, node)
 		}
@@ -485,25 +554,23 @@ func nodeIP(index string) string {
 	return fmt.Sprintf("10.%d.%d.%d", 128+(i>>16)&127, (i>>8)&255, i&255)
 }
 
-// publishSlice creates the node's slice, replacing one that appeared in
-// the meantime.
-func (s *Simulator) publishSlice(ctx context.Context, nodeName string, generation int64) error {
-	slices := s.resourceClient.ResourceV1().ResourceSlices()
-	slice := s.DesiredSlice(nodeName, generation)
-	_, err := slices.Create(ctx, slice, metav1.CreateOptions{FieldManager: ControllerName})
-	if apierrors.IsAlreadyExists(err) {
-		var existing *resourcev1.ResourceSlice
-		existing, err = slices.Get(ctx, slice.Name, metav1.GetOptions{})
-		if err == nil {
-			slice.ResourceVersion = existing.ResourceVersion
-			slice.Spec.Pool.Generation = existing.Spec.Pool.Generation + 1
-			_, err = slices.Update(ctx, slice, metav1.UpdateOptions{FieldManager: ControllerName})
-		}
+// pools are the pools the fake driver publishes: one per registered
+// node, owned by its Node.
+func (s *Simulator) pools() []dra.Pool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pools := make([]dra.Pool, 0, len(s.owners))
+	for name, uid := range s.owners {
+		slice := s.DesiredSlice(name, 0)
+		pools = append(pools, dra.Pool{
+			Name:          name,
+			NodeName:      name,
+			Devices:       slice.Spec.Devices,
+			MinGeneration: s.minGenerations[name],
+			Owner:         dra.NodeOwner(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid}}),
+		})
 	}
-	if err != nil {
-		return fmt.Errorf("publish slice of node %s: %w", nodeName, err)
-	}
-	return nil
+	return pools
 }
 
 // DesiredSlice is the slice the fake driver publishes for a node: one
