@@ -288,49 +288,10 @@ func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resource
 	// only as places for changed content.
 	slices.SortFunc(current, func(a, b *resourcev1.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
 
-	// Match slices whose content already is one of the desired ones.
-	matched := make([]*resourcev1.ResourceSlice, len(want))
-	used := map[*resourcev1.ResourceSlice]bool{}
-	for i, spec := range want {
-		for _, slice := range current {
-			if !used[slice] && sameContent(&slice.Spec, spec) && p.metaRight(slice, pool) {
-				matched[i], used[slice] = slice, true
-				break
-			}
-		}
-	}
-	var free []*resourcev1.ResourceSlice
-	for _, slice := range current {
-		if !used[slice] {
-			free = append(free, slice)
-		}
-	}
-	changed := 0
-	for i := range want {
-		if matched[i] == nil {
-			changed++
-			if len(free) > 0 {
-				matched[i], free = free[0], free[1:]
-			}
-		}
-	}
-	setChanges := len(free) > 0 || len(want) != len(current)
-	newGeneration := generation
-	if setChanges || changed > 1 || generation == 0 {
-		newGeneration = generation + 1
-	}
-	newGeneration = max(newGeneration, pool.MinGeneration)
-	if !setChanges && changed == 0 {
-		// Everything in place; only a mixed generation would need a write.
-		for _, slice := range matched {
-			if slice.Spec.Pool.Generation != generation || slice.Spec.Pool.ResourceSliceCount != int64(len(want)) {
-				newGeneration = generation + 1
-				break
-			}
-		}
-		if newGeneration == generation {
-			return nil
-		}
+	matched, free, changed := p.match(pool, want, current)
+	newGeneration, write := nextGeneration(pool, generation, matched, len(want), len(free) > 0 || len(want) != len(current), changed)
+	if !write {
+		return nil
 	}
 
 	taken := map[string]bool{}
@@ -390,6 +351,59 @@ func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resource
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// match pairs every desired spec with an existing slice: first the
+// slices whose content already is right, then, in name order, the others
+// as places to update in place. It returns the pairs (nil: to create),
+// the slices left over (to delete) and how many specs had no slice with
+// the right content.
+func (p *Publisher) match(pool Pool, want []*resourcev1.ResourceSliceSpec, current []*resourcev1.ResourceSlice) (matched, free []*resourcev1.ResourceSlice, changed int) {
+	matched = make([]*resourcev1.ResourceSlice, len(want))
+	used := map[*resourcev1.ResourceSlice]bool{}
+	for i, spec := range want {
+		for _, slice := range current {
+			if !used[slice] && sameContent(&slice.Spec, spec) && p.metaRight(slice, pool) {
+				matched[i], used[slice] = slice, true
+				break
+			}
+		}
+	}
+	for _, slice := range current {
+		if !used[slice] {
+			free = append(free, slice)
+		}
+	}
+	for i := range want {
+		if matched[i] == nil {
+			changed++
+			if len(free) > 0 {
+				matched[i], free = free[0], free[1:]
+			}
+		}
+	}
+	return matched, free, changed
+}
+
+// nextGeneration decides the pool's generation and whether anything is
+// to be written: a new generation when slices are added or removed
+// (setChanges), when more than one slice changes, for a new pool, or when
+// the kept slices disagree on generation or count.
+func nextGeneration(pool Pool, generation int64, matched []*resourcev1.ResourceSlice, count int, setChanges bool, changed int) (int64, bool) {
+	next := generation
+	if setChanges || changed > 1 || generation == 0 {
+		next = generation + 1
+	}
+	next = max(next, pool.MinGeneration)
+	if setChanges || changed > 0 || next != generation {
+		return next, true
+	}
+	for _, slice := range matched {
+		if slice.Spec.Pool.Generation != generation || slice.Spec.Pool.ResourceSliceCount != int64(count) {
+			return generation + 1, true
+		}
+	}
+	return generation, false
 }
 
 func (p *Publisher) delete(ctx context.Context, slice *resourcev1.ResourceSlice, counts *Counts) error {

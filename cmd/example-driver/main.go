@@ -118,61 +118,7 @@ func run(ctx context.Context, kubeconfig, nodeName, driverName string, devices i
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "example-driver"}),
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-	}))
-	pods := factory.Core().V1().Pods()
-	a.podLister = pods.Lister()
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			a.queue.Add(key)
-		}
-	}
-	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
-	}); err != nil {
-		return err
-	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	a.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: driverName, Host: nodeName})
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced) {
-		return ctx.Err()
-	}
-	// Claims change without the pod changing: look at pending pods again
-	// now and then.
-	go func() {
-		ticker := time.NewTicker(2 * time.Second)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				a.queue.ShutDown()
-				return
-			case <-ticker.C:
-				for _, key := range pods.Informer().GetStore().ListKeys() {
-					a.queue.Add(key)
-				}
-			}
-		}
-	}()
-	logger.Info("Driver running")
-	for {
-		key, shutdown := a.queue.Get()
-		if shutdown {
-			return nil
-		}
-		if err := a.sync(ctx, key); err != nil {
-			utilruntime.HandleErrorWithContext(ctx, err, "Pod not ready yet", "pod", key)
-			a.queue.AddRateLimited(key)
-		} else {
-			a.queue.Forget(key)
-		}
-		a.queue.Done(key)
-	}
+	return a.run(ctx)
 }
 
 // registerNode returns the node, creating it Ready when it does not exist.
@@ -243,4 +189,65 @@ func (p *preparer) UnprepareResourceClaims(ctx context.Context, claims []driver.
 		results[claim.UID] = nil
 	}
 	return results, nil
+}
+
+// run plays the kubelet for the pods on the node until ctx ends: one
+// worker, so a pod's prepare and unprepare never overlap.
+func (a *agent) run(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(a.kubeClient, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.nodeName).String()
+	}))
+	pods := factory.Core().V1().Pods()
+	a.podLister = pods.Lister()
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			a.queue.Add(key)
+		}
+	}
+	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
+	}); err != nil {
+		return err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.kubeClient.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	a.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: a.driverName, Host: a.nodeName})
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	// Claims change without the pod changing: look at pending pods again
+	// now and then.
+	go func() {
+		ticker := time.NewTicker(2 * time.Second)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				a.queue.ShutDown()
+				return
+			case <-ticker.C:
+				for _, key := range pods.Informer().GetStore().ListKeys() {
+					a.queue.Add(key)
+				}
+			}
+		}
+	}()
+	logger := klog.FromContext(ctx)
+	logger.Info("Driver running")
+	for {
+		key, shutdown := a.queue.Get()
+		if shutdown {
+			return nil
+		}
+		if err := a.sync(ctx, key); err != nil {
+			utilruntime.HandleErrorWithContext(ctx, err, "Pod not ready yet", "pod", key)
+			a.queue.AddRateLimited(key)
+		} else {
+			a.queue.Forget(key)
+		}
+		a.queue.Done(key)
+	}
 }
