@@ -367,3 +367,27 @@ func TestPublisherNetworkAttached(t *testing.T) {
 		t.Errorf("writes %v", got)
 	}
 }
+
+// A node agent that removed its slices at start publishes above the
+// generation it removed, so consumers that still hold the old slices
+// take the new ones as newer.
+func TestPublisherMinGeneration(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	client := newCountingClient()
+	p, _ := NewPublisher(client, Options{DriverName: testDriver, NodeName: "node-a"})
+	pool := nodePool(4, "a")
+	pool.MinGeneration = 8
+	p.Update(pool)
+	if _, err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := checkPool(t, client.slices(t), 4); g != 8 {
+		t.Errorf("generation %d, want 8", g)
+	}
+	if _, err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := client.reset(); fmt.Sprint(got) != fmt.Sprint(map[string]int{"create": 1}) {
+		t.Errorf("writes %v, want one create and nothing on the second pass", got)
+	}
+}
