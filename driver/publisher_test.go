@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -389,5 +390,24 @@ func TestPublisherMinGeneration(t *testing.T) {
 	}
 	if got := client.reset(); fmt.Sprint(got) != fmt.Sprint(map[string]int{"create": 1}) {
 		t.Errorf("writes %v, want one create and nothing on the second pass", got)
+	}
+}
+
+// Writes wait for the rate limiter: with a budget of one write and a
+// deadline long before the next token, a pool that needs two creates gets
+// one and the pass fails (the limiter refuses a wait past the deadline at
+// once) instead of writing past the budget.
+func TestPublisherRateLimit(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	client := newCountingClient()
+	p, _ := NewPublisher(client, Options{DriverName: testDriver, NodeName: "node-a", WritesPerSecond: 1e-9})
+	p.Update(nodePool(129, "a"))
+	if _, err := p.Sync(ctx); err == nil {
+		t.Error("sync finished although the write budget was spent")
+	}
+	if got := client.reset(); fmt.Sprint(got) != fmt.Sprint(map[string]int{"create": 1}) {
+		t.Errorf("writes %v, want the one create the budget allows", got)
 	}
 }
