@@ -1,9 +1,12 @@
 // Package simulator stands in for nodes, their kubelets and a DRA driver
 // in standalone mode, so whole flows run with no real machine: it
-// registers N Ready nodes, publishes per node one ResourceSlice of a fake
-// GPU driver, keeps the nodes' Ready condition fresh, and plays kubelet for
-// the pods bound to its nodes (Running with started, ready containers;
-// optionally Succeeded after a while, so claims get released and deleted).
+// registers N Ready nodes, publishes per node the pool of a fake GPU
+// driver through the driver library's Publisher (one slice up to 128
+// devices, owned by the Node), keeps the nodes' Ready condition fresh, and
+// plays kubelet for the pods bound to its nodes: it prepares their claims
+// through a driver.Preparer before marking them Running (started, ready
+// containers), optionally Succeeded after a while, so claims get released
+// and deleted, and unprepares them when the pods are done.
 //
 // Like a real node agent, it removes the slices of its driver on its nodes
 // when it starts and publishes them anew, so no orphans of an earlier run
