@@ -442,9 +442,14 @@ func (e *env) testCRUD(t *testing.T) {
 			}
 			// The same object through the other served version.
 			if !k.notInV1beta1 {
-				out, err := e.kubectl(append([]string{"get", k.resource + ".v1beta1." + group, k.name, "-o", "jsonpath={.apiVersion}"}, ns...)...)
+				// v1beta1 is deprecated: the warning must come through the
+				// aggregator too, on stderr, apart from the output.
+				out, warnings, err := e.kubectlSplit(append([]string{"get", k.resource + ".v1beta1." + group, k.name, "-o", "jsonpath={.apiVersion}"}, ns...)...)
 				if err != nil || out != group+"/v1beta1" {
 					t.Errorf("get as v1beta1: %v %q", err, out)
+				}
+				if !strings.Contains(warnings, "is deprecated") {
+					t.Errorf("get as v1beta1 printed no deprecation warning: %q", warnings)
 				}
 			}
 			if out, err := e.kubectl(append([]string{"label", full, k.name, "e2e=aggregated"}, ns...)...); err != nil {
@@ -752,6 +757,18 @@ func (e *env) kubectlStdin(stdin string, args ...string) (string, error) {
 	}
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
+}
+
+// kubectlSplit runs kubectl and returns its standard output and its
+// standard error (where warnings go) apart.
+func (e *env) kubectlSplit(args ...string) (string, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.kubectlPath, append([]string{"--kubeconfig=" + e.hostKubeconfig}, args...)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return strings.TrimSpace(stdout.String()), stderr.String(), err
 }
 
 func (e *env) draURL(path string) string {
