@@ -18,6 +18,7 @@ import (
 	"github.com/draplane/draplane/allocator"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/worker"
 	dra "github.com/draplane/draplane/driver"
 )
 
@@ -75,16 +76,7 @@ func (s *Simulator) enqueueConsumers(obj any) {
 // handle moves one pod along and looks at it again when it asks to.
 func (s *Simulator) handle(ctx context.Context, key string) {
 	requeueAfter, err := s.syncPod(ctx, key)
-	switch {
-	case err != nil:
-		utilruntime.HandleErrorWithContext(ctx, err, "Simulating pod failed", "pod", key)
-		s.queue.AddRateLimited(key)
-	case requeueAfter > 0:
-		s.queue.Forget(key)
-		s.queue.AddAfter(key, requeueAfter)
-	default:
-		s.queue.Forget(key)
-	}
+	worker.Requeue(ctx, s.queue, key, requeueAfter, err, "Simulating pod failed", "pod")
 }
 
 // syncPod moves a pod on a simulated node one step along its life: a

@@ -87,16 +87,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // handle syncs one pod and looks at it again when its grace period ends.
 func (c *Controller) handle(ctx context.Context, key string) {
 	requeueAfter, err := c.sync(ctx, key)
-	switch {
-	case err != nil:
-		utilruntime.HandleErrorWithContext(ctx, err, "Finishing pod deletion failed", "pod", key)
-		c.queue.AddRateLimited(key)
-	case requeueAfter > 0:
-		c.queue.Forget(key)
-		c.queue.AddAfter(key, requeueAfter)
-	default:
-		c.queue.Forget(key)
-	}
+	worker.Requeue(ctx, c.queue, key, requeueAfter, err, "Finishing pod deletion failed", "pod")
 }
 
 // sync removes the pod if its grace period is over and otherwise says

@@ -65,3 +65,27 @@ func ProcessNext[T comparable](ctx context.Context, queue Queue[T], handle Handl
 	handle(ctx, key)
 	return true
 }
+
+// RetryQueue is the part of a rate-limited workqueue that Requeue uses.
+type RetryQueue[T comparable] interface {
+	Forget(item T)
+	AddRateLimited(item T)
+	AddAfter(item T, duration time.Duration)
+}
+
+// Requeue settles a key after a sync that returned err and requeueAfter:
+// after an error it is logged (failed is the message, object names the
+// key in the log line) and retried with backoff; otherwise its backoff is
+// forgotten and, with requeueAfter > 0, it is looked at again then.
+func Requeue[T comparable](ctx context.Context, queue RetryQueue[T], key T, requeueAfter time.Duration, err error, failed, object string) {
+	switch {
+	case err != nil:
+		utilruntime.HandleErrorWithContext(ctx, err, failed, object, key)
+		queue.AddRateLimited(key)
+	case requeueAfter > 0:
+		queue.Forget(key)
+		queue.AddAfter(key, requeueAfter)
+	default:
+		queue.Forget(key)
+	}
+}

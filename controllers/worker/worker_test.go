@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -78,5 +80,35 @@ func TestRunNotSynced(t *testing.T) {
 	Run(ctx, queue, 1, func(context.Context, string) { t.Error("key handled without synced informers") }, func() bool { return false })
 	if !queue.ShuttingDown() {
 		t.Error("queue not shut down")
+	}
+}
+
+// recordingQueue records what Requeue asked of it.
+type recordingQueue struct{ calls []string }
+
+func (q *recordingQueue) Forget(item string)         { q.calls = append(q.calls, "forget "+item) }
+func (q *recordingQueue) AddRateLimited(item string) { q.calls = append(q.calls, "ratelimited "+item) }
+func (q *recordingQueue) AddAfter(item string, d time.Duration) {
+	q.calls = append(q.calls, "after "+d.String()+" "+item)
+}
+
+func TestRequeue(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		requeueAfter time.Duration
+		err          error
+		want         []string
+	}{
+		{name: "done", want: []string{"forget k"}},
+		{name: "later", requeueAfter: 2 * time.Second, want: []string{"forget k", "after 2s k"}},
+		{name: "error wins over later", requeueAfter: time.Second, err: errors.New("boom"), want: []string{"ratelimited k"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &recordingQueue{}
+			Requeue(context.Background(), q, "k", tc.requeueAfter, tc.err, "Syncing failed", "key")
+			if !slices.Equal(q.calls, tc.want) {
+				t.Errorf("queue calls %v, want %v", q.calls, tc.want)
+			}
+		})
 	}
 }
