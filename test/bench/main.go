@@ -200,6 +200,7 @@ func benchPods(c config) error {
 	}
 	defer watch.stop()
 
+	cpuBegin := s.cpuSeconds()
 	begin := time.Now()
 	created, err := createPods(ctx, s, c)
 	if err != nil {
@@ -210,9 +211,12 @@ func benchPods(c config) error {
 	if err != nil {
 		return err
 	}
+	cpu := s.cpuSeconds() - cpuBegin
 	d := at.Sub(begin)
 	report(fmt.Sprintf("pods with template claims bound/s (%d pods, %d nodes x %d GPUs)", c.pods, c.nodes, c.devices),
 		fmt.Sprintf("%.0f/s (all bound %.1fs after the first create; creates took %.1fs at %.0f/s)", float64(c.pods)/d.Seconds(), d.Seconds(), createdAt.Seconds(), created))
+	report("server CPU per placed pod (process utime+stime during the pods phase / pods)",
+		fmt.Sprintf("%.2f ms (%.1f CPU-s in %.1fs)", cpu*1000/float64(c.pods), cpu, d.Seconds()))
 	if err := checkNoDeviceTwice(ctx, s, "bench-pods", c.pods); err != nil {
 		return err
 	}
