@@ -12,9 +12,11 @@ import (
 
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
+	_ "github.com/draplane/draplane/features" // registers the DRA gates for --feature-gates
 	"github.com/draplane/draplane/server"
 )
 
@@ -105,6 +107,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	generic.BoolVar(&o.CoreLite, "core-lite", o.CoreLite,
 		"Serve core/v1 namespaces, pods, nodes, events and coordination.k8s.io/v1 leases (standalone). Turn off when a cluster serves them.")
 
+	// --feature-gates: upstream's DRA gates (package features) with their
+	// 1.37 defaults, beside the generic API server's own.
+	utilfeature.DefaultMutableFeatureGate.AddFlag(fss.FlagSet("feature gates"))
 	o.Aggregated.AddFlags(fss.FlagSet("mode"))
 	o.Controllers.AddFlags(fss.FlagSet("controllers"))
 	o.Simulator.AddFlags(fss.FlagSet("simulator"))

@@ -1,0 +1,152 @@
+// Package features holds the DRA feature gates dra-apiserver honours, under
+// upstream Kubernetes' names and with the defaults kube-apiserver 1.37 gives
+// them, so that a `--feature-gates` line written for a cluster means the
+// same thing here.
+//
+// The gates are added to k8s.io/apiserver's process-wide feature gate (the
+// one `--feature-gates` sets and the generic server reads), versioned like
+// upstream's, so the default is the one of the emulated Kubernetes version
+// (1.37).
+package features
+
+import (
+	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
+)
+
+// Gates that govern a field or a behaviour of the API we serve. Each
+// comment says what turning it off changes here.
+const (
+	// DRAAdminAccess: requests with adminAccess (GA, locked on).
+	DRAAdminAccess featuregate.Feature = "DRAAdminAccess"
+	// DRAConsumableCapacity: capacity requests, requestPolicy,
+	// allowMultipleAllocations, shareID and consumedCapacity.
+	DRAConsumableCapacity featuregate.Feature = "DRAConsumableCapacity"
+	// DRADerivedAttributes: derivedAttributes of exact requests and
+	// subrequests (alpha).
+	DRADerivedAttributes featuregate.Feature = "DRADerivedAttributes"
+	// DRADeviceBindingConditions: bindingConditions,
+	// bindingFailureConditions and bindsToNode of devices; pods wait to
+	// be bound until the conditions are met.
+	DRADeviceBindingConditions featuregate.Feature = "DRADeviceBindingConditions"
+	// DRADeviceCompatibilityGroups: compatibilityGroups of counter
+	// consumptions (alpha).
+	DRADeviceCompatibilityGroups featuregate.Feature = "DRADeviceCompatibilityGroups"
+	// DRADeviceTaintRules: the DeviceTaintRule kind.
+	DRADeviceTaintRules featuregate.Feature = "DRADeviceTaintRules"
+	// DRADeviceTaints: taints in slices and tolerations in requests.
+	DRADeviceTaints featuregate.Feature = "DRADeviceTaints"
+	// DRAExtendedResource: extendedResourceName of DeviceClasses and
+	// pods that ask for extended resources backed by devices (GA, locked
+	// on).
+	DRAExtendedResource featuregate.Feature = "DRAExtendedResource"
+	// DRAFractionalCapacityRange: milli-unit values in the min, max and
+	// step of a capacity's requestPolicy range.
+	DRAFractionalCapacityRange featuregate.Feature = "DRAFractionalCapacityRange"
+	// DRAListTypeAttributes: the list attributes ints, bools, strings and
+	// versions (alpha).
+	DRAListTypeAttributes featuregate.Feature = "DRAListTypeAttributes"
+	// DRANodeAllocatableResources: nodeAllocatableResources of devices
+	// (alpha).
+	DRANodeAllocatableResources featuregate.Feature = "DRANodeAllocatableResources"
+	// DRAOptionalNodeOperations: skipNodeOperations of slices and
+	// allocation results (alpha).
+	DRAOptionalNodeOperations featuregate.Feature = "DRAOptionalNodeOperations"
+	// DRAPartitionableDevices: sharedCounters, consumesCounters and
+	// perDeviceNodeSelection.
+	DRAPartitionableDevices featuregate.Feature = "DRAPartitionableDevices"
+	// DRAPartitionableDevicesType: partitionTypeAttribute of slices
+	// (alpha).
+	DRAPartitionableDevicesType featuregate.Feature = "DRAPartitionableDevicesType"
+	// DRAPrioritizedList: firstAvailable (GA, locked on).
+	DRAPrioritizedList featuregate.Feature = "DRAPrioritizedList"
+	// DRAResourceClaimDeviceStatus: status.devices of claims (GA, locked
+	// on).
+	DRAResourceClaimDeviceStatus featuregate.Feature = "DRAResourceClaimDeviceStatus"
+)
+
+// versioned are the gates with their upstream history; the entry of the
+// emulated version gives the default and whether it may be changed.
+var versioned = map[featuregate.Feature]featuregate.VersionedSpecs{
+	DRAAdminAccess: {
+		{Version: version.MustParse("1.32"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: version.MustParse("1.34"), Default: true, PreRelease: featuregate.Beta},
+		{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	},
+	DRAConsumableCapacity: {
+		{Version: version.MustParse("1.34"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.Beta},
+	},
+	DRADerivedAttributes: {
+		{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Alpha},
+	},
+	DRADeviceBindingConditions: {
+		{Version: version.MustParse("1.34"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.Beta},
+	},
+	DRADeviceCompatibilityGroups: {
+		{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Alpha},
+	},
+	DRADeviceTaintRules: {
+		{Version: version.MustParse("1.35"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: version.MustParse("1.36"), Default: false, PreRelease: featuregate.Beta},
+		{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.GA},
+	},
+	DRADeviceTaints: {
+		{Version: version.MustParse("1.33"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.Beta},
+		{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.GA},
+	},
+	DRAExtendedResource: {
+		{Version: version.MustParse("1.34"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.Beta},
+		{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	},
+	DRAFractionalCapacityRange: {
+		{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.Beta},
+	},
+	DRAListTypeAttributes: {
+		{Version: version.MustParse("1.36"), Default: false, PreRelease: featuregate.Alpha},
+	},
+	DRANodeAllocatableResources: {
+		{Version: version.MustParse("1.36"), Default: false, PreRelease: featuregate.Alpha},
+	},
+	DRAOptionalNodeOperations: {
+		{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Alpha},
+	},
+	DRAPartitionableDevices: {
+		{Version: version.MustParse("1.33"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.Beta},
+	},
+	DRAPartitionableDevicesType: {
+		{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Alpha},
+	},
+	DRAPrioritizedList: {
+		{Version: version.MustParse("1.33"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: version.MustParse("1.34"), Default: true, PreRelease: featuregate.Beta},
+		{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	},
+	DRAResourceClaimDeviceStatus: {
+		{Version: version.MustParse("1.32"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: version.MustParse("1.33"), Default: true, PreRelease: featuregate.Beta},
+		{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	},
+}
+
+func init() {
+	runtime.Must(utilfeature.DefaultMutableFeatureGate.AddVersioned(versioned))
+}
+
+// Enabled reports whether a gate is on in this process.
+func Enabled(f featuregate.Feature) bool { return utilfeature.DefaultFeatureGate.Enabled(f) }
+
+// Known lists the gates of this package, for help texts and the README.
+func Known() []featuregate.Feature {
+	out := make([]featuregate.Feature, 0, len(versioned))
+	for f := range versioned {
+		out = append(out, f)
+	}
+	return out
+}

@@ -1,0 +1,69 @@
+package features
+
+import (
+	"testing"
+
+	"github.com/spf13/pflag"
+	"k8s.io/component-base/featuregate"
+
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+)
+
+// The defaults are upstream's at 1.37 (pkg/features of k8s.io/kubernetes
+// v1.37.1), the version dra-apiserver emulates.
+func TestDefaultsAre137(t *testing.T) {
+	want := map[featuregate.Feature]bool{
+		DRAAdminAccess:               true,
+		DRAConsumableCapacity:        true,
+		DRADerivedAttributes:         false,
+		DRADeviceBindingConditions:   true,
+		DRADeviceCompatibilityGroups: false,
+		DRADeviceTaintRules:          true,
+		DRADeviceTaints:              true,
+		DRAExtendedResource:          true,
+		DRAFractionalCapacityRange:   true,
+		DRAListTypeAttributes:        false,
+		DRANodeAllocatableResources:  false,
+		DRAOptionalNodeOperations:    false,
+		DRAPartitionableDevices:      true,
+		DRAPartitionableDevicesType:  false,
+		DRAPrioritizedList:           true,
+		DRAResourceClaimDeviceStatus: true,
+	}
+	if len(want) != len(Known()) {
+		t.Errorf("%d gates known, %d in this table", len(Known()), len(want))
+	}
+	for f, on := range want {
+		if got := Enabled(f); got != on {
+			t.Errorf("%s: enabled %v, upstream's 1.37 default is %v", f, got, on)
+		}
+	}
+}
+
+func TestFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		value   string
+		wantErr bool
+		check   featuregate.Feature
+		want    bool
+	}{
+		{name: "alpha on", value: "DRAListTypeAttributes=true", check: DRAListTypeAttributes, want: true},
+		{name: "beta off", value: "DRADeviceBindingConditions=false", check: DRADeviceBindingConditions, want: false},
+		{name: "locked GA off", value: "DRAExtendedResource=false", wantErr: true},
+		{name: "unknown", value: "DRANoSuchGate=true", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := utilfeature.DefaultMutableFeatureGate.DeepCopy()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			gate.AddFlag(fs)
+			err := fs.Parse([]string{"--feature-gates=" + tc.value})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("parse %q: error %v, want error %v", tc.value, err, tc.wantErr)
+			}
+			if err == nil && gate.Enabled(tc.check) != tc.want {
+				t.Errorf("%s after %q: %v, want %v", tc.check, tc.value, gate.Enabled(tc.check), tc.want)
+			}
+		})
+	}
+}
