@@ -50,11 +50,24 @@ type PodClaim struct {
 	// PodClaim then stands for the whole annotation and ClaimName
 	// returns Err.
 	Err error
+	// ExtendedResources marks the claim made for the pod's extended
+	// resources, recorded in status.extendedResourceClaimStatus; its
+	// Name is ExtendedResourcesPodClaim.
+	ExtendedResources bool
 }
 
 // ClaimsOf lists the claims a pod uses: spec.resourceClaims, then those
-// of the ClaimsAnnotation whose names are not taken yet.
+// of the ClaimsAnnotation whose names are not taken yet, then the claim
+// recorded for its extended resources.
 func ClaimsOf(pod *corev1.Pod) []PodClaim {
+	claims := podClaimsOf(pod)
+	if ExtendedResourceClaimName(pod) != "" {
+		claims = append(claims, PodClaim{Name: ExtendedResourcesPodClaim, ExtendedResources: true})
+	}
+	return claims
+}
+
+func podClaimsOf(pod *corev1.Pod) []PodClaim {
 	annotation, hasAnnotation := pod.Annotations[ClaimsAnnotation]
 	if len(pod.Spec.ResourceClaims) == 0 && !hasAnnotation {
 		return nil
@@ -92,7 +105,7 @@ func ClaimsOf(pod *corev1.Pod) []PodClaim {
 
 // HasClaims is a cheap check for event handlers.
 func HasClaims(pod *corev1.Pod) bool {
-	if len(pod.Spec.ResourceClaims) > 0 {
+	if len(pod.Spec.ResourceClaims) > 0 || ExtendedResourceClaimName(pod) != "" {
 		return true
 	}
 	_, ok := pod.Annotations[ClaimsAnnotation]
@@ -142,6 +155,12 @@ func ClaimName(pod *corev1.Pod, podClaim PodClaim) (name *string, mustCheckOwner
 	switch {
 	case podClaim.Err != nil:
 		return nil, false, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, podClaim.Err)
+	case podClaim.ExtendedResources:
+		name := ExtendedResourceClaimName(pod)
+		if name == "" {
+			return nil, false, fmt.Errorf("pod %s/%s, extended resources: %w", pod.Namespace, pod.Name, ErrClaimNotGenerated)
+		}
+		return &name, true, nil
 	case podClaim.ClaimName != nil:
 		return podClaim.ClaimName, false, nil
 	case podClaim.TemplateName != nil:
