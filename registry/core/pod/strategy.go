@@ -151,6 +151,11 @@ func (podStatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.
 	pod.Spec = oldPod.Spec
 	pod.DeletionTimestamp = oldPod.DeletionTimestamp
 	pod.OwnerReferences = oldPod.OwnerReferences
+	// The claim made for the pod's extended resources stays recorded
+	// (as upstream): a status write that leaves it out keeps it.
+	if pod.Status.ExtendedResourceClaimStatus == nil {
+		pod.Status.ExtendedResourceClaimStatus = oldPod.Status.ExtendedResourceClaimStatus
+	}
 }
 
 func (podStatusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {

@@ -48,6 +48,33 @@ func TestValidatePod(t *testing.T) {
 				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
 			}
 		}, want: []string{"spec.containers[0].resources.requests[cpu]"}},
+		{name: "extended resources backed by devices", mutate: func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "x", ImagePullPolicy: corev1.PullAlways, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+				Resources: extendedResources("deviceclass.resource.kubernetes.io/gpu.example.com", "1", "")}}
+			p.Spec.Containers[0].Resources = extendedResources("example.com/gpu", "2", "2")
+		}},
+		{name: "extended resource request without limit", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources = extendedResources("example.com/gpu", "2", "")
+		}, want: []string{"spec.containers[0].resources.limits[example.com/gpu]"}},
+		{name: "extended resource request below limit", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources = extendedResources("example.com/gpu", "1", "2")
+		}, want: []string{"spec.containers[0].resources.requests[example.com/gpu]"}},
+		{name: "fractional devices", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources = extendedResources("example.com/gpu", "500m", "500m")
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "x", ImagePullPolicy: corev1.PullAlways, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+				Resources: extendedResources("deviceclass.resource.kubernetes.io/gpu", "1.5", "")}}
+		}, want: []string{"spec.containers[0].resources.requests[example.com/gpu]", "spec.containers[0].resources.limits[example.com/gpu]",
+			"spec.initContainers[0].resources.requests[deviceclass.resource.kubernetes.io/gpu]"}},
+		{name: "bad resource names", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				"gpu":                      resource.MustParse("1"),
+				"requests.example.com/gpu": resource.MustParse("1"),
+				"example.com/a b":          resource.MustParse("1"),
+			}}
+		}, want: []string{"spec.containers[0].resources.requests[gpu]", "spec.containers[0].resources.requests[requests.example.com/gpu]",
+			"spec.containers[0].resources.requests[example.com/a b]",
+			// Names that are not Kubernetes' own are not overcommitable.
+			"spec.containers[0].resources.limits[requests.example.com/gpu]", "spec.containers[0].resources.limits[example.com/a b]"}},
 		{name: "mount of unknown volume", mutate: func(p *corev1.Pod) {
 			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 		}, want: []string{"spec.containers[0].volumeMounts[0].name"}},
@@ -173,6 +200,23 @@ func TestValidatePodStatusUpdate(t *testing.T) {
 		{name: "leave terminal phase", oldPhase: corev1.PodSucceeded, status: corev1.PodStatus{Phase: corev1.PodRunning}, want: []string{"status.phase"}},
 		{name: "bad condition", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: "", Status: "Maybe"}}},
 			want: []string{"status.conditions[0].type", "status.conditions[0].status"}},
+		{name: "extended resource claim", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: corev1.PodPending,
+			ExtendedResourceClaimStatus: &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "pod-extended-resources-x7k2p",
+				RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "ctr", ResourceName: "example.com/gpu", RequestName: "container-0-request-0"}}}}},
+		{name: "bad extended resource claim", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: corev1.PodPending,
+			ExtendedResourceClaimStatus: &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "Not_Valid",
+				RequestMappings: []corev1.ContainerExtendedResourceRequest{
+					{ContainerName: "nope", ResourceName: "example.com/gpu", RequestName: "r"},
+					{ContainerName: "ctr", ResourceName: "example.com/fpga", RequestName: "Not_A_Label"},
+					{ContainerName: "ctr", ResourceName: "example.com/gpu", RequestName: "r"},
+					{ContainerName: "ctr", ResourceName: "example.com/gpu", RequestName: "r"},
+				}}},
+			want: []string{"status.extendedResourceClaimStatus.resourceClaimName", "status.extendedResourceClaimStatus.requestMappings[0].containerName",
+				"status.extendedResourceClaimStatus.requestMappings[1].resourceName", "status.extendedResourceClaimStatus.requestMappings[1].requestName",
+				"status.extendedResourceClaimStatus.requestMappings[3]"}},
+		{name: "extended resource claim without mappings", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: corev1.PodPending,
+			ExtendedResourceClaimStatus: &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "c"}},
+			want: []string{"status.extendedResourceClaimStatus.requestMappings"}},
 		{name: "claim status for unknown claim", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: corev1.PodPending,
 			ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "nope", ResourceClaimName: ptr.To("x")}}},
 			want: []string{"status.resourceClaimStatuses[0].name"}},
@@ -181,6 +225,7 @@ func TestValidatePodStatusUpdate(t *testing.T) {
 			oldPod := newPod("pod")
 			oldPod.ResourceVersion = "1"
 			oldPod.Status.Phase = tc.oldPhase
+			oldPod.Spec.Containers[0].Resources = extendedResources("example.com/gpu", "1", "1")
 			pod := oldPod.DeepCopy()
 			pod.Status = tc.status
 			pod.Spec.NodeName = "sneaky"
@@ -194,6 +239,30 @@ func TestValidatePodStatusUpdate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStatusKeepsExtendedResourceClaim: a status write that leaves the
+// record of the extended resource claim out does not remove it.
+func TestStatusKeepsExtendedResourceClaim(t *testing.T) {
+	oldPod := newPod("pod")
+	oldPod.ResourceVersion = "1"
+	recorded := &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "pod-extended-resources-x7k2p",
+		RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "ctr", ResourceName: "example.com/gpu", RequestName: "container-0-request-0"}}}
+	oldPod.Status.ExtendedResourceClaimStatus = recorded
+	pod := oldPod.DeepCopy()
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning}
+	StatusStrategy.PrepareForUpdate(context.Background(), pod, oldPod)
+	if pod.Status.ExtendedResourceClaimStatus == nil || pod.Status.ExtendedResourceClaimStatus.ResourceClaimName != recorded.ResourceClaimName {
+		t.Errorf("extendedResourceClaimStatus after an update without it: %+v, want %+v", pod.Status.ExtendedResourceClaimStatus, recorded)
+	}
+}
+
+func extendedResources(name, request, limit string) corev1.ResourceRequirements {
+	r := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceName(name): resource.MustParse(request)}}
+	if limit != "" {
+		r.Limits = corev1.ResourceList{corev1.ResourceName(name): resource.MustParse(limit)}
+	}
+	return r
 }
 
 func TestCheckGracefulDelete(t *testing.T) {

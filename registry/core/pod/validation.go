@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -296,17 +297,19 @@ func validateVolumeMounts(mounts []corev1.VolumeMount, volumes sets.Set[string],
 func validateResources(resources *corev1.ResourceRequirements, claims sets.Set[string], fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	for name, quantity := range resources.Limits {
-		if quantity.Sign() < 0 {
-			allErrs = append(allErrs, field.Invalid(fldPath.Child("limits").Key(string(name)), quantity.String(), "must be greater than or equal to 0"))
-		}
+		allErrs = append(allErrs, validateResourceQuantity(name, quantity, fldPath.Child("limits").Key(string(name)))...)
 	}
 	for name, quantity := range resources.Requests {
 		requestPath := fldPath.Child("requests").Key(string(name))
-		if quantity.Sign() < 0 {
-			allErrs = append(allErrs, field.Invalid(requestPath, quantity.String(), "must be greater than or equal to 0"))
-		}
-		if limit, ok := resources.Limits[name]; ok && quantity.Cmp(limit) > 0 {
+		allErrs = append(allErrs, validateResourceQuantity(name, quantity, requestPath)...)
+		limit, hasLimit := resources.Limits[name]
+		switch {
+		case hasLimit && !overcommitAllowed(name) && quantity.Cmp(limit) != 0:
+			allErrs = append(allErrs, field.Invalid(requestPath, quantity.String(), fmt.Sprintf("must be equal to %s limit of %s", name, limit.String())))
+		case hasLimit && quantity.Cmp(limit) > 0:
 			allErrs = append(allErrs, field.Invalid(requestPath, quantity.String(), fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
+		case !hasLimit && !overcommitAllowed(name):
+			allErrs = append(allErrs, field.Required(fldPath.Child("limits").Key(string(name)), "must be set for extended resources, equal to the request"))
 		}
 	}
 	seen := sets.New[string]()
@@ -324,6 +327,62 @@ func validateResources(resources *corev1.ResourceRequirements, claims sets.Set[s
 		seen.Insert(id)
 	}
 	return allErrs
+}
+
+// validateResourceQuantity checks a container resource's name and amount
+// as Kubernetes does: names are qualified, an unprefixed one is standard,
+// a prefixed one outside kubernetes.io is an extended resource, and
+// extended resources (which may stand for devices, see KEP-5004) come in
+// whole units. A DeviceClass's implicit name
+// (deviceclass.resource.kubernetes.io/<class>) also counts whole devices.
+func validateResourceQuantity(name corev1.ResourceName, quantity resource.Quantity, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(string(name)) {
+		allErrs = append(allErrs, field.Invalid(fldPath, string(name), msg))
+	}
+	if len(allErrs) > 0 {
+		return allErrs
+	}
+	switch {
+	case !strings.Contains(string(name), "/"):
+		if !standardContainerResources.Has(string(name)) && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
+			allErrs = append(allErrs, field.Invalid(fldPath, string(name), "must be a standard resource for containers or fully qualified"))
+		}
+	case !strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix) && !isExtendedResourceName(name):
+		allErrs = append(allErrs, field.Invalid(fldPath, string(name), "doesn't follow extended resource name standard"))
+	}
+	if quantity.Sign() < 0 {
+		allErrs = append(allErrs, field.Invalid(fldPath, quantity.String(), "must be greater than or equal to 0"))
+	}
+	if (isExtendedResourceName(name) || strings.HasPrefix(string(name), deviceClassResourcePrefix)) && quantity.MilliValue()%1000 != 0 {
+		allErrs = append(allErrs, field.Invalid(fldPath, quantity.String(), "must be an integer"))
+	}
+	return allErrs
+}
+
+// deviceClassResourcePrefix followed by a DeviceClass name is the
+// extended resource name every class has (upstream's name; see
+// controllers/podclaims).
+const deviceClassResourcePrefix = "deviceclass.resource.kubernetes.io/"
+
+var standardContainerResources = sets.New(string(corev1.ResourceCPU), string(corev1.ResourceMemory), string(corev1.ResourceEphemeralStorage))
+
+// isExtendedResourceName: domain-prefixed, outside kubernetes.io, and a
+// qualified name as a quota key ("requests.<name>").
+func isExtendedResourceName(name corev1.ResourceName) bool {
+	s := string(name)
+	if !strings.Contains(s, "/") || strings.Contains(s, corev1.ResourceDefaultNamespacePrefix) || strings.HasPrefix(s, corev1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
+}
+
+// overcommitAllowed: only Kubernetes' own resources other than huge pages
+// may be requested below their limit; extended resources are requested
+// exactly.
+func overcommitAllowed(name corev1.ResourceName) bool {
+	native := !strings.Contains(string(name), "/") || strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix)
+	return native && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
 }
 
 var tolerationOperators = []corev1.TolerationOperator{corev1.TolerationOpEqual, corev1.TolerationOpExists}
@@ -476,7 +535,46 @@ func ValidatePodStatusUpdate(pod, oldPod *corev1.Pod) field.ErrorList {
 			allErrs = append(allErrs, validateRequiredDNSSubdomain(*status.ResourceClaimName, idxPath.Child("resourceClaimName"))...)
 		}
 	}
-	return allErrs
+	return append(allErrs, validateExtendedResourceClaimStatus(pod.Status.ExtendedResourceClaimStatus, &pod.Spec, statusPath.Child("extendedResourceClaimStatus"))...)
+}
+
+// validateExtendedResourceClaimStatus checks the record of the claim made
+// for the pod's extended resources, as upstream: each mapping names a
+// container of the pod, a resource that container requests and a request
+// name that is a DNS label; the claim name is required.
+func validateExtendedResourceClaimStatus(status *corev1.PodExtendedResourceClaimStatus, spec *corev1.PodSpec, fldPath *field.Path) field.ErrorList {
+	if status == nil {
+		return nil
+	}
+	var allErrs field.ErrorList
+	containers := make(map[string]*corev1.Container, len(spec.InitContainers)+len(spec.Containers))
+	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			containers[list[i].Name] = &list[i]
+		}
+	}
+	mappingsPath := fldPath.Child("requestMappings")
+	if len(status.RequestMappings) == 0 {
+		allErrs = append(allErrs, field.Required(mappingsPath, "at least one request mapping is required"))
+	}
+	seen := sets.New[corev1.ContainerExtendedResourceRequest]()
+	for i, mapping := range status.RequestMappings {
+		idxPath := mappingsPath.Index(i)
+		if c, ok := containers[mapping.ContainerName]; !ok {
+			allErrs = append(allErrs, field.Invalid(idxPath.Child("containerName"), mapping.ContainerName, "must match the name of an entry in spec.initContainers or spec.containers"))
+		} else if _, ok := c.Resources.Requests[corev1.ResourceName(mapping.ResourceName)]; !ok {
+			allErrs = append(allErrs, field.Invalid(idxPath.Child("resourceName"), mapping.ResourceName, "must be a resource that the container requests"))
+		}
+		allErrs = append(allErrs, validateDNSLabel(mapping.RequestName, idxPath.Child("requestName"))...)
+		if mapping.RequestName == "" {
+			allErrs = append(allErrs, field.Required(idxPath.Child("requestName"), ""))
+		}
+		if seen.Has(mapping) {
+			allErrs = append(allErrs, field.Duplicate(idxPath, mapping))
+		}
+		seen.Insert(mapping)
+	}
+	return append(allErrs, validateRequiredDNSSubdomain(status.ResourceClaimName, fldPath.Child("resourceClaimName"))...)
 }
 
 // validateNodeAffinity checks node affinity, which the allocation controller
