@@ -22,6 +22,7 @@ import (
 	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/controllers/staleslices"
 	"github.com/draplane/draplane/generated/clientset/versioned"
+	"github.com/draplane/draplane/features"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
 
@@ -179,13 +180,20 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 	// The admin access label lives on the namespaces of the pods' cluster.
 	namespaces := kubeInformers.Core().V1().Namespaces()
 
-	claimController, err := resourceclaim.NewControllerWithOptions(logger.WithName("resourceclaim"), kubeClient, resourceClient, pods, claims, templates,
-		resourceclaim.Options{Mode: m.config.PodMode, Namespaces: namespaces})
+	claimOptions := resourceclaim.Options{Mode: m.config.PodMode, Namespaces: namespaces}
+	// Extended resources backed by devices get their claims here only
+	// for our own pods: a host cluster's scheduler does that for its pods
+	// with its own classes.
+	extendedResources := podclaims.OrStandalone(m.config.PodMode) == podclaims.Standalone && features.Enabled(features.DRAExtendedResource)
+	if extendedResources {
+		claimOptions.Classes = classes
+	}
+	claimController, err := resourceclaim.NewControllerWithOptions(logger.WithName("resourceclaim"), kubeClient, resourceClient, pods, claims, templates, claimOptions)
 	if err != nil {
 		return nil, fmt.Errorf("resource claim controller: %w", err)
 	}
 	allocationController, err := allocation.NewController(logger.WithName("allocation"), kubeClient, resourceClient,
-		pods, nodes, claims, classes, slices, taintRules, allocation.Options{Mode: m.config.PodMode, Namespaces: namespaces})
+		pods, nodes, claims, classes, slices, taintRules, allocation.Options{Mode: m.config.PodMode, Namespaces: namespaces, ExtendedResources: extendedResources})
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}

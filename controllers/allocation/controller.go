@@ -93,6 +93,11 @@ type Options struct {
 	// (resourceapi.AdminAccessNamespaceLabel). Without them no claim is
 	// granted admin access.
 	Namespaces coreinformers.NamespaceInformer
+	// ExtendedResources makes a pod that asks for extended resources
+	// backed by DeviceClasses wait until the claim for them is recorded
+	// in its status (standalone mode, where the resource claim controller
+	// makes that claim).
+	ExtendedResources bool
 }
 
 // Controller is the allocation controller. Create it with NewController,
@@ -114,6 +119,9 @@ type Controller struct {
 	// namespaceLister is nil without Options.Namespaces.
 	namespaceLister corelisters.NamespaceLister
 	synced          []cache.InformerSynced
+
+	// extendedResources: see Options.ExtendedResources.
+	extendedResources bool
 
 	// ownWrites keeps the echoes of this controller's claim writes from
 	// queueing the pod they were made for.
@@ -206,6 +214,7 @@ func NewController(
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "allocation"},
 		),
 	}
+	c.extendedResources = opts.ExtendedResources
 	// The inventory is built on first use.
 	c.snapshotGeneration.Store(1)
 

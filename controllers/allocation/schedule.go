@@ -105,6 +105,11 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 		// Retrying cannot help until the pod or its claims change.
 		return c.reportUnschedulable(ctx, key, pod, c.clusterEvents.Load(), &decision{unschedulable: true, summary: err.Error(), details: err.Error()})
 	}
+	if waiting == "" {
+		if waiting, err = c.extendedResourceClaimPending(pod); err != nil {
+			return err
+		}
+	}
 	if waiting != "" {
 		logger.V(5).Info("Waiting for claims", "reason", waiting)
 		return nil

@@ -108,6 +108,11 @@ type Controller struct {
 	templateLister  resourcelisters.ResourceClaimTemplateLister
 	templatesSynced cache.InformerSynced
 
+	// classLister is set when the controller makes claims for pods'
+	// extended resources (Options.Classes).
+	classLister   resourcelisters.DeviceClassLister
+	classesSynced cache.InformerSynced
+
 	// namespacesSynced is set when namespace events are handled.
 	namespacesSynced cache.InformerSynced
 
@@ -131,6 +136,10 @@ type Options struct {
 	// admin access label changed: a claim the API refused to generate
 	// for lack of it may be accepted now.
 	Namespaces coreinformers.NamespaceInformer
+	// Classes, when set, makes the controller create the claim for a
+	// pod's extended resources that DeviceClasses back (standalone
+	// mode: host pods get theirs from the host's scheduler).
+	Classes resourceinformers.DeviceClassInformer
 }
 
 // NewController wires event handlers and indexers into the informers, so
@@ -212,6 +221,11 @@ func NewControllerWithOptions(
 	if err := c.addWaitingPodHandlers(logger, templateInformer, opts.Namespaces); err != nil {
 		return nil, err
 	}
+	if opts.Classes != nil {
+		if err := c.addExtendedResourceHandlers(logger, opts.Classes); err != nil {
+			return nil, err
+		}
+	}
 
 	setupMetrics(c.claimLister)
 	return c, nil
@@ -258,6 +272,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	synced := []cache.InformerSynced{c.podsSynced, c.claimsSynced, c.templatesSynced}
 	if c.namespacesSynced != nil {
 		synced = append(synced, c.namespacesSynced)
+	}
+	if c.classesSynced != nil {
+		synced = append(synced, c.classesSynced)
 	}
 	worker.Run(ctx, c.queue, workers, c.handle, synced...)
 }
@@ -325,7 +342,7 @@ func (c *Controller) enqueuePod(logger klog.Logger, obj any, deleted bool) {
 		logger.Error(nil, "Unexpected object in pod event handler", "type", fmt.Sprintf("%T", obj))
 		return
 	}
-	if !podclaims.HasClaims(pod) {
+	if !c.hasClaimWork(pod) {
 		return
 	}
 
@@ -369,6 +386,9 @@ func (c *Controller) podNeedsWork(pod *corev1.Pod) (bool, string) {
 	if pod.DeletionTimestamp != nil {
 		return false, "pod is being deleted"
 	}
+	if c.extendedResourceClaimMissing(pod) {
+		return true, "claim for extended resources is missing"
+	}
 	for _, podClaim := range podclaims.ClaimsOf(pod) {
 		name, mustCheckOwner, err := podclaims.ClaimName(pod, podClaim)
 		if errors.Is(err, podclaims.ErrUnsupportedPodClaim) {
@@ -385,7 +405,7 @@ func (c *Controller) podNeedsWork(pod *corev1.Pod) (bool, string) {
 			return true, err.Error()
 		}
 		if claim == nil {
-			if podClaim.TemplateName != nil {
+			if podClaim.TemplateName != nil || podClaim.ExtendedResources {
 				return true, "generated claim is missing"
 			}
 			// Someone else has to create it.
@@ -461,7 +481,7 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string) error 
 	statusOutdated := false
 	for _, podClaim := range podclaims.ClaimsOf(pod) {
 		if podClaim.TemplateName == nil {
-			if podClaim.ClaimName == nil {
+			if podClaim.ClaimName == nil && !podClaim.ExtendedResources {
 				// Retrying cannot help; the other pod claims still
 				// get their claims.
 				logger.Error(podclaims.ErrUnsupportedPodClaim, "Skipping pod claim", "podClaim", podClaim.Name)
@@ -489,6 +509,11 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string) error 
 			c.eventf(pod, corev1.EventTypeWarning, ReasonFailedPodStatusUpdate, "Recording generated ResourceClaims: %v", err)
 			return errors.Join(append(errs, err)...)
 		}
+	}
+	if err := c.syncExtendedResourceClaim(ctx, pod); errors.Is(err, errWaiting) {
+		waiting = append(waiting, err)
+	} else if err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
 		// Claims that exist may be reserved even while others wait.
@@ -694,6 +719,8 @@ func (c *Controller) reserveForBoundPod(ctx context.Context, pod *corev1.Pod, ge
 			claimName = *podClaim.ClaimName
 		case podClaim.TemplateName != nil:
 			claimName = generated[podClaim.Name]
+		case podClaim.ExtendedResources:
+			claimName = podclaims.ExtendedResourceClaimName(pod)
 		}
 		if claimName == "" {
 			continue
@@ -707,7 +734,7 @@ func (c *Controller) reserveForBoundPod(ctx context.Context, pod *corev1.Pod, ge
 			// back through the claim event handler.
 			continue
 		}
-		if podClaim.TemplateName != nil && podclaims.IsForPod(pod, claim) != nil {
+		if (podClaim.TemplateName != nil || podClaim.ExtendedResources) && podclaims.IsForPod(pod, claim) != nil {
 			continue
 		}
 		if err := c.reserveForPod(ctx, pod, claim); err != nil {
