@@ -21,8 +21,8 @@ import (
 	"github.com/draplane/draplane/controllers/podtermination"
 	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/controllers/staleslices"
-	"github.com/draplane/draplane/generated/clientset/versioned"
 	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
 
