@@ -284,6 +284,12 @@ type testCase struct {
 	// expectedAnnotatedStatuses maps pod name to the generated claims in
 	// its claim-statuses annotation (aggregated mode).
 	expectedAnnotatedStatuses map[string][]corev1.PodResourceClaimStatus
+	// classes, when not nil, turn on claims for extended resources.
+	classes []*resourcev1.DeviceClass
+	// expectedExtendedStatuses maps pod name to
+	// status.extendedResourceClaimStatus; pods not listed must have the
+	// one they started with.
+	expectedExtendedStatuses map[string]*corev1.PodExtendedResourceClaimStatus
 }
 
 func TestSync(t *testing.T) {
@@ -788,7 +794,14 @@ func runSyncTest(t *testing.T, tc testCase) {
 	claimInformer := resourceInformers.Resource().V1().ResourceClaims()
 	templateInformer := resourceInformers.Resource().V1().ResourceClaimTemplates()
 
-	c, err := NewControllerWithOptions(logger, kubeClient, resourceClient, podInformer, claimInformer, templateInformer, Options{Mode: tc.mode})
+	options := Options{Mode: tc.mode}
+	if tc.classes != nil {
+		options.Classes = resourceInformers.Resource().V1().DeviceClasses()
+		for _, class := range tc.classes {
+			mustAdd(t, options.Classes.Informer().GetStore(), class)
+		}
+	}
+	c, err := NewControllerWithOptions(logger, kubeClient, resourceClient, podInformer, claimInformer, templateInformer, options)
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}
@@ -864,6 +877,13 @@ func runSyncTest(t *testing.T, tc testCase) {
 		}
 		if diff := cmp.Diff(expected, actual.Status.ResourceClaimStatuses, sortStatuses()); diff != "" {
 			t.Errorf("status.resourceClaimStatuses of pod %s (-expected, +actual):\n%s", pod.Name, diff)
+		}
+		expectedExtended, ok := tc.expectedExtendedStatuses[pod.Name]
+		if !ok {
+			expectedExtended = pod.Status.ExtendedResourceClaimStatus
+		}
+		if diff := cmp.Diff(expectedExtended, actual.Status.ExtendedResourceClaimStatus); diff != "" {
+			t.Errorf("status.extendedResourceClaimStatus of pod %s (-expected, +actual):\n%s", pod.Name, diff)
 		}
 		if expected, ok := tc.expectedAnnotatedStatuses[pod.Name]; ok {
 			var annotated []corev1.PodResourceClaimStatus
