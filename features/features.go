@@ -12,8 +12,14 @@ package features
 import (
 	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
+	// Imported for its init, which must run before ours: it registers
+	// the "kube" component and sets the gate's emulation version to the
+	// binary's (see emulateKubernetes).
+	_ "k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/component-base/featuregate"
+	baseversion "k8s.io/component-base/version"
 )
 
 // Gates that govern a field or a behaviour of the API we serve. Each
@@ -137,6 +143,20 @@ var versioned = map[featuregate.Feature]featuregate.VersionedSpecs{
 
 func init() {
 	runtime.Must(utilfeature.DefaultMutableFeatureGate.AddVersioned(versioned))
+	runtime.Must(emulateKubernetes(utilfeature.DefaultMutableFeatureGate))
+}
+
+// emulateKubernetes makes the gate emulate the Kubernetes version whose
+// API we implement. k8s.io/apiserver sets the gate to the version stamped
+// into the binary, which our builds (`make build`, the e2e tests) stamp
+// with our own 0.x release: emulating Kubernetes 0.x, every DRA gate
+// would be off, and --feature-gates would be read against that version.
+func emulateKubernetes(gate featuregate.MutableVersionedFeatureGate) error {
+	kube := basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", "")
+	if !gate.EmulationVersion().LessThan(kube.EmulationVersion()) {
+		return nil
+	}
+	return gate.SetEmulationVersionAndMinCompatibilityVersion(kube.EmulationVersion(), kube.MinCompatibilityVersion())
 }
 
 // Enabled reports whether a gate is on in this process.

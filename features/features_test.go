@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/component-base/featuregate"
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -65,5 +66,36 @@ func TestFlag(t *testing.T) {
 				t.Errorf("%s after %q: %v, want %v", tc.check, tc.value, gate.Enabled(tc.check), tc.want)
 			}
 		})
+	}
+}
+
+// TestEmulatesKubernetesInStampedBuilds: a gate set to the version of a
+// binary stamped with our 0.x release (as k8s.io/apiserver does) emulates
+// Kubernetes 1.37 again, and --feature-gates is read against that.
+func TestEmulatesKubernetesInStampedBuilds(t *testing.T) {
+	gate := featuregate.NewFeatureGate()
+	if err := gate.AddVersioned(versioned); err != nil {
+		t.Fatal(err)
+	}
+	if err := gate.SetEmulationVersionAndMinCompatibilityVersion(version.MustParse("0.1"), version.MustParse("0.0")); err != nil {
+		t.Fatal(err)
+	}
+	if gate.Enabled(DRAExtendedResource) {
+		t.Fatal("DRAExtendedResource on while emulating 0.1: the test does not set up a stamped build")
+	}
+	if err := emulateKubernetes(gate); err != nil {
+		t.Fatal(err)
+	}
+	// --feature-gates is parsed after init.
+	if err := gate.Set("DRAListTypeAttributes=true"); err != nil {
+		t.Fatal(err)
+	}
+	if got := gate.EmulationVersion().String(); got != "1.37" {
+		t.Errorf("emulation version %s, want 1.37", got)
+	}
+	for f, want := range map[featuregate.Feature]bool{DRAExtendedResource: true, DRAListTypeAttributes: true, DRADerivedAttributes: false} {
+		if got := gate.Enabled(f); got != want {
+			t.Errorf("%s: enabled %v, want %v", f, got, want)
+		}
 	}
 }
