@@ -6,7 +6,9 @@
 // allocation controller, which knows the nodes), and cleans up after
 // pods: it removes them from status.reservedFor when they are done or
 // gone, deallocates claims that nobody uses any more and deletes the
-// claims that were generated for them.
+// claims that were generated for them. In standalone mode it also makes
+// the claim for a pod's extended resources that DeviceClasses back
+// (extended.go).
 //
 // It never allocates: that is the allocation controller's job.
 package resourceclaim
