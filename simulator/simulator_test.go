@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -258,6 +259,15 @@ func TestSyncPod(t *testing.T) {
 		p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("p-gpu-x")}}
 		return p
 	}
+	// withExtendedClaim: the pod's extended resources have their claim
+	// p-gpu-x, recorded in status.extendedResourceClaimStatus.
+	withExtendedClaim := func(p *corev1.Pod) *corev1.Pod {
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"example.com/gpu": resource.MustParse("1")}
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"example.com/gpu": resource.MustParse("1")}
+		p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "p-gpu-x",
+			RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "main", ResourceName: "example.com/gpu", RequestName: "container-0-request-0"}}}
+		return p
+	}
 	claim := func(allocated, reserved bool) *resourcev1.ResourceClaim {
 		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "p-gpu-x", Namespace: "ns",
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "uid-p", Controller: ptr.To(true)}}}}
@@ -306,6 +316,10 @@ func TestSyncPod(t *testing.T) {
 		{name: "claim missing: waits", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
 			wantPhase: corev1.PodPending},
 		{name: "claim not generated yet: waits", pod: notGenerated, wantPhase: corev1.PodPending},
+		{name: "extended resource claim allocated and reserved: Running", pod: withExtendedClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
+			claims: []*resourcev1.ResourceClaim{claim(true, true)}, wantPhase: corev1.PodRunning, wantReady: corev1.ConditionTrue},
+		{name: "extended resource claim not allocated: waits", pod: withExtendedClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
+			claims: []*resourcev1.ResourceClaim{claim(false, false)}, wantPhase: corev1.PodPending},
 		{name: "not on a simulated node: left alone", pod: pod("node-1", corev1.PodPending, corev1.RestartPolicyNever, 0),
 			wantPhase: corev1.PodPending},
 		{name: "unbound: left alone", pod: pod("", corev1.PodPending, corev1.RestartPolicyNever, 0),
