@@ -23,6 +23,11 @@ type Snapshot struct {
 	Classes    map[string]*resourceapi.DeviceClass
 	Slices     []*resourceapi.ResourceSlice
 	TaintRules []*resourceapi.DeviceTaintRule
+	// WithoutBindingConditions leaves devices that list bindingConditions
+	// out of every node's view, as upstream's allocator does with the
+	// DRADeviceBindingConditions gate off: they are never allocated, but
+	// allocations that hold them still count.
+	WithoutBindingConditions bool
 }
 
 // DeviceID names one device.
@@ -128,6 +133,9 @@ type Inventory struct {
 	byNode   map[string][]*device
 	floating []*device // devices usable on more than one node
 
+	// withoutBindingConditions: see Snapshot.
+	withoutBindingConditions bool
+
 	viewsMu sync.Mutex
 	views   map[string]*nodeView
 
@@ -156,6 +164,8 @@ func (a *Allocator) Prepare(snap Snapshot) *Inventory {
 		exprs:    make(map[string]*exprCache),
 		attrs:    make(map[resourceapi.FullyQualifiedName]*attrCache),
 		interned: make(map[string]int32),
+
+		withoutBindingConditions: snap.WithoutBindingConditions,
 	}
 	if inv.classes == nil {
 		inv.classes = map[string]*resourceapi.DeviceClass{}
@@ -346,6 +356,9 @@ func (inv *Inventory) addDevice(p *pool, d *device) {
 	p.devices = append(p.devices, d)
 	inv.devices = append(inv.devices, d)
 	inv.byID[d.id] = d
+	if inv.withoutBindingConditions && len(d.api.BindingConditions) > 0 {
+		return
+	}
 	if d.nodeName != "" {
 		inv.byNode[d.nodeName] = append(inv.byNode[d.nodeName], d)
 	} else if d.allNodes || d.nodeSelector != nil {
