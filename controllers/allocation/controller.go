@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
@@ -98,6 +99,13 @@ type Options struct {
 	// in its status (standalone mode, where the resource claim controller
 	// makes that claim).
 	ExtendedResources bool
+	// BindingTimeout is how long after its allocation a pod waits for
+	// the binding conditions of its devices before the claim is
+	// deallocated and the pod placed again. DefaultBindingTimeout when
+	// not positive.
+	BindingTimeout time.Duration
+	// Clock tells the time of binding deadlines; the real clock when nil.
+	Clock clock.PassiveClock
 }
 
 // Controller is the allocation controller. Create it with NewController,
@@ -155,6 +163,12 @@ type Controller struct {
 	// own); nil drops events.
 	recorder record.EventRecorder
 
+	// bindingTimeout, clock and waits serve pods that wait for binding
+	// conditions (bindingconditions.go).
+	bindingTimeout time.Duration
+	clock          clock.PassiveClock
+	waits          *bindingWaits
+
 	queue workqueue.TypedRateLimitingInterface[string]
 }
 
@@ -184,6 +198,12 @@ func NewController(
 	if opts.MaxRetryDelay <= 0 {
 		opts.MaxRetryDelay = 30 * time.Second
 	}
+	if opts.BindingTimeout <= 0 {
+		opts.BindingTimeout = DefaultBindingTimeout
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	c := &Controller{
 		mode:            podclaims.OrStandalone(opts.Mode),
 		kubeClient:      kubeClient,
@@ -209,6 +229,10 @@ func NewController(
 		slices:        make(map[types.UID]convertedSlice),
 		unschedulable: make(map[string]struct{}),
 		bound:         newBoundPods(boundPodsCacheSize),
+
+		bindingTimeout: opts.BindingTimeout,
+		clock:          opts.Clock,
+		waits:          newBindingWaits(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.MinRetryDelay, opts.MaxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "allocation"},
@@ -347,6 +371,7 @@ func (c *Controller) onPod(logger klog.Logger, obj any, deleted bool) {
 		c.unschedulableMutex.Unlock()
 		if deleted {
 			c.bound.remove(pod.UID)
+			c.waits.done(pod.UID, nil)
 		}
 		return
 	}

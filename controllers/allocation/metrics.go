@@ -44,11 +44,19 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	bindingOutcomes = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      metricsNamespace,
+		Subsystem:      metricsSubsystem,
+		Name:           "binding_conditions_total",
+		Help:           "Number of waits for the binding conditions of a pod's devices, by outcome (met, failed, timed out).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"outcome"})
+
 	registerMetrics sync.Once
 )
 
 func setupMetrics() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(podsPlaced, allocationAttempts, podBindingLatency)
+		legacyregistry.MustRegister(podsPlaced, allocationAttempts, podBindingLatency, bindingOutcomes)
 	})
 }

@@ -25,6 +25,7 @@ import (
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/apis/resource/validation"
 	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/features"
 )
 
 const (
@@ -223,7 +224,7 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 	if err != nil {
 		return nil, err
 	}
-	selection, err := c.allocator.SelectNode(ctx, inv.State(t.inUseLocked()), toAllocate, nodes)
+	selection, err := c.selectNode(ctx, pod, inv, toAllocate, nodes)
 	if err != nil {
 		return nil, fmt.Errorf("select node: %w", err)
 	}
@@ -242,7 +243,7 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 	}
 
 	d.node = selection.Chosen.Node
-	now := metav1.Now()
+	now := metav1.NewTime(c.clock.Now()).Rfc3339Copy()
 	i := 0
 	for _, pc := range d.claims {
 		if pc.allocation != nil {
@@ -434,7 +435,7 @@ func (c *Controller) currentInventoryLocked(logger klog.Logger) (*allocator.Inve
 		return c.inventory, nil
 	}
 	start := time.Now()
-	var snapshot allocator.Snapshot
+	snapshot := allocator.Snapshot{WithoutBindingConditions: !features.Enabled(features.DRADeviceBindingConditions)}
 
 	classes, err := c.classLister.List(labels.Everything())
 	if err != nil {
@@ -645,11 +646,15 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 		return nil
 	}
 
+	if bind, err := c.awaitBindingConditions(ctx, key, pod, d); !bind || err != nil {
+		return err
+	}
 	if err := c.mode.Place(ctx, c.kubeClient, pod, d.node); err != nil {
 		c.eventf(pod, corev1.EventTypeWarning, ReasonFailedScheduling, "Binding to node %s: %v", d.node, err)
 		return fail(err)
 	}
 	c.bound.add(pod.UID, d.node)
+	c.bindingDone(pod, d)
 	c.clearUnschedulable(key)
 	allocationAttempts.WithLabelValues(resultPlaced).Inc()
 	podsPlaced.Inc()
