@@ -37,6 +37,9 @@ type Config struct {
 	// EvictionsPerSecond bounds device taint evictions over the whole
 	// control plane.
 	EvictionsPerSecond float64
+	// BindingTimeout is how long a pod waits for the binding conditions
+	// of its devices; allocation.DefaultBindingTimeout when zero.
+	BindingTimeout time.Duration
 	// ClientQPS and ClientBurst bound every client the controller manager
 	// makes.
 	ClientQPS   float32
@@ -193,7 +196,8 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 		return nil, fmt.Errorf("resource claim controller: %w", err)
 	}
 	allocationController, err := allocation.NewController(logger.WithName("allocation"), kubeClient, resourceClient,
-		pods, nodes, claims, classes, slices, taintRules, allocation.Options{Mode: m.config.PodMode, Namespaces: namespaces, ExtendedResources: extendedResources})
+		pods, nodes, claims, classes, slices, taintRules, allocation.Options{Mode: m.config.PodMode, Namespaces: namespaces, ExtendedResources: extendedResources,
+			BindingTimeout: m.config.BindingTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/draplane/draplane/controllermanager"
+	"github.com/draplane/draplane/controllers/allocation"
 	"github.com/draplane/draplane/controllers/devicetainteviction"
 )
 
@@ -29,6 +30,9 @@ type ControllerOptions struct {
 	// EvictionsPerSecond bounds device taint evictions over the whole
 	// control plane.
 	EvictionsPerSecond float64
+	// BindingTimeout is how long a pod waits for the binding conditions
+	// of its devices before their claims are deallocated.
+	BindingTimeout time.Duration
 	// ClientQPS and ClientBurst bound the controllers' loopback client.
 	ClientQPS   float32
 	ClientBurst int
@@ -47,6 +51,7 @@ func NewControllerOptions() *ControllerOptions {
 		LeaseName:          "draplane-controllers",
 		Workers:            4,
 		EvictionsPerSecond: devicetainteviction.DefaultEvictionsPerSecond,
+		BindingTimeout:     allocation.DefaultBindingTimeout,
 		ClientQPS:          500,
 		ClientBurst:        1000,
 	}
@@ -63,6 +68,8 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "Name of the leader election Lease.")
 	fs.IntVar(&o.Workers, "controller-workers", o.Workers, "Workers per controller.")
 	fs.Float64Var(&o.EvictionsPerSecond, "device-taint-evictions-per-second", o.EvictionsPerSecond, "Upper bound on pods evicted per second because of device taints.")
+	fs.DurationVar(&o.BindingTimeout, "device-binding-timeout", o.BindingTimeout,
+		"How long after the allocation a pod waits for the binding conditions of its devices (KEP-5007) before the claim is deallocated and the pod placed again; upstream's scheduler default.")
 }
 
 // Validate checks the controller options.
@@ -73,6 +80,9 @@ func (o *ControllerOptions) Validate() []error {
 	}
 	if o.LeaderElect && !(o.RetryPeriod > 0 && o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
 		errs = append(errs, errors.New("leader election needs 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration"))
+	}
+	if o.BindingTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--device-binding-timeout must be positive, got %v", o.BindingTimeout))
 	}
 	if o.EvictionsPerSecond <= 0 {
 		errs = append(errs, fmt.Errorf("--device-taint-evictions-per-second must be positive, got %v", o.EvictionsPerSecond))
@@ -85,6 +95,7 @@ func (o *ControllerOptions) ApplyTo(c *controllermanager.Config) {
 	c.Controllers = o.Run
 	c.Workers = o.Workers
 	c.EvictionsPerSecond = o.EvictionsPerSecond
+	c.BindingTimeout = o.BindingTimeout
 	c.ClientQPS, c.ClientBurst = o.ClientQPS, o.ClientBurst
 	c.LeaderElection = controllermanager.LeaderElectionConfig{
 		Enabled:        o.LeaderElect,

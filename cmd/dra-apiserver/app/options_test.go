@@ -41,6 +41,7 @@ func TestOptionsValidate(t *testing.T) {
 		"bad etcd log level": {mutate: func(o *Options) { o.EmbeddedEtcd.LogLevel = "chatty" }, wantErr: "embedded-etcd-log-level"},
 		"bad storage media":  {mutate: func(o *Options) { o.Etcd.DefaultStorageMediaType = "text/plain" }, wantErr: "storage-media-type"},
 		"port out of range":  {mutate: func(o *Options) { o.SecureServing.BindPort = 70000 }, wantErr: "secure-port"},
+		"no binding timeout": {mutate: func(o *Options) { o.Controllers.BindingTimeout = 0 }, wantErr: "--device-binding-timeout"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
