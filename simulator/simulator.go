@@ -105,6 +105,16 @@ type Options struct {
 	// they run. Nil: the fake driver's, which prepares every claim unless
 	// the claim has the annotation AnnotationPrepareError.
 	Preparer dra.Preparer
+	// BindingCondition, when set, is listed in the bindingConditions of
+	// every device, with BindingFailureCondition (default
+	// DefaultBindingFailureCondition) as its failure condition: pods
+	// that get a device are bound only once the driver reports it ready,
+	// which it does BindingDelay after the allocation, or reports the
+	// failure condition instead on the nodes in BindingFailureNodes.
+	BindingCondition        string
+	BindingFailureCondition string
+	BindingDelay            time.Duration
+	BindingFailureNodes     []string
 }
 
 // NodeName is the name of simulated node i.
@@ -123,7 +133,10 @@ type Simulator struct {
 	claimLister    resourcelisters.ResourceClaimLister
 	claimSynced    cache.InformerSynced
 	queue          workqueue.TypedRateLimitingInterface[string]
-	clock          clock.Clock
+	// bindingQueue holds the claims whose binding conditions the driver
+	// is to report (binding.go).
+	bindingQueue workqueue.TypedRateLimitingInterface[string]
+	clock        clock.Clock
 	// nodes is the set of simulated node names.
 	nodes map[string]bool
 	// publisher keeps the nodes' slices published.
@@ -164,6 +177,9 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 	if opts.SeedWorkers < 1 {
 		opts.SeedWorkers = 16
 	}
+	if opts.BindingCondition != "" && opts.BindingFailureCondition == "" {
+		opts.BindingFailureCondition = DefaultBindingFailureCondition
+	}
 	s := &Simulator{
 		opts:           opts,
 		kubeClient:     kubeClient,
@@ -175,6 +191,10 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName},
+		),
+		bindingQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-binding"},
 		),
 		clock:          clock.RealClock{},
 		nodes:          make(map[string]bool, opts.Nodes),
@@ -214,8 +234,8 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 		return nil, fmt.Errorf("add pod event handler: %w", err)
 	}
 	_, err = claimInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    s.enqueueConsumers,
-		UpdateFunc: func(_, obj any) { s.enqueueConsumers(obj) },
+		AddFunc:    func(obj any) { s.enqueueConsumers(obj); s.enqueueBinding(obj) },
+		UpdateFunc: func(_, obj any) { s.enqueueConsumers(obj); s.enqueueBinding(obj) },
 	}, cache.HandlerOptions{Logger: &logger})
 	if err != nil {
 		return nil, fmt.Errorf("add claim event handler: %w", err)
@@ -228,6 +248,7 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 func (s *Simulator) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer s.queue.ShutDown()
+	defer s.bindingQueue.ShutDown()
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting simulator", "nodes", s.opts.Nodes, "devicesPerNode", s.opts.DevicesPerNode, "driver", s.opts.Driver, "podDuration", s.opts.PodDuration)
 	defer logger.Info("Shutting down simulator")
@@ -264,6 +285,12 @@ func (s *Simulator) Run(ctx context.Context, workers int) {
 	s.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
 	go s.publisher.Run(ctx)
 	go wait.UntilWithContext(ctx, s.heartbeat, s.opts.HeartbeatInterval)
+	if s.bindingEnabled() {
+		go worker.Run(ctx, s.bindingQueue, 1, func(ctx context.Context, key string) {
+			requeueAfter, err := s.syncBinding(ctx, key)
+			worker.Requeue(ctx, s.bindingQueue, key, requeueAfter, err, "Reporting binding conditions failed", "claim")
+		}, s.claimSynced)
+	}
 	worker.Run(ctx, s.queue, workers, s.handle, s.podSynced, s.claimSynced)
 }
 
@@ -596,6 +623,7 @@ func (s *Simulator) DesiredSlice(nodeName string, generation int64) *resourcev1.
 				"memory": {Value: resource.MustParse(DeviceMemory)},
 			},
 		}
+		s.withBindingConditions(&devices[i])
 	}
 	return &resourcev1.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{

@@ -7,7 +7,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/simulator"
@@ -28,6 +30,11 @@ type SimulatorOptions struct {
 	PodDuration       time.Duration
 	HeartbeatInterval time.Duration
 	LeaseName         string
+	// Binding conditions of the simulated devices (KEP-5007).
+	BindingCondition        string
+	BindingFailureCondition string
+	BindingDelay            time.Duration
+	BindingFailureNodes     []string
 }
 
 // NewSimulatorOptions returns the defaults: simulator off.
@@ -37,6 +44,9 @@ func NewSimulatorOptions() *SimulatorOptions {
 		Driver:            simulator.DefaultDriver,
 		HeartbeatInterval: simulator.DefaultHeartbeatInterval,
 		LeaseName:         "draplane-simulator",
+
+		BindingFailureCondition: simulator.DefaultBindingFailureCondition,
+		BindingDelay:            time.Second,
 	}
 }
 
@@ -52,6 +62,14 @@ func (o *SimulatorOptions) AddFlags(fs *pflag.FlagSet) {
 		"When positive, pods on simulated nodes with restartPolicy Never or OnFailure Succeed this long after they started (their claims are then released). 0 keeps pods Running.")
 	fs.DurationVar(&o.HeartbeatInterval, "simulate-heartbeat-interval", o.HeartbeatInterval,
 		"How often the simulated nodes renew their Ready condition.")
+	fs.StringVar(&o.BindingCondition, "simulate-binding-condition", o.BindingCondition,
+		"When set, every simulated device lists this condition in bindingConditions: a pod that gets one is bound only once the simulated driver sets it True in the claim's status.devices, --simulate-binding-delay after the allocation.")
+	fs.StringVar(&o.BindingFailureCondition, "simulate-binding-failure-condition", o.BindingFailureCondition,
+		"The bindingFailureConditions entry of the simulated devices (with --simulate-binding-condition).")
+	fs.DurationVar(&o.BindingDelay, "simulate-binding-delay", o.BindingDelay,
+		"How long after the allocation the simulated driver reports a device's binding condition (or its failure).")
+	fs.StringSliceVar(&o.BindingFailureNodes, "simulate-binding-failure-nodes", o.BindingFailureNodes,
+		"Simulated nodes (e.g. sim-node-0) whose devices report the binding failure condition instead of the binding condition: their claims are deallocated and the pods placed elsewhere.")
 }
 
 // Validate checks the simulator options.
@@ -73,6 +91,36 @@ func (o *SimulatorOptions) Validate() []error {
 	if o.HeartbeatInterval <= 0 {
 		errs = append(errs, errors.New("--simulate-heartbeat-interval must be positive"))
 	}
+	return append(errs, o.validateBinding()...)
+}
+
+// validateBinding checks the binding condition flags as the API checks
+// the conditions in a slice.
+func (o *SimulatorOptions) validateBinding() []error {
+	if o.BindingCondition == "" {
+		if len(o.BindingFailureNodes) > 0 {
+			return []error{errors.New("--simulate-binding-failure-nodes needs --simulate-binding-condition")}
+		}
+		return nil
+	}
+	var errs []error
+	for flag, name := range map[string]string{"--simulate-binding-condition": o.BindingCondition, "--simulate-binding-failure-condition": o.BindingFailureCondition} {
+		if msgs := metav1validation.ValidateLabelName(name, field.NewPath(flag)); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s %q must be a condition type (a label name): %v", flag, name, msgs.ToAggregate()))
+		}
+	}
+	if o.BindingFailureCondition == o.BindingCondition {
+		errs = append(errs, fmt.Errorf("--simulate-binding-failure-condition must differ from --simulate-binding-condition %q", o.BindingCondition))
+	}
+	if o.BindingDelay < 0 {
+		errs = append(errs, fmt.Errorf("--simulate-binding-delay must not be negative, got %v", o.BindingDelay))
+	}
+	for _, node := range o.BindingFailureNodes {
+		var i int
+		if _, err := fmt.Sscanf(node, simulator.NodePrefix+"%d", &i); err != nil || simulator.NodeName(i) != node || i >= o.Nodes {
+			errs = append(errs, fmt.Errorf("--simulate-binding-failure-nodes: %q is not one of the simulated nodes %s..%s", node, simulator.NodeName(0), simulator.NodeName(max(o.Nodes-1, 0))))
+		}
+	}
 	return errs
 }
 
@@ -91,6 +139,11 @@ func (o *SimulatorOptions) config() *controllermanager.SimulatorConfig {
 			Driver:            o.Driver,
 			PodDuration:       o.PodDuration,
 			HeartbeatInterval: o.HeartbeatInterval,
+
+			BindingCondition:        o.BindingCondition,
+			BindingFailureCondition: o.BindingFailureCondition,
+			BindingDelay:            o.BindingDelay,
+			BindingFailureNodes:     o.BindingFailureNodes,
 		},
 		LeaseName: o.LeaseName,
 	}

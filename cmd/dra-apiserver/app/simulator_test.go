@@ -21,6 +21,18 @@ func TestSimulatorOptionsValidate(t *testing.T) {
 		{name: "driver too long for a label value", modify: func(o *SimulatorOptions) { o.Driver = strings.Repeat("a", 60) + ".example.com" }, wantErr: "--simulate-driver"},
 		{name: "negative pod duration", modify: func(o *SimulatorOptions) { o.PodDuration = -time.Second }, wantErr: "--simulate-pod-duration"},
 		{name: "no heartbeat", modify: func(o *SimulatorOptions) { o.HeartbeatInterval = 0 }, wantErr: "--simulate-heartbeat-interval"},
+		{name: "binding conditions", modify: func(o *SimulatorOptions) {
+			o.Nodes, o.BindingCondition, o.BindingFailureNodes = 2, "example.com/Attached", []string{"sim-node-1"}
+		}},
+		{name: "binding condition not a condition type", modify: func(o *SimulatorOptions) { o.Nodes, o.BindingCondition = 1, "not attached" }, wantErr: "--simulate-binding-condition"},
+		{name: "failure condition same as the condition", modify: func(o *SimulatorOptions) {
+			o.Nodes, o.BindingCondition, o.BindingFailureCondition = 1, "Attached", "Attached"
+		}, wantErr: "must differ"},
+		{name: "negative binding delay", modify: func(o *SimulatorOptions) { o.Nodes, o.BindingCondition, o.BindingDelay = 1, "Attached", -time.Second }, wantErr: "--simulate-binding-delay"},
+		{name: "failure node not simulated", modify: func(o *SimulatorOptions) {
+			o.Nodes, o.BindingCondition, o.BindingFailureNodes = 2, "Attached", []string{"sim-node-2"}
+		}, wantErr: "--simulate-binding-failure-nodes"},
+		{name: "failure nodes without a condition", modify: func(o *SimulatorOptions) { o.Nodes, o.BindingFailureNodes = 2, []string{"sim-node-1"} }, wantErr: "--simulate-binding-condition"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
