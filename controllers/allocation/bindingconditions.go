@@ -218,18 +218,17 @@ func (c *Controller) awaitBindingConditions(ctx context.Context, key string, pod
 // pod and has it placed again after its backoff.
 func (c *Controller) abandonBinding(ctx context.Context, key string, pod *corev1.Pod, node string, abandon []*podClaim, bindings map[*podClaim]claimBinding) error {
 	logger := klog.FromContext(ctx)
-	reason, what := ReasonBindingConditionsFailed, "failed"
+	// A failure reported by a driver says more than a timeout.
+	reason, what := ReasonBindingConditionsTimeout, "timed out"
 	var whys []string
 	for _, pc := range abandon {
 		b := bindings[pc]
 		if b.failure != "" {
 			whys = append(whys, b.failure)
+			reason, what = ReasonBindingConditionsFailed, "failed"
 		} else {
 			whys = append(whys, fmt.Sprintf("%s not met within %s", strings.Join(b.pending, "; "), c.bindingTimeout))
 		}
-	}
-	if bindings[abandon[0]].failure == "" {
-		reason, what = ReasonBindingConditionsTimeout, "timed out"
 	}
 	var errs []error
 	wrote, released := false, false

@@ -321,3 +321,28 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
+
+// TestBindingFailureOfASharedClaim: a claim that another pod uses too is
+// not deallocated when its binding conditions fail; the pod that gives up
+// only leaves reservedFor.
+func TestBindingFailureOfASharedClaim(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	pod1 := makePod("pod-1", withSharedClaim("gpu", "shared"))
+	pod2 := makePod("pod-2", withSharedClaim("gpu", "shared"))
+	claim := makeClaim("shared", withConditionalAllocation("node-a", "gpu-0", start, pod1), reservedFor(pod2), withDeviceCondition(condFailed))
+	_, ctx := ktesting.NewTestContext(t)
+	c := newTestController(t, klog.FromContext(ctx), testCase{nodes: []*corev1.Node{makeNode("node-a")}, slices: []*resourcev1.ResourceSlice{conditionalSlice("node-a", 1)},
+		pods: []*corev1.Pod{pod1, pod2}, claims: []*resourcev1.ResourceClaim{claim}})
+	c.clock = testingclock.NewFakeClock(start)
+
+	if err := c.syncPod(ctx, "default/pod-1"); err == nil || !strings.Contains(err.Error(), "binding conditions failed") {
+		t.Fatalf("sync: %v", err)
+	}
+	got, err := c.resourceClient.ResourceV1().ResourceClaims(testNamespace).Get(ctx, "shared", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Allocation == nil || len(got.Status.ReservedFor) != 1 || got.Status.ReservedFor[0].Name != "pod-2" {
+		t.Errorf("claim allocation %v, reservedFor %v; want still allocated, reserved for pod-2 only", got.Status.Allocation != nil, got.Status.ReservedFor)
+	}
+}
