@@ -346,3 +346,35 @@ spec:
 		t.Errorf("container not started: %+v", pod.Status.ContainerStatuses)
 	}
 }
+
+// TestBindingConditionsGateOff: with --feature-gates
+// DRADeviceBindingConditions=false (which the server must accept), a pod
+// never waits for binding conditions, as upstream's scheduler with the
+// gate off: a device that still lists them after the API stored the
+// slice is not allocated (the pod is unschedulable), one whose conditions
+// the API dropped is allocated and the pod runs.
+func TestBindingConditionsGateOff(t *testing.T) {
+	s, kube := attachServer(t, "--feature-gates=DRADeviceBindingConditions=false")
+	ctx := context.Background()
+	slice, err := s.Client(t).ResourceV1().ResourceSlices().Get(ctx, "sim-node-0-attach", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createAttachPod(t, s)
+	if len(slice.Spec.Devices[0].BindingConditions) == 0 {
+		waitFor(t, "pod running without binding conditions", func(ctx context.Context) (bool, error) {
+			pod, err := kube.CoreV1().Pods("default").Get(ctx, "attach", metav1.GetOptions{})
+			return err == nil && pod.Status.Phase == corev1.PodRunning, err
+		})
+		return
+	}
+	pod := waitForPodCondition(t, kube, "attach", corev1.PodReasonUnschedulable)
+	waitForEvent(t, kube, pod, corev1.EventTypeWarning, "FailedScheduling", "claim default/attach")
+	claim, err := s.Client(t).ResourceV1().ResourceClaims("default").Get(ctx, "attach", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claim.Status.Allocation != nil {
+		t.Errorf("device with binding conditions allocated with the gate off: %+v", claim.Status.Allocation)
+	}
+}
