@@ -6,7 +6,10 @@
 // plays kubelet for the pods bound to its nodes: it prepares their claims
 // through a driver.Preparer before marking them Running (started, ready
 // containers), optionally Succeeded after a while, so claims get released
-// and deleted, and unprepares them when the pods are done.
+// and deleted, and unprepares them when the pods are done. With a binding
+// condition (Options.BindingCondition) its devices list it, and its driver
+// reports it, or the failure condition on failing nodes, in the claims'
+// device status a while after the allocation (binding.go).
 //
 // Like a real node agent, it removes the slices of its driver on its nodes
 // when it starts and publishes them anew, so no orphans of an earlier run
