@@ -150,9 +150,6 @@ func sameTimestamp(a, b *metav1.Time) bool {
 	return a.Unix() == b.Unix()
 }
 
-// ready: nothing to wait for.
-func (b *claimBinding) ready() bool { return len(b.pending) == 0 && b.failure == "" }
-
 // gaveUp: the allocation must go.
 func (b *claimBinding) gaveUp() bool { return b.failure != "" || b.timedOut }
 
