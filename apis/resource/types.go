@@ -66,7 +66,43 @@ type ResourceSliceSpec struct {
 	// +optional
 	// +listType=atomic
 	SharedCounters []CounterSet `json:"sharedCounters,omitempty"`
+
+	// PartitionTypeAttribute names a string device attribute (fully
+	// qualified, e.g. "gpu.example.com/profile") whose value gives each
+	// partitionable device of the slice its partition type, such as
+	// "Full" or "Half". When set, every device of the slice that consumes
+	// counters carries the attribute, and devices with the same value
+	// consume the same counters.
+	// Alpha: needs the DRAPartitionableDevicesType feature gate.
+	// +optional
+	// +featureGate=DRAPartitionableDevicesType
+	PartitionTypeAttribute *FullyQualifiedName `json:"partitionTypeAttribute,omitempty"`
+
+	// SkipNodeOperations lists the node-local operations (gRPC calls of
+	// the kubelet to the driver) that this slice's devices do not need:
+	// "NodePrepareResources" (only together with "NodeUnprepareResources"
+	// or "*"), "NodeUnprepareResources", or "*" for all of them. A call
+	// is skipped for a claim when every device of the driver allocated to
+	// the claim skips it. Unknown values are ignored by nodes.
+	// Alpha: needs the DRAOptionalNodeOperations feature gate.
+	// +optional
+	// +listType=set
+	// +featureGate=DRAOptionalNodeOperations
+	SkipNodeOperations []SkipNodeOperation `json:"skipNodeOperations,omitempty"`
 }
+
+// SkipNodeOperation names a node-local operation a device does not need.
+// +enum
+type SkipNodeOperation string
+
+const (
+	// SkipNodeOperationNodePrepareResources skips NodePrepareResources.
+	SkipNodeOperationNodePrepareResources SkipNodeOperation = "NodePrepareResources"
+	// SkipNodeOperationNodeUnprepareResources skips NodeUnprepareResources.
+	SkipNodeOperationNodeUnprepareResources SkipNodeOperation = "NodeUnprepareResources"
+	// SkipNodeOperationAll skips every node-local operation.
+	SkipNodeOperationAll SkipNodeOperation = "*"
+)
 
 // CounterSet is a named set of counters that partitionable devices draw on.
 type CounterSet struct {
@@ -157,6 +193,68 @@ type Device struct {
 	// consuming part of its capacity.
 	// +optional
 	AllowMultipleAllocations *bool `json:"allowMultipleAllocations,omitempty"`
+
+	// NodeAllocatableResources maps node-allocatable resource names
+	// ("cpu", "memory", "ephemeral-storage", hugepages; not extended
+	// resources) to how allocating this device uses them: a CPU driver's
+	// device may stand for exclusive CPUs, an accelerator may need host
+	// memory besides.
+	// Alpha: needs the DRANodeAllocatableResources feature gate.
+	// +optional
+	// +featureGate=DRANodeAllocatableResources
+	NodeAllocatableResources map[corev1.ResourceName]NodeAllocatableResource `json:"nodeAllocatableResources,omitempty"`
+}
+
+// NodeAllocatableResource says how much of one node-allocatable resource
+// an allocation of the device uses. At least one of mapping and overhead
+// is set.
+type NodeAllocatableResource struct {
+	// Mapping is set when the device itself models the resource (e.g. a
+	// CPU driver's cores); the amount counts once per claim on the node,
+	// and such a claim is not shared by several pods.
+	// +optional
+	Mapping *NodeAllocatableMapping `json:"mapping,omitempty"`
+
+	// Overhead is what the device needs of the resource besides (e.g.
+	// host memory of a GPU); it counts for every pod that uses the claim,
+	// and is subtracted from the node's allocatable even when mapping is
+	// set for the same resource.
+	// +optional
+	Overhead *NodeAllocatableOverhead `json:"overhead,omitempty"`
+}
+
+// NodeAllocatableMapping turns an allocation into an amount of the
+// resource: either consumedCapacity[capacityKey] * capacityMultiplier or
+// the number of allocated devices * deviceMultiplier.
+type NodeAllocatableMapping struct {
+	// CapacityKey names a capacity of the device; the amount of it the
+	// claim consumes, times capacityMultiplier, is the amount of the
+	// resource. Set together with capacityMultiplier.
+	// +optional
+	CapacityKey *QualifiedName `json:"capacityKey,omitempty"`
+
+	// CapacityMultiplier multiplies the consumed capacity of capacityKey.
+	// Set together with capacityKey.
+	// +optional
+	CapacityMultiplier *resource.Quantity `json:"capacityMultiplier,omitempty"`
+
+	// DeviceMultiplier multiplies the number of allocated devices. Not
+	// set together with capacityKey and capacityMultiplier.
+	// +optional
+	DeviceMultiplier *resource.Quantity `json:"deviceMultiplier,omitempty"`
+}
+
+// NodeAllocatableOverhead is the extra amount of a resource an allocation
+// of the device needs: perPod + perContainer * (containers that use the
+// claim), per pod.
+type NodeAllocatableOverhead struct {
+	// PerPod counts once for each pod that uses the claim.
+	// +optional
+	PerPod *resource.Quantity `json:"perPod,omitempty"`
+
+	// PerContainer counts for each container that uses the claim.
+	// +optional
+	PerContainer *resource.Quantity `json:"perContainer,omitempty"`
 }
 
 // DeviceCounterConsumption says how much of one counter set a device uses.
@@ -167,6 +265,16 @@ type DeviceCounterConsumption struct {
 	// Counters maps counter names to the amount consumed.
 	// +optional
 	Counters map[string]Counter `json:"counters,omitempty"`
+
+	// CompatibilityGroups are opaque group names (at most 2, unique).
+	// Devices that consume from the same counter set may be allocated at
+	// the same time only if they share at least one group; a device
+	// without groups only goes with siblings without groups.
+	// Alpha: needs the DRADeviceCompatibilityGroups feature gate.
+	// +optional
+	// +listType=atomic
+	// +featureGate=DRADeviceCompatibilityGroups
+	CompatibilityGroups []string `json:"compatibilityGroups,omitempty"`
 }
 
 // DeviceCapacity is the amount of one capacity of a device.
@@ -247,6 +355,40 @@ type DeviceAttribute struct {
 	// +optional
 	// +oneOf=ValueType
 	VersionValue *string `json:"version,omitempty"`
+
+	// IntValues is a non-empty list of numbers.
+	// Alpha: needs the DRAListTypeAttributes feature gate.
+	// +optional
+	// +listType=atomic
+	// +oneOf=ValueType
+	// +featureGate=DRAListTypeAttributes
+	IntValues []int64 `json:"ints,omitempty"`
+
+	// BoolValues is a non-empty list of true/false values.
+	// Alpha: needs the DRAListTypeAttributes feature gate.
+	// +optional
+	// +listType=atomic
+	// +oneOf=ValueType
+	// +featureGate=DRAListTypeAttributes
+	BoolValues []bool `json:"bools,omitempty"`
+
+	// StringValues is a non-empty list of strings of at most 64
+	// characters each.
+	// Alpha: needs the DRAListTypeAttributes feature gate.
+	// +optional
+	// +listType=atomic
+	// +oneOf=ValueType
+	// +featureGate=DRAListTypeAttributes
+	StringValues []string `json:"strings,omitempty"`
+
+	// VersionValues is a non-empty list of semantic versions (semver
+	// 2.0.0) of at most 64 characters each.
+	// Alpha: needs the DRAListTypeAttributes feature gate.
+	// +optional
+	// +listType=atomic
+	// +oneOf=ValueType
+	// +featureGate=DRAListTypeAttributes
+	VersionValues []string `json:"versions,omitempty"`
 }
 
 // DeviceTaintEffect is what a taint does to consumers that don't tolerate it.
@@ -459,6 +601,16 @@ type ExactDeviceRequest struct {
 	// allows multiple allocations.
 	// +optional
 	Capacity *CapacityRequirements `json:"capacity,omitempty"`
+
+	// DerivedAttributes are virtual attributes computed per candidate
+	// device by CEL, for use in the claim's matchAttribute and
+	// distinctAttribute constraints (each must be used by one). At most
+	// 32.
+	// Alpha: needs the DRADerivedAttributes feature gate.
+	// +optional
+	// +listType=atomic
+	// +featureGate=DRADerivedAttributes
+	DerivedAttributes []DeviceDerivedAttribute `json:"derivedAttributes,omitempty"`
 }
 
 // DeviceSubRequest is one alternative of a firstAvailable request.
@@ -490,6 +642,31 @@ type DeviceSubRequest struct {
 	// Capacity asks for a share of each named capacity.
 	// +optional
 	Capacity *CapacityRequirements `json:"capacity,omitempty"`
+
+	// DerivedAttributes are virtual attributes computed per candidate
+	// device by CEL, for use in the claim's matchAttribute and
+	// distinctAttribute constraints (each must be used by one). At most
+	// 32.
+	// Alpha: needs the DRADerivedAttributes feature gate.
+	// +optional
+	// +listType=atomic
+	// +featureGate=DRADerivedAttributes
+	DerivedAttributes []DeviceDerivedAttribute `json:"derivedAttributes,omitempty"`
+}
+
+// DeviceDerivedAttribute is a virtual attribute of a candidate device,
+// computed by a CEL expression.
+type DeviceDerivedAttribute struct {
+	// Name is a DNS subdomain, a slash and a C identifier (e.g.
+	// "derived/numaNode"). A name that is also a device attribute shadows
+	// it in the constraints.
+	Name FullyQualifiedName `json:"name"`
+
+	// Expression is evaluated with the same "device" variable as a CEL
+	// selector, after the request's selectors matched; it yields a string,
+	// integer, boolean or semver, or a list of one of these. At most
+	// 10 Ki long.
+	Expression string `json:"expression"`
 }
 
 // CapacityRequirements names the amounts of capacity one request consumes
@@ -718,6 +895,14 @@ type DeviceRequestAllocationResult struct {
 	// ConsumedCapacity is how much of each capacity this allocation takes.
 	// +optional
 	ConsumedCapacity map[QualifiedName]resource.Quantity `json:"consumedCapacity,omitempty"`
+
+	// SkipNodeOperations is the device's slice's skipNodeOperations at
+	// the time of allocation.
+	// Alpha: needs the DRAOptionalNodeOperations feature gate.
+	// +optional
+	// +listType=set
+	// +featureGate=DRAOptionalNodeOperations
+	SkipNodeOperations []SkipNodeOperation `json:"skipNodeOperations,omitempty"`
 }
 
 // DeviceAllocationConfiguration is configuration in an allocation result.

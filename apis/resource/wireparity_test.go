@@ -16,29 +16,12 @@ import (
 	"github.com/draplane/draplane/apis/resource/v1beta1"
 )
 
-// leftOut lists the upstream 1.37 fields (type.Field) that are alpha-only
-// upstream and that we do not serve; the README's API section lists them
-// too. Everything else in the inventory must be present with the same
-// JSON name, and we may not add fields upstream does not have.
-var leftOut = map[string]string{
-	"ResourceSliceSpec.PartitionTypeAttribute":         "DRAPartitionableDevicesType (alpha)",
-	"ResourceSliceSpec.SkipNodeOperations":             "DRAOptionalNodeOperations (alpha)",
-	"DeviceRequestAllocationResult.SkipNodeOperations": "DRAOptionalNodeOperations (alpha)",
-	"Device.NodeAllocatableResources":                  "DRANodeAllocatableResources (alpha)",
-	"BasicDevice.NodeAllocatableResources":             "DRANodeAllocatableResources (alpha)",
-	"NodeAllocatableResource.*":                        "DRANodeAllocatableResources (alpha)",
-	"NodeAllocatableMapping.*":                         "DRANodeAllocatableResources (alpha)",
-	"NodeAllocatableOverhead.*":                        "DRANodeAllocatableResources (alpha)",
-	"DeviceCounterConsumption.CompatibilityGroups":     "DRADeviceCompatibilityGroups (alpha)",
-	"DeviceAttribute.IntValues":                        "DRAListTypeAttributes (alpha)",
-	"DeviceAttribute.BoolValues":                       "DRAListTypeAttributes (alpha)",
-	"DeviceAttribute.StringValues":                     "DRAListTypeAttributes (alpha)",
-	"DeviceAttribute.VersionValues":                    "DRAListTypeAttributes (alpha)",
-	"ExactDeviceRequest.DerivedAttributes":             "DRADerivedAttributes (alpha)",
-	"DeviceSubRequest.DerivedAttributes":               "DRADerivedAttributes (alpha)",
-	"DeviceRequest.DerivedAttributes":                  "DRADerivedAttributes (alpha)",
-	"DeviceDerivedAttribute.*":                         "DRADerivedAttributes (alpha)",
-}
+// leftOut lists upstream 1.37 fields (type.Field, or Type.* for a whole
+// type) that we do not serve, with the reason; since the alpha fields are
+// served behind their feature gates there are none. Everything else in the
+// inventory must be present with the same JSON name, and we may not add
+// fields upstream does not have.
+var leftOut = map[string]string{}
 
 // inventoryLine matches "Type:  Field GoType `json:..." and, for embedded
 // structs, "Type:  EmbeddedType `json:...".

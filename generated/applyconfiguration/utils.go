@@ -64,6 +64,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &resourcev1.DeviceConstraintApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DeviceCounterConsumption"):
 		return &resourcev1.DeviceCounterConsumptionApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DeviceDerivedAttribute"):
+		return &resourcev1.DeviceDerivedAttributeApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DeviceRequest"):
 		return &resourcev1.DeviceRequestApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DeviceRequestAllocationResult"):
@@ -88,6 +90,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &resourcev1.ExactDeviceRequestApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("NetworkDeviceData"):
 		return &resourcev1.NetworkDeviceDataApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("NodeAllocatableMapping"):
+		return &resourcev1.NodeAllocatableMappingApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("NodeAllocatableOverhead"):
+		return &resourcev1.NodeAllocatableOverheadApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("NodeAllocatableResource"):
+		return &resourcev1.NodeAllocatableResourceApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("OpaqueDeviceConfiguration"):
 		return &resourcev1.OpaqueDeviceConfigurationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceClaim"):
@@ -154,6 +162,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &resourcev1beta1.DeviceConstraintApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("DeviceCounterConsumption"):
 		return &resourcev1beta1.DeviceCounterConsumptionApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("DeviceDerivedAttribute"):
+		return &resourcev1beta1.DeviceDerivedAttributeApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("DeviceRequest"):
 		return &resourcev1beta1.DeviceRequestApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("DeviceRequestAllocationResult"):
@@ -168,6 +178,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &resourcev1beta1.DeviceTolerationApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("NetworkDeviceData"):
 		return &resourcev1beta1.NetworkDeviceDataApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("NodeAllocatableMapping"):
+		return &resourcev1beta1.NodeAllocatableMappingApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("NodeAllocatableOverhead"):
+		return &resourcev1beta1.NodeAllocatableOverheadApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("NodeAllocatableResource"):
+		return &resourcev1beta1.NodeAllocatableResourceApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("OpaqueDeviceConfiguration"):
 		return &resourcev1beta1.OpaqueDeviceConfigurationApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ResourceClaim"):

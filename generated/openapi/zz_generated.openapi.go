@@ -46,6 +46,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/draplane/draplane/apis/resource/v1.DeviceConfiguration":                 schema_draplane_apis_resource_v1_DeviceConfiguration(ref),
 		"github.com/draplane/draplane/apis/resource/v1.DeviceConstraint":                    schema_draplane_apis_resource_v1_DeviceConstraint(ref),
 		"github.com/draplane/draplane/apis/resource/v1.DeviceCounterConsumption":            schema_draplane_apis_resource_v1_DeviceCounterConsumption(ref),
+		"github.com/draplane/draplane/apis/resource/v1.DeviceDerivedAttribute":              schema_draplane_apis_resource_v1_DeviceDerivedAttribute(ref),
 		"github.com/draplane/draplane/apis/resource/v1.DeviceRequest":                       schema_draplane_apis_resource_v1_DeviceRequest(ref),
 		"github.com/draplane/draplane/apis/resource/v1.DeviceRequestAllocationResult":       schema_draplane_apis_resource_v1_DeviceRequestAllocationResult(ref),
 		"github.com/draplane/draplane/apis/resource/v1.DeviceSelector":                      schema_draplane_apis_resource_v1_DeviceSelector(ref),
@@ -59,6 +60,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/draplane/draplane/apis/resource/v1.DeviceToleration":                    schema_draplane_apis_resource_v1_DeviceToleration(ref),
 		"github.com/draplane/draplane/apis/resource/v1.ExactDeviceRequest":                  schema_draplane_apis_resource_v1_ExactDeviceRequest(ref),
 		"github.com/draplane/draplane/apis/resource/v1.NetworkDeviceData":                   schema_draplane_apis_resource_v1_NetworkDeviceData(ref),
+		"github.com/draplane/draplane/apis/resource/v1.NodeAllocatableMapping":              schema_draplane_apis_resource_v1_NodeAllocatableMapping(ref),
+		"github.com/draplane/draplane/apis/resource/v1.NodeAllocatableOverhead":             schema_draplane_apis_resource_v1_NodeAllocatableOverhead(ref),
+		"github.com/draplane/draplane/apis/resource/v1.NodeAllocatableResource":             schema_draplane_apis_resource_v1_NodeAllocatableResource(ref),
 		"github.com/draplane/draplane/apis/resource/v1.OpaqueDeviceConfiguration":           schema_draplane_apis_resource_v1_OpaqueDeviceConfiguration(ref),
 		"github.com/draplane/draplane/apis/resource/v1.ResourceClaim":                       schema_draplane_apis_resource_v1_ResourceClaim(ref),
 		"github.com/draplane/draplane/apis/resource/v1.ResourceClaimConsumerReference":      schema_draplane_apis_resource_v1_ResourceClaimConsumerReference(ref),
@@ -102,6 +106,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceConfiguration":            schema_draplane_apis_resource_v1beta1_DeviceConfiguration(ref),
 		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceConstraint":               schema_draplane_apis_resource_v1beta1_DeviceConstraint(ref),
 		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceCounterConsumption":       schema_draplane_apis_resource_v1beta1_DeviceCounterConsumption(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceDerivedAttribute":         schema_draplane_apis_resource_v1beta1_DeviceDerivedAttribute(ref),
 		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceRequest":                  schema_draplane_apis_resource_v1beta1_DeviceRequest(ref),
 		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceRequestAllocationResult":  schema_draplane_apis_resource_v1beta1_DeviceRequestAllocationResult(ref),
 		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector":                 schema_draplane_apis_resource_v1beta1_DeviceSelector(ref),
@@ -109,6 +114,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceTaint":                    schema_draplane_apis_resource_v1beta1_DeviceTaint(ref),
 		"github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration":               schema_draplane_apis_resource_v1beta1_DeviceToleration(ref),
 		"github.com/draplane/draplane/apis/resource/v1beta1.NetworkDeviceData":              schema_draplane_apis_resource_v1beta1_NetworkDeviceData(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.NodeAllocatableMapping":         schema_draplane_apis_resource_v1beta1_NodeAllocatableMapping(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.NodeAllocatableOverhead":        schema_draplane_apis_resource_v1beta1_NodeAllocatableOverhead(ref),
+		"github.com/draplane/draplane/apis/resource/v1beta1.NodeAllocatableResource":        schema_draplane_apis_resource_v1beta1_NodeAllocatableResource(ref),
 		"github.com/draplane/draplane/apis/resource/v1beta1.OpaqueDeviceConfiguration":      schema_draplane_apis_resource_v1beta1_OpaqueDeviceConfiguration(ref),
 		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaim":                  schema_draplane_apis_resource_v1beta1_ResourceClaim(ref),
 		"github.com/draplane/draplane/apis/resource/v1beta1.ResourceClaimConsumerReference": schema_draplane_apis_resource_v1beta1_ResourceClaimConsumerReference(ref),
@@ -889,12 +897,26 @@ func schema_draplane_apis_resource_v1_Device(ref common.ReferenceCallback) commo
 							Format:      "",
 						},
 					},
+					"nodeAllocatableResources": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeAllocatableResources maps node-allocatable resource names (\"cpu\", \"memory\", \"ephemeral-storage\", hugepages; not extended resources) to how allocating this device uses them: a CPU driver's device may stand for exclusive CPUs, an accelerator may need host memory besides. Alpha: needs the DRANodeAllocatableResources feature gate.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.NodeAllocatableResource"),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"name"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/draplane/draplane/apis/resource/v1.DeviceAttribute", "github.com/draplane/draplane/apis/resource/v1.DeviceCapacity", "github.com/draplane/draplane/apis/resource/v1.DeviceCounterConsumption", "github.com/draplane/draplane/apis/resource/v1.DeviceTaint", corev1.NodeSelector{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1.DeviceAttribute", "github.com/draplane/draplane/apis/resource/v1.DeviceCapacity", "github.com/draplane/draplane/apis/resource/v1.DeviceCounterConsumption", "github.com/draplane/draplane/apis/resource/v1.DeviceTaint", "github.com/draplane/draplane/apis/resource/v1.NodeAllocatableResource", corev1.NodeSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -1032,6 +1054,82 @@ func schema_draplane_apis_resource_v1_DeviceAttribute(ref common.ReferenceCallba
 							Description: "VersionValue is a semantic version (semver 2.0.0) of at most 64 characters.",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"ints": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "IntValues is a non-empty list of numbers. Alpha: needs the DRAListTypeAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int64",
+									},
+								},
+							},
+						},
+					},
+					"bools": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "BoolValues is a non-empty list of true/false values. Alpha: needs the DRAListTypeAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"boolean"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"strings": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "StringValues is a non-empty list of strings of at most 64 characters each. Alpha: needs the DRAListTypeAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"versions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "VersionValues is a non-empty list of semantic versions (semver 2.0.0) of at most 64 characters each. Alpha: needs the DRAListTypeAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
 						},
 					},
 				},
@@ -1446,12 +1544,61 @@ func schema_draplane_apis_resource_v1_DeviceCounterConsumption(ref common.Refere
 							},
 						},
 					},
+					"compatibilityGroups": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "CompatibilityGroups are opaque group names (at most 2, unique). Devices that consume from the same counter set may be allocated at the same time only if they share at least one group; a device without groups only goes with siblings without groups. Alpha: needs the DRADeviceCompatibilityGroups feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"counterSet"},
 			},
 		},
 		Dependencies: []string{
 			"github.com/draplane/draplane/apis/resource/v1.Counter"},
+	}
+}
+
+func schema_draplane_apis_resource_v1_DeviceDerivedAttribute(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DeviceDerivedAttribute is a virtual attribute of a candidate device, computed by a CEL expression.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is a DNS subdomain, a slash and a C identifier (e.g. \"derived/numaNode\"). A name that is also a device attribute shadows it in the constraints.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"expression": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Expression is evaluated with the same \"device\" variable as a CEL selector, after the request's selectors matched; it yields a string, integer, boolean or semver, or a list of one of these. At most 10 Ki long.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "expression"},
+			},
+		},
 	}
 }
 
@@ -1626,6 +1773,26 @@ func schema_draplane_apis_resource_v1_DeviceRequestAllocationResult(ref common.R
 							},
 						},
 					},
+					"skipNodeOperations": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "SkipNodeOperations is the device's slice's skipNodeOperations at the time of allocation. Alpha: needs the DRAOptionalNodeOperations feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+										Enum:   []interface{}{"*", "NodePrepareResources", "NodeUnprepareResources"},
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"request", "driver", "pool", "device"},
 			},
@@ -1736,12 +1903,30 @@ func schema_draplane_apis_resource_v1_DeviceSubRequest(ref common.ReferenceCallb
 							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.CapacityRequirements"),
 						},
 					},
+					"derivedAttributes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "DerivedAttributes are virtual attributes computed per candidate device by CEL, for use in the claim's matchAttribute and distinctAttribute constraints (each must be used by one). At most 32. Alpha: needs the DRADerivedAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceDerivedAttribute"),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"name", "deviceClassName"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/draplane/draplane/apis/resource/v1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1.DeviceToleration"},
+			"github.com/draplane/draplane/apis/resource/v1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1.DeviceDerivedAttribute", "github.com/draplane/draplane/apis/resource/v1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1.DeviceToleration"},
 	}
 }
 
@@ -2123,12 +2308,30 @@ func schema_draplane_apis_resource_v1_ExactDeviceRequest(ref common.ReferenceCal
 							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.CapacityRequirements"),
 						},
 					},
+					"derivedAttributes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "DerivedAttributes are virtual attributes computed per candidate device by CEL, for use in the claim's matchAttribute and distinctAttribute constraints (each must be used by one). At most 32. Alpha: needs the DRADerivedAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1.DeviceDerivedAttribute"),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"deviceClassName"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/draplane/draplane/apis/resource/v1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1.DeviceToleration"},
+			"github.com/draplane/draplane/apis/resource/v1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1.DeviceDerivedAttribute", "github.com/draplane/draplane/apis/resource/v1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1.DeviceToleration"},
 	}
 }
 
@@ -2175,6 +2378,94 @@ func schema_draplane_apis_resource_v1_NetworkDeviceData(ref common.ReferenceCall
 				},
 			},
 		},
+	}
+}
+
+func schema_draplane_apis_resource_v1_NodeAllocatableMapping(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeAllocatableMapping turns an allocation into an amount of the resource: either consumedCapacity[capacityKey] * capacityMultiplier or the number of allocated devices * deviceMultiplier.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"capacityKey": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CapacityKey names a capacity of the device; the amount of it the claim consumes, times capacityMultiplier, is the amount of the resource. Set together with capacityMultiplier.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"capacityMultiplier": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CapacityMultiplier multiplies the consumed capacity of capacityKey. Set together with capacityKey.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"deviceMultiplier": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DeviceMultiplier multiplies the number of allocated devices. Not set together with capacityKey and capacityMultiplier.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_draplane_apis_resource_v1_NodeAllocatableOverhead(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeAllocatableOverhead is the extra amount of a resource an allocation of the device needs: perPod + perContainer * (containers that use the claim), per pod.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"perPod": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PerPod counts once for each pod that uses the claim.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"perContainer": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PerContainer counts for each container that uses the claim.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_draplane_apis_resource_v1_NodeAllocatableResource(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeAllocatableResource says how much of one node-allocatable resource an allocation of the device uses. At least one of mapping and overhead is set.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"mapping": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Mapping is set when the device itself models the resource (e.g. a CPU driver's cores); the amount counts once per claim on the node, and such a claim is not shared by several pods.",
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.NodeAllocatableMapping"),
+						},
+					},
+					"overhead": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Overhead is what the device needs of the resource besides (e.g. host memory of a GPU); it counts for every pod that uses the claim, and is subtracted from the node's allocatable even when mapping is set for the same resource.",
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1.NodeAllocatableOverhead"),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/draplane/draplane/apis/resource/v1.NodeAllocatableMapping", "github.com/draplane/draplane/apis/resource/v1.NodeAllocatableOverhead"},
 	}
 }
 
@@ -3217,6 +3508,33 @@ func schema_draplane_apis_resource_v1_ResourceSliceSpec(ref common.ReferenceCall
 							},
 						},
 					},
+					"partitionTypeAttribute": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PartitionTypeAttribute names a string device attribute (fully qualified, e.g. \"gpu.example.com/profile\") whose value gives each partitionable device of the slice its partition type, such as \"Full\" or \"Half\". When set, every device of the slice that consumes counters carries the attribute, and devices with the same value consume the same counters. Alpha: needs the DRAPartitionableDevicesType feature gate.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"skipNodeOperations": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "SkipNodeOperations lists the node-local operations (gRPC calls of the kubelet to the driver) that this slice's devices do not need: \"NodePrepareResources\" (only together with \"NodeUnprepareResources\" or \"*\"), \"NodeUnprepareResources\", or \"*\" for all of them. A call is skipped for a claim when every device of the driver allocated to the claim skips it. Unknown values are ignored by nodes. Alpha: needs the DRAOptionalNodeOperations feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+										Enum:   []interface{}{"*", "NodePrepareResources", "NodeUnprepareResources"},
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"driver", "pool"},
 			},
@@ -3483,11 +3801,25 @@ func schema_draplane_apis_resource_v1beta1_BasicDevice(ref common.ReferenceCallb
 							Format:      "",
 						},
 					},
+					"nodeAllocatableResources": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeAllocatableResources maps node-allocatable resource names (\"cpu\", \"memory\", \"ephemeral-storage\", hugepages; not extended resources) to how allocating this device uses them: a CPU driver's device may stand for exclusive CPUs, an accelerator may need host memory besides. Alpha: needs the DRANodeAllocatableResources feature gate.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.NodeAllocatableResource"),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/draplane/draplane/apis/resource/v1beta1.DeviceAttribute", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceCapacity", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceCounterConsumption", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceTaint", corev1.NodeSelector{}.OpenAPIModelName()},
+			"github.com/draplane/draplane/apis/resource/v1beta1.DeviceAttribute", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceCapacity", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceCounterConsumption", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceTaint", "github.com/draplane/draplane/apis/resource/v1beta1.NodeAllocatableResource", corev1.NodeSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -3844,6 +4176,82 @@ func schema_draplane_apis_resource_v1beta1_DeviceAttribute(ref common.ReferenceC
 							Description: "VersionValue is a semantic version (semver 2.0.0) of at most 64 characters.",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"ints": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "IntValues is a non-empty list of numbers. Alpha: needs the DRAListTypeAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int64",
+									},
+								},
+							},
+						},
+					},
+					"bools": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "BoolValues is a non-empty list of true/false values. Alpha: needs the DRAListTypeAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"boolean"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"strings": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "StringValues is a non-empty list of strings of at most 64 characters each. Alpha: needs the DRAListTypeAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"versions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "VersionValues is a non-empty list of semantic versions (semver 2.0.0) of at most 64 characters each. Alpha: needs the DRAListTypeAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
 						},
 					},
 				},
@@ -4258,12 +4666,61 @@ func schema_draplane_apis_resource_v1beta1_DeviceCounterConsumption(ref common.R
 							},
 						},
 					},
+					"compatibilityGroups": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "CompatibilityGroups are opaque group names (at most 2, unique). Devices that consume from the same counter set may be allocated at the same time only if they share at least one group; a device without groups only goes with siblings without groups. Alpha: needs the DRADeviceCompatibilityGroups feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"counterSet"},
 			},
 		},
 		Dependencies: []string{
 			"github.com/draplane/draplane/apis/resource/v1beta1.Counter"},
+	}
+}
+
+func schema_draplane_apis_resource_v1beta1_DeviceDerivedAttribute(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DeviceDerivedAttribute is a virtual attribute of a candidate device, computed by a CEL expression.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is a DNS subdomain, a slash and a C identifier (e.g. \"derived/numaNode\"). A name that is also a device attribute shadows it in the constraints.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"expression": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Expression is evaluated with the same \"device\" variable as a CEL selector, after the request's selectors matched; it yields a string, integer, boolean or semver, or a list of one of these. At most 10 Ki long.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "expression"},
+			},
+		},
 	}
 }
 
@@ -4372,12 +4829,30 @@ func schema_draplane_apis_resource_v1beta1_DeviceRequest(ref common.ReferenceCal
 							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequirements"),
 						},
 					},
+					"derivedAttributes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "DerivedAttributes are virtual attributes computed per candidate device by CEL, for use in the claim's matchAttribute and distinctAttribute constraints (each must be used by one). At most 32. Alpha: needs the DRADerivedAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceDerivedAttribute"),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"name"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceSubRequest", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration"},
+			"github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceDerivedAttribute", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceSubRequest", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration"},
 	}
 }
 
@@ -4504,6 +4979,26 @@ func schema_draplane_apis_resource_v1beta1_DeviceRequestAllocationResult(ref com
 							},
 						},
 					},
+					"skipNodeOperations": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "SkipNodeOperations is the device's slice's skipNodeOperations at the time of allocation. Alpha: needs the DRAOptionalNodeOperations feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+										Enum:   []interface{}{"*", "NodePrepareResources", "NodeUnprepareResources"},
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"request", "driver", "pool", "device"},
 			},
@@ -4614,12 +5109,30 @@ func schema_draplane_apis_resource_v1beta1_DeviceSubRequest(ref common.Reference
 							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequirements"),
 						},
 					},
+					"derivedAttributes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "DerivedAttributes are virtual attributes computed per candidate device by CEL, for use in the claim's matchAttribute and distinctAttribute constraints (each must be used by one). At most 32. Alpha: needs the DRADerivedAttributes feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.DeviceDerivedAttribute"),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"name", "deviceClassName"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration"},
+			"github.com/draplane/draplane/apis/resource/v1beta1.CapacityRequirements", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceDerivedAttribute", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceSelector", "github.com/draplane/draplane/apis/resource/v1beta1.DeviceToleration"},
 	}
 }
 
@@ -4763,6 +5276,94 @@ func schema_draplane_apis_resource_v1beta1_NetworkDeviceData(ref common.Referenc
 				},
 			},
 		},
+	}
+}
+
+func schema_draplane_apis_resource_v1beta1_NodeAllocatableMapping(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeAllocatableMapping turns an allocation into an amount of the resource: either consumedCapacity[capacityKey] * capacityMultiplier or the number of allocated devices * deviceMultiplier.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"capacityKey": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CapacityKey names a capacity of the device; the amount of it the claim consumes, times capacityMultiplier, is the amount of the resource. Set together with capacityMultiplier.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"capacityMultiplier": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CapacityMultiplier multiplies the consumed capacity of capacityKey. Set together with capacityKey.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"deviceMultiplier": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DeviceMultiplier multiplies the number of allocated devices. Not set together with capacityKey and capacityMultiplier.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_draplane_apis_resource_v1beta1_NodeAllocatableOverhead(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeAllocatableOverhead is the extra amount of a resource an allocation of the device needs: perPod + perContainer * (containers that use the claim), per pod.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"perPod": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PerPod counts once for each pod that uses the claim.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"perContainer": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PerContainer counts for each container that uses the claim.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_draplane_apis_resource_v1beta1_NodeAllocatableResource(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeAllocatableResource says how much of one node-allocatable resource an allocation of the device uses. At least one of mapping and overhead is set.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"mapping": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Mapping is set when the device itself models the resource (e.g. a CPU driver's cores); the amount counts once per claim on the node, and such a claim is not shared by several pods.",
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.NodeAllocatableMapping"),
+						},
+					},
+					"overhead": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Overhead is what the device needs of the resource besides (e.g. host memory of a GPU); it counts for every pod that uses the claim, and is subtracted from the node's allocatable even when mapping is set for the same resource.",
+							Ref:         ref("github.com/draplane/draplane/apis/resource/v1beta1.NodeAllocatableOverhead"),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/draplane/draplane/apis/resource/v1beta1.NodeAllocatableMapping", "github.com/draplane/draplane/apis/resource/v1beta1.NodeAllocatableOverhead"},
 	}
 }
 
@@ -5368,6 +5969,33 @@ func schema_draplane_apis_resource_v1beta1_ResourceSliceSpec(ref common.Referenc
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
 										Ref: ref("github.com/draplane/draplane/apis/resource/v1beta1.CounterSet"),
+									},
+								},
+							},
+						},
+					},
+					"partitionTypeAttribute": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PartitionTypeAttribute names a string device attribute (fully qualified, e.g. \"gpu.example.com/profile\") whose value gives each partitionable device of the slice its partition type, such as \"Full\" or \"Half\". When set, every device of the slice that consumes counters carries the attribute, and devices with the same value consume the same counters. Alpha: needs the DRAPartitionableDevicesType feature gate.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"skipNodeOperations": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "SkipNodeOperations lists the node-local operations (gRPC calls of the kubelet to the driver) that this slice's devices do not need: \"NodePrepareResources\" (only together with \"NodeUnprepareResources\" or \"*\"), \"NodeUnprepareResources\", or \"*\" for all of them. A call is skipped for a claim when every device of the driver allocated to the claim skips it. Unknown values are ignored by nodes. Alpha: needs the DRAOptionalNodeOperations feature gate.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+										Enum:   []interface{}{"*", "NodePrepareResources", "NodeUnprepareResources"},
 									},
 								},
 							},

@@ -1,6 +1,7 @@
 package v1beta1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
@@ -44,6 +45,14 @@ func Convert_v1beta1_DeviceRequest_To_resource_DeviceRequest(in *DeviceRequest, 
 				return err
 			}
 		}
+		if in.DerivedAttributes != nil {
+			exact.DerivedAttributes = make([]resourceapi.DeviceDerivedAttribute, len(in.DerivedAttributes))
+			for i := range in.DerivedAttributes {
+				if err := Convert_v1beta1_DeviceDerivedAttribute_To_resource_DeviceDerivedAttribute(&in.DerivedAttributes[i], &exact.DerivedAttributes[i], s); err != nil {
+					return err
+				}
+			}
+		}
 		out.Exactly = exact
 	}
 	out.FirstAvailable = nil
@@ -61,7 +70,7 @@ func Convert_v1beta1_DeviceRequest_To_resource_DeviceRequest(in *DeviceRequest, 
 // hasExactFields reports whether any of the flat exact-request fields is set.
 func hasExactFields(in *DeviceRequest) bool {
 	return in.DeviceClassName != "" || in.Selectors != nil || in.AllocationMode != "" ||
-		in.Count != 0 || in.AdminAccess != nil || in.Tolerations != nil || in.Capacity != nil
+		in.Count != 0 || in.AdminAccess != nil || in.Tolerations != nil || in.Capacity != nil || in.DerivedAttributes != nil
 }
 
 // Convert_resource_DeviceRequest_To_v1beta1_DeviceRequest flattens hub's
@@ -93,6 +102,14 @@ func Convert_resource_DeviceRequest_To_v1beta1_DeviceRequest(in *resourceapi.Dev
 			out.Capacity = &CapacityRequirements{}
 			if err := Convert_resource_CapacityRequirements_To_v1beta1_CapacityRequirements(exact.Capacity, out.Capacity, s); err != nil {
 				return err
+			}
+		}
+		if exact.DerivedAttributes != nil {
+			out.DerivedAttributes = make([]DeviceDerivedAttribute, len(exact.DerivedAttributes))
+			for i := range exact.DerivedAttributes {
+				if err := Convert_resource_DeviceDerivedAttribute_To_v1beta1_DeviceDerivedAttribute(&exact.DerivedAttributes[i], &out.DerivedAttributes[i], s); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -174,6 +191,16 @@ func convertBasicToHub(in *BasicDevice, out *resourceapi.Device, s conversion.Sc
 	out.BindingConditions = copyStrings(in.BindingConditions)
 	out.BindingFailureConditions = copyStrings(in.BindingFailureConditions)
 	out.AllowMultipleAllocations = copyBool(in.AllowMultipleAllocations)
+	if in.NodeAllocatableResources != nil {
+		out.NodeAllocatableResources = make(map[corev1.ResourceName]resourceapi.NodeAllocatableResource, len(in.NodeAllocatableResources))
+		for name, res := range in.NodeAllocatableResources {
+			var converted resourceapi.NodeAllocatableResource
+			if err := Convert_v1beta1_NodeAllocatableResource_To_resource_NodeAllocatableResource(&res, &converted, s); err != nil {
+				return err
+			}
+			out.NodeAllocatableResources[name] = converted
+		}
+	}
 	return nil
 }
 
@@ -221,6 +248,16 @@ func convertHubToBasic(in *resourceapi.Device, out *BasicDevice, s conversion.Sc
 	out.BindingConditions = copyStrings(in.BindingConditions)
 	out.BindingFailureConditions = copyStrings(in.BindingFailureConditions)
 	out.AllowMultipleAllocations = copyBool(in.AllowMultipleAllocations)
+	if in.NodeAllocatableResources != nil {
+		out.NodeAllocatableResources = make(map[corev1.ResourceName]NodeAllocatableResource, len(in.NodeAllocatableResources))
+		for name, res := range in.NodeAllocatableResources {
+			var converted NodeAllocatableResource
+			if err := Convert_resource_NodeAllocatableResource_To_v1beta1_NodeAllocatableResource(&res, &converted, s); err != nil {
+				return err
+			}
+			out.NodeAllocatableResources[name] = converted
+		}
+	}
 	return nil
 }
 

@@ -176,6 +176,11 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: nodeAllocatableResources
+      type:
+        map:
+          elementType:
+            namedType: com.github.draplane.draplane.apis.resource.v1.NodeAllocatableResource
     - name: nodeName
       type:
         scalar: string
@@ -225,15 +230,39 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: bool
       type:
         scalar: boolean
+    - name: bools
+      type:
+        list:
+          elementType:
+            scalar: boolean
+          elementRelationship: atomic
     - name: int
       type:
         scalar: numeric
+    - name: ints
+      type:
+        list:
+          elementType:
+            scalar: numeric
+          elementRelationship: atomic
     - name: string
       type:
         scalar: string
+    - name: strings
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: version
       type:
         scalar: string
+    - name: versions
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
 - name: com.github.draplane.draplane.apis.resource.v1.DeviceCapacity
   map:
     fields:
@@ -335,6 +364,12 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.draplane.draplane.apis.resource.v1.DeviceCounterConsumption
   map:
     fields:
+    - name: compatibilityGroups
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: counterSet
       type:
         scalar: string
@@ -344,6 +379,17 @@ var schemaYAML = typed.YAMLObject(`types:
         map:
           elementType:
             namedType: com.github.draplane.draplane.apis.resource.v1.Counter
+- name: com.github.draplane.draplane.apis.resource.v1.DeviceDerivedAttribute
+  map:
+    fields:
+    - name: expression
+      type:
+        scalar: string
+      default: ""
+    - name: name
+      type:
+        scalar: string
+      default: ""
 - name: com.github.draplane.draplane.apis.resource.v1.DeviceRequest
   map:
     fields:
@@ -402,6 +448,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: shareID
       type:
         scalar: string
+    - name: skipNodeOperations
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
     - name: tolerations
       type:
         list:
@@ -426,6 +478,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: count
       type:
         scalar: numeric
+    - name: derivedAttributes
+      type:
+        list:
+          elementType:
+            namedType: com.github.draplane.draplane.apis.resource.v1.DeviceDerivedAttribute
+          elementRelationship: atomic
     - name: deviceClassName
       type:
         scalar: string
@@ -551,6 +609,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: count
       type:
         scalar: numeric
+    - name: derivedAttributes
+      type:
+        list:
+          elementType:
+            namedType: com.github.draplane.draplane.apis.resource.v1.DeviceDerivedAttribute
+          elementRelationship: atomic
     - name: deviceClassName
       type:
         scalar: string
@@ -582,6 +646,36 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: atomic
+- name: com.github.draplane.draplane.apis.resource.v1.NodeAllocatableMapping
+  map:
+    fields:
+    - name: capacityKey
+      type:
+        scalar: string
+    - name: capacityMultiplier
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+    - name: deviceMultiplier
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+- name: com.github.draplane.draplane.apis.resource.v1.NodeAllocatableOverhead
+  map:
+    fields:
+    - name: perContainer
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+    - name: perPod
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+- name: com.github.draplane.draplane.apis.resource.v1.NodeAllocatableResource
+  map:
+    fields:
+    - name: mapping
+      type:
+        namedType: com.github.draplane.draplane.apis.resource.v1.NodeAllocatableMapping
+    - name: overhead
+      type:
+        namedType: com.github.draplane.draplane.apis.resource.v1.NodeAllocatableOverhead
 - name: com.github.draplane.draplane.apis.resource.v1.OpaqueDeviceConfiguration
   map:
     fields:
@@ -745,6 +839,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: nodeSelector
       type:
         namedType: io.k8s.api.core.v1.NodeSelector
+    - name: partitionTypeAttribute
+      type:
+        scalar: string
     - name: perDeviceNodeSelection
       type:
         scalar: boolean
@@ -758,6 +855,12 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             namedType: com.github.draplane.draplane.apis.resource.v1.CounterSet
           elementRelationship: atomic
+    - name: skipNodeOperations
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
 - name: com.github.draplane.draplane.apis.resource.v1beta1.AllocatedDeviceStatus
   map:
     fields:
@@ -843,6 +946,11 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             namedType: com.github.draplane.draplane.apis.resource.v1beta1.DeviceCounterConsumption
           elementRelationship: atomic
+    - name: nodeAllocatableResources
+      type:
+        map:
+          elementType:
+            namedType: com.github.draplane.draplane.apis.resource.v1beta1.NodeAllocatableResource
     - name: nodeName
       type:
         scalar: string
@@ -962,15 +1070,39 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: bool
       type:
         scalar: boolean
+    - name: bools
+      type:
+        list:
+          elementType:
+            scalar: boolean
+          elementRelationship: atomic
     - name: int
       type:
         scalar: numeric
+    - name: ints
+      type:
+        list:
+          elementType:
+            scalar: numeric
+          elementRelationship: atomic
     - name: string
       type:
         scalar: string
+    - name: strings
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: version
       type:
         scalar: string
+    - name: versions
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
 - name: com.github.draplane.draplane.apis.resource.v1beta1.DeviceCapacity
   map:
     fields:
@@ -1072,6 +1204,12 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.draplane.draplane.apis.resource.v1beta1.DeviceCounterConsumption
   map:
     fields:
+    - name: compatibilityGroups
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: counterSet
       type:
         scalar: string
@@ -1081,6 +1219,17 @@ var schemaYAML = typed.YAMLObject(`types:
         map:
           elementType:
             namedType: com.github.draplane.draplane.apis.resource.v1beta1.Counter
+- name: com.github.draplane.draplane.apis.resource.v1beta1.DeviceDerivedAttribute
+  map:
+    fields:
+    - name: expression
+      type:
+        scalar: string
+      default: ""
+    - name: name
+      type:
+        scalar: string
+      default: ""
 - name: com.github.draplane.draplane.apis.resource.v1beta1.DeviceRequest
   map:
     fields:
@@ -1096,6 +1245,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: count
       type:
         scalar: numeric
+    - name: derivedAttributes
+      type:
+        list:
+          elementType:
+            namedType: com.github.draplane.draplane.apis.resource.v1beta1.DeviceDerivedAttribute
+          elementRelationship: atomic
     - name: deviceClassName
       type:
         scalar: string
@@ -1164,6 +1319,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: shareID
       type:
         scalar: string
+    - name: skipNodeOperations
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
     - name: tolerations
       type:
         list:
@@ -1188,6 +1349,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: count
       type:
         scalar: numeric
+    - name: derivedAttributes
+      type:
+        list:
+          elementType:
+            namedType: com.github.draplane.draplane.apis.resource.v1beta1.DeviceDerivedAttribute
+          elementRelationship: atomic
     - name: deviceClassName
       type:
         scalar: string
@@ -1259,6 +1426,36 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: atomic
+- name: com.github.draplane.draplane.apis.resource.v1beta1.NodeAllocatableMapping
+  map:
+    fields:
+    - name: capacityKey
+      type:
+        scalar: string
+    - name: capacityMultiplier
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+    - name: deviceMultiplier
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+- name: com.github.draplane.draplane.apis.resource.v1beta1.NodeAllocatableOverhead
+  map:
+    fields:
+    - name: perContainer
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+    - name: perPod
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+- name: com.github.draplane.draplane.apis.resource.v1beta1.NodeAllocatableResource
+  map:
+    fields:
+    - name: mapping
+      type:
+        namedType: com.github.draplane.draplane.apis.resource.v1beta1.NodeAllocatableMapping
+    - name: overhead
+      type:
+        namedType: com.github.draplane.draplane.apis.resource.v1beta1.NodeAllocatableOverhead
 - name: com.github.draplane.draplane.apis.resource.v1beta1.OpaqueDeviceConfiguration
   map:
     fields:
@@ -1422,6 +1619,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: nodeSelector
       type:
         namedType: io.k8s.api.core.v1.NodeSelector
+    - name: partitionTypeAttribute
+      type:
+        scalar: string
     - name: perDeviceNodeSelection
       type:
         scalar: boolean
@@ -1435,6 +1635,12 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             namedType: com.github.draplane.draplane.apis.resource.v1beta1.CounterSet
           elementRelationship: atomic
+    - name: skipNodeOperations
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
 - name: io.k8s.api.core.v1.NodeSelector
   map:
     fields:

@@ -48,6 +48,13 @@ type DeviceApplyConfiguration struct {
 	// AllowMultipleAllocations lets several claims share the device, each
 	// consuming part of its capacity.
 	AllowMultipleAllocations *bool `json:"allowMultipleAllocations,omitempty"`
+	// NodeAllocatableResources maps node-allocatable resource names
+	// ("cpu", "memory", "ephemeral-storage", hugepages; not extended
+	// resources) to how allocating this device uses them: a CPU driver's
+	// device may stand for exclusive CPUs, an accelerator may need host
+	// memory besides.
+	// Alpha: needs the DRANodeAllocatableResources feature gate.
+	NodeAllocatableResources map[corev1.ResourceName]NodeAllocatableResourceApplyConfiguration `json:"nodeAllocatableResources,omitempty"`
 }
 
 // DeviceApplyConfiguration constructs a declarative configuration of the Device type for use with
@@ -175,5 +182,19 @@ func (b *DeviceApplyConfiguration) WithBindingFailureConditions(values ...string
 // If called multiple times, the AllowMultipleAllocations field is set to the value of the last call.
 func (b *DeviceApplyConfiguration) WithAllowMultipleAllocations(value bool) *DeviceApplyConfiguration {
 	b.AllowMultipleAllocations = &value
+	return b
+}
+
+// WithNodeAllocatableResources puts the entries into the NodeAllocatableResources field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the NodeAllocatableResources field,
+// overwriting an existing map entries in NodeAllocatableResources field with the same key.
+func (b *DeviceApplyConfiguration) WithNodeAllocatableResources(entries map[corev1.ResourceName]NodeAllocatableResourceApplyConfiguration) *DeviceApplyConfiguration {
+	if b.NodeAllocatableResources == nil && len(entries) > 0 {
+		b.NodeAllocatableResources = make(map[corev1.ResourceName]NodeAllocatableResourceApplyConfiguration, len(entries))
+	}
+	for k, v := range entries {
+		b.NodeAllocatableResources[k] = v
+	}
 	return b
 }

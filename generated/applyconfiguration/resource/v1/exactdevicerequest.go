@@ -32,6 +32,12 @@ type ExactDeviceRequestApplyConfiguration struct {
 	// Capacity asks for a share of each named capacity of a device that
 	// allows multiple allocations.
 	Capacity *CapacityRequirementsApplyConfiguration `json:"capacity,omitempty"`
+	// DerivedAttributes are virtual attributes computed per candidate
+	// device by CEL, for use in the claim's matchAttribute and
+	// distinctAttribute constraints (each must be used by one). At most
+	// 32.
+	// Alpha: needs the DRADerivedAttributes feature gate.
+	DerivedAttributes []DeviceDerivedAttributeApplyConfiguration `json:"derivedAttributes,omitempty"`
 }
 
 // ExactDeviceRequestApplyConfiguration constructs a declarative configuration of the ExactDeviceRequest type for use with
@@ -103,5 +109,18 @@ func (b *ExactDeviceRequestApplyConfiguration) WithTolerations(values ...*Device
 // If called multiple times, the Capacity field is set to the value of the last call.
 func (b *ExactDeviceRequestApplyConfiguration) WithCapacity(value *CapacityRequirementsApplyConfiguration) *ExactDeviceRequestApplyConfiguration {
 	b.Capacity = value
+	return b
+}
+
+// WithDerivedAttributes adds the given value to the DerivedAttributes field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the DerivedAttributes field.
+func (b *ExactDeviceRequestApplyConfiguration) WithDerivedAttributes(values ...*DeviceDerivedAttributeApplyConfiguration) *ExactDeviceRequestApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithDerivedAttributes")
+		}
+		b.DerivedAttributes = append(b.DerivedAttributes, *values[i])
+	}
 	return b
 }

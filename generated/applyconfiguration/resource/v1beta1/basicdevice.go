@@ -46,6 +46,13 @@ type BasicDeviceApplyConfiguration struct {
 	// AllowMultipleAllocations lets several claims share the device, each
 	// consuming part of its capacity.
 	AllowMultipleAllocations *bool `json:"allowMultipleAllocations,omitempty"`
+	// NodeAllocatableResources maps node-allocatable resource names
+	// ("cpu", "memory", "ephemeral-storage", hugepages; not extended
+	// resources) to how allocating this device uses them: a CPU driver's
+	// device may stand for exclusive CPUs, an accelerator may need host
+	// memory besides.
+	// Alpha: needs the DRANodeAllocatableResources feature gate.
+	NodeAllocatableResources map[v1.ResourceName]NodeAllocatableResourceApplyConfiguration `json:"nodeAllocatableResources,omitempty"`
 }
 
 // BasicDeviceApplyConfiguration constructs a declarative configuration of the BasicDevice type for use with
@@ -165,5 +172,19 @@ func (b *BasicDeviceApplyConfiguration) WithBindingFailureConditions(values ...s
 // If called multiple times, the AllowMultipleAllocations field is set to the value of the last call.
 func (b *BasicDeviceApplyConfiguration) WithAllowMultipleAllocations(value bool) *BasicDeviceApplyConfiguration {
 	b.AllowMultipleAllocations = &value
+	return b
+}
+
+// WithNodeAllocatableResources puts the entries into the NodeAllocatableResources field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the NodeAllocatableResources field,
+// overwriting an existing map entries in NodeAllocatableResources field with the same key.
+func (b *BasicDeviceApplyConfiguration) WithNodeAllocatableResources(entries map[v1.ResourceName]NodeAllocatableResourceApplyConfiguration) *BasicDeviceApplyConfiguration {
+	if b.NodeAllocatableResources == nil && len(entries) > 0 {
+		b.NodeAllocatableResources = make(map[v1.ResourceName]NodeAllocatableResourceApplyConfiguration, len(entries))
+	}
+	for k, v := range entries {
+		b.NodeAllocatableResources[k] = v
+	}
 	return b
 }

@@ -15,6 +15,12 @@ type DeviceCounterConsumptionApplyConfiguration struct {
 	CounterSet *string `json:"counterSet,omitempty"`
 	// Counters maps counter names to the amount consumed.
 	Counters map[string]CounterApplyConfiguration `json:"counters,omitempty"`
+	// CompatibilityGroups are opaque group names (at most 2, unique).
+	// Devices that consume from the same counter set may be allocated at
+	// the same time only if they share at least one group; a device
+	// without groups only goes with siblings without groups.
+	// Alpha: needs the DRADeviceCompatibilityGroups feature gate.
+	CompatibilityGroups []string `json:"compatibilityGroups,omitempty"`
 }
 
 // DeviceCounterConsumptionApplyConfiguration constructs a declarative configuration of the DeviceCounterConsumption type for use with
@@ -41,6 +47,16 @@ func (b *DeviceCounterConsumptionApplyConfiguration) WithCounters(entries map[st
 	}
 	for k, v := range entries {
 		b.Counters[k] = v
+	}
+	return b
+}
+
+// WithCompatibilityGroups adds the given value to the CompatibilityGroups field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the CompatibilityGroups field.
+func (b *DeviceCounterConsumptionApplyConfiguration) WithCompatibilityGroups(values ...string) *DeviceCounterConsumptionApplyConfiguration {
+	for i := range values {
+		b.CompatibilityGroups = append(b.CompatibilityGroups, values[i])
 	}
 	return b
 }

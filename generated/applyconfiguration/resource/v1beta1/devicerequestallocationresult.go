@@ -38,6 +38,10 @@ type DeviceRequestAllocationResultApplyConfiguration struct {
 	ShareID *types.UID `json:"shareID,omitempty"`
 	// ConsumedCapacity is how much of each capacity this allocation takes.
 	ConsumedCapacity map[resourcev1beta1.QualifiedName]resource.Quantity `json:"consumedCapacity,omitempty"`
+	// SkipNodeOperations is the device's slice's skipNodeOperations at
+	// the time of allocation.
+	// Alpha: needs the DRAOptionalNodeOperations feature gate.
+	SkipNodeOperations []resourcev1beta1.SkipNodeOperation `json:"skipNodeOperations,omitempty"`
 }
 
 // DeviceRequestAllocationResultApplyConfiguration constructs a declarative configuration of the DeviceRequestAllocationResult type for use with
@@ -137,6 +141,16 @@ func (b *DeviceRequestAllocationResultApplyConfiguration) WithConsumedCapacity(e
 	}
 	for k, v := range entries {
 		b.ConsumedCapacity[k] = v
+	}
+	return b
+}
+
+// WithSkipNodeOperations adds the given value to the SkipNodeOperations field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the SkipNodeOperations field.
+func (b *DeviceRequestAllocationResultApplyConfiguration) WithSkipNodeOperations(values ...resourcev1beta1.SkipNodeOperation) *DeviceRequestAllocationResultApplyConfiguration {
+	for i := range values {
+		b.SkipNodeOperations = append(b.SkipNodeOperations, values[i])
 	}
 	return b
 }

@@ -29,6 +29,12 @@ type DeviceSubRequestApplyConfiguration struct {
 	Tolerations []DeviceTolerationApplyConfiguration `json:"tolerations,omitempty"`
 	// Capacity asks for a share of each named capacity.
 	Capacity *CapacityRequirementsApplyConfiguration `json:"capacity,omitempty"`
+	// DerivedAttributes are virtual attributes computed per candidate
+	// device by CEL, for use in the claim's matchAttribute and
+	// distinctAttribute constraints (each must be used by one). At most
+	// 32.
+	// Alpha: needs the DRADerivedAttributes feature gate.
+	DerivedAttributes []DeviceDerivedAttributeApplyConfiguration `json:"derivedAttributes,omitempty"`
 }
 
 // DeviceSubRequestApplyConfiguration constructs a declarative configuration of the DeviceSubRequest type for use with
@@ -100,5 +106,18 @@ func (b *DeviceSubRequestApplyConfiguration) WithTolerations(values ...*DeviceTo
 // If called multiple times, the Capacity field is set to the value of the last call.
 func (b *DeviceSubRequestApplyConfiguration) WithCapacity(value *CapacityRequirementsApplyConfiguration) *DeviceSubRequestApplyConfiguration {
 	b.Capacity = value
+	return b
+}
+
+// WithDerivedAttributes adds the given value to the DerivedAttributes field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the DerivedAttributes field.
+func (b *DeviceSubRequestApplyConfiguration) WithDerivedAttributes(values ...*DeviceDerivedAttributeApplyConfiguration) *DeviceSubRequestApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithDerivedAttributes")
+		}
+		b.DerivedAttributes = append(b.DerivedAttributes, *values[i])
+	}
 	return b
 }

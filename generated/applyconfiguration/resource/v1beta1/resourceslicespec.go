@@ -7,6 +7,7 @@ Copyright The draplane Authors.
 package v1beta1
 
 import (
+	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -37,6 +38,22 @@ type ResourceSliceSpecApplyConfiguration struct {
 	// SharedCounters declares counter sets that devices of the pool consume
 	// from. A slice with shared counters has no devices.
 	SharedCounters []CounterSetApplyConfiguration `json:"sharedCounters,omitempty"`
+	// PartitionTypeAttribute names a string device attribute (fully
+	// qualified, e.g. "gpu.example.com/profile") whose value gives each
+	// partitionable device of the slice its partition type, such as
+	// "Full" or "Half". When set, every device of the slice that consumes
+	// counters carries the attribute, and devices with the same value
+	// consume the same counters.
+	// Alpha: needs the DRAPartitionableDevicesType feature gate.
+	PartitionTypeAttribute *resourcev1beta1.FullyQualifiedName `json:"partitionTypeAttribute,omitempty"`
+	// SkipNodeOperations lists the node-local operations (gRPC calls of
+	// the kubelet to the driver) that this slice's devices do not need:
+	// "NodePrepareResources" (only together with "NodeUnprepareResources"
+	// or "*"), "NodeUnprepareResources", or "*" for all of them. A call
+	// is skipped for a claim when every device of the driver allocated to
+	// the claim skips it. Unknown values are ignored by nodes.
+	// Alpha: needs the DRAOptionalNodeOperations feature gate.
+	SkipNodeOperations []resourcev1beta1.SkipNodeOperation `json:"skipNodeOperations,omitempty"`
 }
 
 // ResourceSliceSpecApplyConfiguration constructs a declarative configuration of the ResourceSliceSpec type for use with
@@ -115,6 +132,24 @@ func (b *ResourceSliceSpecApplyConfiguration) WithSharedCounters(values ...*Coun
 			panic("nil value passed to WithSharedCounters")
 		}
 		b.SharedCounters = append(b.SharedCounters, *values[i])
+	}
+	return b
+}
+
+// WithPartitionTypeAttribute sets the PartitionTypeAttribute field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PartitionTypeAttribute field is set to the value of the last call.
+func (b *ResourceSliceSpecApplyConfiguration) WithPartitionTypeAttribute(value resourcev1beta1.FullyQualifiedName) *ResourceSliceSpecApplyConfiguration {
+	b.PartitionTypeAttribute = &value
+	return b
+}
+
+// WithSkipNodeOperations adds the given value to the SkipNodeOperations field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the SkipNodeOperations field.
+func (b *ResourceSliceSpecApplyConfiguration) WithSkipNodeOperations(values ...resourcev1beta1.SkipNodeOperation) *ResourceSliceSpecApplyConfiguration {
+	for i := range values {
+		b.SkipNodeOperations = append(b.SkipNodeOperations, values[i])
 	}
 	return b
 }
