@@ -38,6 +38,11 @@ const (
 	ResourceSliceMaxDeviceCounterConsumptionsPerDevice  = 2
 	ResourceSliceMaxCountersPerDeviceCounterConsumption = 32
 	ResourceSliceMaxAttributesAndCapacitiesPerDevice    = 32
+	// ResourceSliceMaxAttributeValuesPerDevice counts every item of a
+	// list attribute (and one per scalar attribute).
+	ResourceSliceMaxAttributeValuesPerDevice = 48
+	DeviceCompatibilityGroupsMaxSize         = 2
+	DeviceDerivedAttributesMaxSize           = 32
 
 	BindingConditionsMaxSize        = 4
 	BindingFailureConditionsMaxSize = 4

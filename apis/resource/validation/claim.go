@@ -144,7 +144,7 @@ func validateDeviceClaim(claim *resourceapi.DeviceClaim, fldPath *field.Path) fi
 			errs := validateRequestReferences(config.Requests, fldPath.Child("requests"), names)
 			return append(errs, validateDeviceConfiguration(config.DeviceConfiguration, fldPath, false)...)
 		}, fldPath.Child("config"))...)
-	return allErrs
+	return append(allErrs, validateDerivedAttributes(claim, fldPath)...)
 }
 
 // exactlyAndFirstAvailableMessage also speaks to v1beta1 users: there the
@@ -406,6 +406,7 @@ func validateDeviceRequestAllocationResult(result resourceapi.DeviceRequestAlloc
 	allErrs = append(allErrs, validateDeviceName(result.Device, fldPath.Child("device"))...)
 	allErrs = append(allErrs, validateBindingConditions(result.BindingConditions, result.BindingFailureConditions, fldPath)...)
 	allErrs = append(allErrs, validateTolerations(result.Tolerations, fldPath.Child("tolerations"))...)
+	allErrs = append(allErrs, validateSkipNodeOperations(result.SkipNodeOperations, fldPath.Child("skipNodeOperations"))...)
 	if result.ShareID != nil {
 		allErrs = append(allErrs, validateUID(string(*result.ShareID), fldPath.Child("shareID"))...)
 	}

@@ -62,7 +62,7 @@ func validateResourceSliceSpec(spec, oldSpec *resourceapi.ResourceSliceSpec, fld
 			return append(errs, validateCounters(set.Counters, resourceapi.ResourceSliceMaxCountersPerCounterSet, fldPath.Child("counters"))...)
 		},
 		func(set resourceapi.CounterSet) string { return set.Name }, fldPath.Child("sharedCounters"))...)
-	return allErrs
+	return append(allErrs, validateSliceAlphaFields(spec, fldPath)...)
 }
 
 // validateNodeSelection checks that exactly one way of selecting nodes is
@@ -169,7 +169,7 @@ func validateDevice(device resourceapi.Device, oldDevice *resourceapi.Device, fl
 
 	allErrs = append(allErrs, validateDeviceNodeSelection(device, fldPath, perDeviceNodeSelection)...)
 	allErrs = append(allErrs, validateBindingConditions(device.BindingConditions, device.BindingFailureConditions, fldPath)...)
-	return allErrs
+	return append(allErrs, validateDeviceAlphaFields(device, oldDevice, fldPath)...)
 }
 
 func validateDeviceNodeSelection(device resourceapi.Device, fldPath *field.Path, perDeviceNodeSelection bool) field.ErrorList {
@@ -219,8 +219,7 @@ var semverPattern = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*
 	`(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$`)
 
 func validateDeviceAttribute(attribute resourceapi.DeviceAttribute, fldPath *field.Path) field.ErrorList {
-	var allErrs field.ErrorList
-	set := 0
+	set, allErrs := validateListAttribute(attribute, fldPath)
 	if attribute.IntValue != nil {
 		set++
 	}
@@ -235,21 +234,27 @@ func validateDeviceAttribute(attribute resourceapi.DeviceAttribute, fldPath *fie
 	}
 	if attribute.VersionValue != nil {
 		set++
-		versionPath := fldPath.Child("version")
-		if len(*attribute.VersionValue) > resourceapi.DeviceAttributeMaxValueLength {
-			allErrs = append(allErrs, field.TooLong(versionPath, "", resourceapi.DeviceAttributeMaxValueLength))
-		} else if !semverPattern.MatchString(*attribute.VersionValue) {
-			allErrs = append(allErrs, field.Invalid(versionPath, *attribute.VersionValue, "must be a semantic version (semver.org 2.0.0)"))
-		}
+		allErrs = append(allErrs, validateVersionValue(*attribute.VersionValue, fldPath.Child("version"))...)
 	}
 	switch set {
 	case 0:
-		allErrs = append(allErrs, field.Required(fldPath, "exactly one of `int`, `bool`, `string` or `version` is required"))
+		allErrs = append(allErrs, field.Required(fldPath, "exactly one of `int`, `bool`, `string`, `version`, `ints`, `bools`, `strings` or `versions` is required"))
 	case 1:
 	default:
-		allErrs = append(allErrs, field.Invalid(fldPath, set, "exactly one of `int`, `bool`, `string` or `version` is required, but multiple fields are set"))
+		allErrs = append(allErrs, field.Invalid(fldPath, set, "exactly one of `int`, `bool`, `string`, `version`, `ints`, `bools`, `strings` or `versions` is required, but multiple fields are set"))
 	}
 	return allErrs
+}
+
+// validateVersionValue: a semantic version of at most 64 characters.
+func validateVersionValue(version string, fldPath *field.Path) field.ErrorList {
+	if len(version) > resourceapi.DeviceAttributeMaxValueLength {
+		return field.ErrorList{field.TooLong(fldPath, "", resourceapi.DeviceAttributeMaxValueLength)}
+	}
+	if !semverPattern.MatchString(version) {
+		return field.ErrorList{field.Invalid(fldPath, version, "must be a semantic version (semver.org 2.0.0)")}
+	}
+	return nil
 }
 
 func validateDeviceCapacity(capacity resourceapi.DeviceCapacity, allowMultipleAllocations bool, fldPath *field.Path) field.ErrorList {

@@ -25,6 +25,7 @@ func tooMany(path string) string      { return errString(field.ErrorTypeTooMany,
 func tooLong(path string) string      { return errString(field.ErrorTypeTooLong, path) }
 func duplicate(path string) string    { return errString(field.ErrorTypeDuplicate, path) }
 func notSupported(path string) string { return errString(field.ErrorTypeNotSupported, path) }
+func notFound(path string) string     { return errString(field.ErrorTypeNotFound, path) }
 
 func errString(t field.ErrorType, path string) string { return string(t) + " " + path }
 
