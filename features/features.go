@@ -110,8 +110,12 @@ var versioned = map[featuregate.Feature]featuregate.VersionedSpecs{
 		{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.Beta},
 		{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	},
+	// Beta at 1.37 but on by default only when every API server of the
+	// control plane is at least 1.37 (--min-compatibility-version=1.37);
+	// with the default minimum compatibility (1.36) it is off.
 	DRAFractionalCapacityRange: {
-		{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.Beta},
+		{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Beta},
+		{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.Beta, MinCompatibilityVersion: version.MustParse("1.37")},
 	},
 	DRAListTypeAttributes: {
 		{Version: version.MustParse("1.36"), Default: false, PreRelease: featuregate.Alpha},
@@ -132,6 +136,7 @@ var versioned = map[featuregate.Feature]featuregate.VersionedSpecs{
 	DRAPrioritizedList: {
 		{Version: version.MustParse("1.33"), Default: false, PreRelease: featuregate.Alpha},
 		{Version: version.MustParse("1.34"), Default: true, PreRelease: featuregate.Beta},
+		{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.GA},
 		{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	},
 	DRAResourceClaimDeviceStatus: {

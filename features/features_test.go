@@ -22,7 +22,9 @@ func TestDefaultsAre137(t *testing.T) {
 		DRADeviceTaintRules:          true,
 		DRADeviceTaints:              true,
 		DRAExtendedResource:          true,
-		DRAFractionalCapacityRange:   true,
+		// On by default only with --min-compatibility-version=1.37; the
+		// default minimum compatibility of a 1.37 server is 1.36.
+		DRAFractionalCapacityRange:   false,
 		DRAListTypeAttributes:        false,
 		DRANodeAllocatableResources:  false,
 		DRAOptionalNodeOperations:    false,
