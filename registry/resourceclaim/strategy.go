@@ -40,11 +40,13 @@ func (claimStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 	return resetFields(fieldpath.MakePathOrDie("status"))
 }
 
-// PrepareForCreate clears the status: only the control plane allocates.
+// PrepareForCreate clears the status (only the control plane allocates)
+// and drops the fields of feature gates that are off.
 func (claimStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	claim := obj.(*resourceapi.ResourceClaim)
 	claim.Status = resourceapi.ResourceClaimStatus{}
 	claim.Generation = 1
+	DropDisabledSpecFields(&claim.Spec, nil)
 }
 
 func (s claimStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
@@ -59,12 +61,14 @@ func (claimStrategy) Canonicalize(obj runtime.Object) {}
 
 func (claimStrategy) AllowCreateOnUpdate(ctx context.Context) bool { return false }
 
-// PrepareForUpdate keeps the stored status: it changes only through the
-// status subresource.
+// PrepareForUpdate keeps the stored status (it changes only through the
+// status subresource) and drops the fields of feature gates that are off
+// unless the stored spec uses them.
 func (claimStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	claim := obj.(*resourceapi.ResourceClaim)
 	oldClaim := old.(*resourceapi.ResourceClaim)
 	claim.Status = oldClaim.Status
+	DropDisabledSpecFields(&claim.Spec, &oldClaim.Spec)
 }
 
 func (s claimStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
@@ -112,14 +116,16 @@ func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 	return resetFields(fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("metadata"))
 }
 
-// PrepareForUpdate keeps the stored spec and metadata and drops the status
-// of devices that this write deallocates.
+// PrepareForUpdate keeps the stored spec and metadata, drops the status
+// of devices that this write deallocates and the status fields of feature
+// gates that are off (unless the stored status uses them).
 func (statusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	claim := obj.(*resourceapi.ResourceClaim)
 	oldClaim := old.(*resourceapi.ResourceClaim)
 	claim.Spec = oldClaim.Spec
 	metav1.ResetObjectMetaForStatus(claim, oldClaim)
 	dropDeallocatedDeviceStatus(claim, oldClaim)
+	dropDisabledStatusFields(claim, oldClaim)
 }
 
 func (s statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {

@@ -33,8 +33,12 @@ func NewStrategy(typer runtime.ObjectTyper, adminAccess resourceclaim.AdminAcces
 
 func (templateStrategy) NamespaceScoped() bool { return true }
 
+// PrepareForCreate starts the generation at 1 and drops the fields of
+// feature gates that are off.
 func (templateStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
-	obj.(*resourceapi.ResourceClaimTemplate).Generation = 1
+	template := obj.(*resourceapi.ResourceClaimTemplate)
+	template.Generation = 1
+	resourceclaim.DropDisabledSpecFields(&template.Spec.Spec, nil)
 }
 
 func (s templateStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
@@ -51,7 +55,12 @@ func (templateStrategy) Canonicalize(obj runtime.Object) {}
 
 func (templateStrategy) AllowCreateOnUpdate(ctx context.Context) bool { return false }
 
-func (templateStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {}
+// PrepareForUpdate drops the fields of feature gates that are off unless
+// the stored template uses them.
+func (templateStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	template := obj.(*resourceapi.ResourceClaimTemplate)
+	resourceclaim.DropDisabledSpecFields(&template.Spec.Spec, &old.(*resourceapi.ResourceClaimTemplate).Spec.Spec)
+}
 
 // ValidateUpdate refuses spec changes: claims already generated from the
 // template would silently disagree with it.

@@ -37,11 +37,12 @@ func NewStrategy(typer runtime.ObjectTyper) sliceStrategy {
 
 func (sliceStrategy) NamespaceScoped() bool { return false }
 
-// PrepareForCreate starts the generation at 1 and stamps taints that came
-// without a time.
+// PrepareForCreate starts the generation at 1, drops the fields of feature
+// gates that are off and stamps taints that came without a time.
 func (sliceStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	slice := obj.(*resourceapi.ResourceSlice)
 	slice.Generation = 1
+	dropDisabledFields(slice, nil)
 	stampTaints(slice, nil, metav1.Now().Rfc3339Copy())
 }
 
@@ -55,12 +56,14 @@ func (sliceStrategy) Canonicalize(obj runtime.Object) {}
 
 func (sliceStrategy) AllowCreateOnUpdate(ctx context.Context) bool { return false }
 
-// PrepareForUpdate bumps the generation when the spec changed, so that
-// consumers can tell a new revision of the pool's devices from a metadata
-// change.
+// PrepareForUpdate drops the fields of feature gates that are off (unless
+// the stored slice uses them) and bumps the generation when the spec
+// changed, so that consumers can tell a new revision of the pool's devices
+// from a metadata change.
 func (sliceStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	slice := obj.(*resourceapi.ResourceSlice)
 	oldSlice := old.(*resourceapi.ResourceSlice)
+	dropDisabledFields(slice, oldSlice)
 	stampTaints(slice, oldSlice, metav1.Now().Rfc3339Copy())
 	if !apiequality.Semantic.DeepEqual(slice.Spec, oldSlice.Spec) {
 		slice.Generation = oldSlice.Generation + 1
