@@ -107,6 +107,10 @@ bench-e2e: build ## End-to-end numbers of the real binary: startup, claims/s vs 
 update-fixtures: ## Rewrite the HEAD wire fixtures from the current types.
 	UPDATE_COMPATIBILITY_FIXTURE_DATA=true $(GO) test ./apis/resource/ -run TestCompatibility
 
+.PHONY: update-upstream-fixtures
+update-upstream-fixtures: ## Copy upstream's resource.k8s.io v1/v1beta1 JSON fixtures from k8s.io/api, renamed to our group, for TestUpstreamFixtures.
+	hack/update-upstream-fixtures.sh
+
 .PHONY: update-openapi-spec
 update-openapi-spec: ## Rewrite api/openapi-spec/HEAD from what an in-process server serves.
 	UPDATE_OPENAPI_SPEC=true $(GO) test -count=1 ./test/integration/openapispec/ -run TestOpenAPISpec

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Copies upstream's wire fixtures of resource.k8s.io v1 and v1beta1 (JSON;
+# protobuf is not served here) from the k8s.io/api module this repository
+# requires into apis/resource/testdata/upstream/HEAD, with the group
+# renamed to resource.draplane.dev. TestUpstreamFixtures decodes each of
+# them with our types and re-encodes it.
+set -o errexit -o nounset -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+
+go mod download k8s.io/api
+API_DIR="$(go list -m -f '{{.Dir}}' k8s.io/api)"
+API_VERSION="$(go list -m -f '{{.Version}}' k8s.io/api)"
+SRC="${API_DIR}/testdata/HEAD"
+DST="${ROOT}/apis/resource/testdata/upstream/HEAD"
+
+rm -rf "${DST}"
+mkdir -p "${DST}"
+for version in v1 v1beta1; do
+  for src in "${SRC}"/resource.k8s.io."${version}".*.json; do
+    name="$(basename "${src}")"
+    sed 's|"apiVersion": "resource.k8s.io/|"apiVersion": "resource.draplane.dev/|' "${src}" \
+      >"${DST}/${name/resource.k8s.io/resource.draplane.dev}"
+  done
+done
+echo "k8s.io/api ${API_VERSION}" >"${DST}/SOURCE"
+ls "${DST}"
