@@ -142,6 +142,10 @@ type Inventory struct {
 	exprsMu sync.RWMutex
 	exprs   map[string]*exprCache
 
+	// listAttributes holds the fully qualified names of attributes that a
+	// device publishes as a list; constraints do not compare them yet.
+	listAttributes map[resourceapi.FullyQualifiedName]bool
+
 	// Attribute values used by constraints, interned per attribute name.
 	attrsMu  sync.RWMutex
 	attrs    map[resourceapi.FullyQualifiedName]*attrCache
@@ -358,6 +362,19 @@ func (inv *Inventory) addDevice(p *pool, d *device) {
 	inv.byID[d.id] = d
 	if inv.withoutBindingConditions && len(d.api.BindingConditions) > 0 {
 		return
+	}
+	for name, attr := range d.api.Attributes {
+		if attr.IntValues == nil && attr.BoolValues == nil && attr.StringValues == nil && attr.VersionValues == nil {
+			continue
+		}
+		if inv.listAttributes == nil {
+			inv.listAttributes = make(map[resourceapi.FullyQualifiedName]bool)
+		}
+		qualified := resourceapi.FullyQualifiedName(name)
+		if !strings.Contains(string(name), "/") {
+			qualified = resourceapi.FullyQualifiedName(d.id.Driver + "/" + string(name))
+		}
+		inv.listAttributes[qualified] = true
 	}
 	if d.nodeName != "" {
 		inv.byNode[d.nodeName] = append(inv.byNode[d.nodeName], d)

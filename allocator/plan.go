@@ -129,6 +129,17 @@ func newPlan(inv *Inventory, claims []*resourceapi.ResourceClaim) *plan {
 // attribute is a problem of the claim and constrains nothing.
 func (p *plan) addConstraints(inv *Inventory, ci int, claim *resourceapi.ResourceClaim) {
 	for k, c := range claim.Spec.Devices.Constraints {
+		attr := c.MatchAttribute
+		if attr == nil {
+			attr = c.DistinctAttribute
+		}
+		if attr != nil && inv.listAttributes[*attr] {
+			p.problems = append(p.problems, RequestExplanation{Claim: claimKey(claim), Reason: ReasonInvalidRequest, Constraint: k,
+				Detail: fmt.Sprintf("constraint #%d compares %s, which some devices publish as a list attribute (DRAListTypeAttributes); "+
+					"list attributes are stored and usable in selectors but not yet in matchAttribute or distinctAttribute", k, *attr)})
+			p.cons[ci] = append(p.cons[ci], constraintSpec{})
+			continue
+		}
 		switch {
 		case c.MatchAttribute != nil:
 			p.cons[ci] = append(p.cons[ci], constraintSpec{match: true, attribute: *c.MatchAttribute, values: inv.attribute(*c.MatchAttribute), requests: c.Requests})

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/features"
 )
 
 // results turns the picks of a successful search into AllocationResults.
@@ -33,6 +34,11 @@ func (a *Allocator) results(s *search, node *corev1.Node) []*resourceapi.Allocat
 			}
 			if p.slot.admin {
 				r.AdminAccess = new(true)
+			}
+			if features.Enabled(features.DRAOptionalNodeOperations) {
+				// The node reads from the claim which calls its
+				// driver may skip; the slice can change later.
+				r.SkipNodeOperations = d.slice.Spec.SkipNodeOperations
 			}
 			if d.multi {
 				id := a.newShareID()

@@ -5,7 +5,8 @@
 // An expression sees one variable, `device`, with the fields
 //
 //	device.driver                    string
-//	device.attributes[domain][id]    int, bool, string or semver version
+//	device.attributes[domain][id]    int, bool, string or semver version,
+//	                                 or a list of one of these (list attributes)
 //	device.capacity[domain][id]      quantity
 //	device.allowMultipleAllocations  bool
 //
@@ -34,6 +35,7 @@ import (
 	"k8s.io/apiserver/pkg/cel/library"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/features"
 )
 
 // Names of the variable and its fields as expressions spell them.
@@ -58,15 +60,23 @@ var (
 	// Attribute values are int, bool, string or version; strings and
 	// versions are bounded by DeviceAttributeMaxValueLength.
 	attributeValueType = withMaxElements(apiservercel.AnyType, resourceapi.DeviceAttributeMaxValueLength)
-	domainType         = withMaxElements(apiservercel.StringType, resourceapi.DeviceMaxDomainLength)
-	idType             = withMaxElements(apiservercel.StringType, resourceapi.DeviceMaxIDLength)
-	driverType         = withMaxElements(apiservercel.StringType, resourceapi.DriverNameMaxLength)
+	// With list attributes (DRAListTypeAttributes) a value may also be a
+	// list; dyn lets expressions iterate it (exists, all, in).
+	listAttributeValueType = withMaxElements(apiservercel.DynType, resourceapi.DeviceAttributeMaxValueLength)
+	domainType             = withMaxElements(apiservercel.StringType, resourceapi.DeviceMaxDomainLength)
+	idType                 = withMaxElements(apiservercel.StringType, resourceapi.DeviceMaxIDLength)
+	driverType             = withMaxElements(apiservercel.StringType, resourceapi.DriverNameMaxLength)
 
-	attributesByIDType     = apiservercel.NewMapType(idType, attributeValueType, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
-	attributesByDomainType = apiservercel.NewMapType(domainType, attributesByIDType, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
-	capacityByIDType       = apiservercel.NewMapType(idType, apiservercel.QuantityDeclType, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
-	capacityByDomainType   = apiservercel.NewMapType(domainType, capacityByIDType, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
+	attributesByDomainType     = attributesType(attributeValueType)
+	listAttributesByDomainType = attributesType(listAttributeValueType)
+	capacityByIDType           = apiservercel.NewMapType(idType, apiservercel.QuantityDeclType, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
+	capacityByDomainType       = apiservercel.NewMapType(domainType, capacityByIDType, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
 )
+
+func attributesType(value *apiservercel.DeclType) *apiservercel.DeclType {
+	byID := apiservercel.NewMapType(idType, value, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
+	return apiservercel.NewMapType(domainType, byID, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
+}
 
 // Compiler compiles device selector expressions. It is safe for concurrent
 // use; get the shared one with GetCompiler.
@@ -78,26 +88,37 @@ type Compiler struct {
 }
 
 var (
-	sharedCompilerOnce sync.Once
-	sharedCompiler     *Compiler
+	sharedCompilerOnce     sync.Once
+	sharedCompiler         *Compiler
+	sharedListCompilerOnce sync.Once
+	sharedListCompiler     *Compiler
 )
 
 // GetCompiler returns the process-wide compiler. Building the environment
-// takes tens of milliseconds, so it happens once, on first use.
+// takes tens of milliseconds, so it happens once, on first use. While the
+// DRAListTypeAttributes feature gate is on, attribute values are declared
+// dyn instead of any, so that expressions can iterate list attributes, as
+// upstream's environment does with the gate on.
 func GetCompiler() *Compiler {
+	if features.Enabled(features.DRAListTypeAttributes) {
+		sharedListCompilerOnce.Do(func() {
+			sharedListCompiler = newCompiler(defaultCompileCacheCapacity, listAttributesByDomainType)
+		})
+		return sharedListCompiler
+	}
 	sharedCompilerOnce.Do(func() {
-		sharedCompiler = newCompiler(defaultCompileCacheCapacity)
+		sharedCompiler = newCompiler(defaultCompileCacheCapacity, attributesByDomainType)
 	})
 	return sharedCompiler
 }
 
-func newCompiler(cacheCapacity int) *Compiler {
+func newCompiler(cacheCapacity int, attributesType *apiservercel.DeclType) *Compiler {
 	field := func(name string, t *apiservercel.DeclType) *apiservercel.DeclField {
 		return apiservercel.NewDeclField(name, t, true, nil, nil)
 	}
 	deviceType := apiservercel.NewObjectType(deviceTypeName, map[string]*apiservercel.DeclField{
 		driverField:              field(driverField, driverType),
-		attributesField:          field(attributesField, attributesByDomainType),
+		attributesField:          field(attributesField, attributesType),
 		capacityField:            field(capacityField, capacityByDomainType),
 		allowMultipleAllocsField: field(allowMultipleAllocsField, apiservercel.BoolType),
 	})

@@ -11,9 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/utils/ptr"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/features"
 )
 
 const testDriver = "dra.example.com"
@@ -34,6 +37,19 @@ func testDevice() Device {
 		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 			"memory":              {Value: resource.MustParse("40Gi")},
 			"other.example.com/x": {Value: resource.MustParse("2")},
+		},
+	}
+}
+
+// listDevice has one list attribute of every value type.
+func listDevice() *Device {
+	return &Device{
+		Driver: testDriver,
+		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			"cores":    {IntValues: []int64{0, 1, 2}},
+			"flags":    {BoolValues: []bool{true, false}},
+			"models":   {StringValues: []string{"a100", "h100"}},
+			"firmware": {VersionValues: []string{"1.0.0", "2.0.0"}},
 		},
 	}
 }
@@ -70,6 +86,9 @@ func TestCompileAndMatch(t *testing.T) {
 
 		want    bool
 		evalErr string // substring of the evaluation error
+
+		// listAttributes turns DRAListTypeAttributes on.
+		listAttributes bool
 	}{
 		{name: "literal true", expression: "true", want: true},
 		{name: "driver", expression: `device.driver == "dra.example.com"`, want: true},
@@ -98,6 +117,18 @@ func TestCompileAndMatch(t *testing.T) {
 			expression: `device.allowMultipleAllocations`,
 			device:     &Device{Driver: testDriver, AllowMultipleAllocations: ptr.To(true)},
 			want:       true,
+		},
+
+		{name: "int list attribute", expression: `2 in device.attributes["dra.example.com"].cores && size(device.attributes["dra.example.com"].cores) == 3`, device: listDevice(), listAttributes: true, want: true},
+		{name: "bool list attribute", expression: `device.attributes["dra.example.com"].flags.all(f, f)`, device: listDevice(), listAttributes: true, want: false},
+		{name: "string list attribute", expression: `device.attributes["dra.example.com"].models.exists(m, m.startsWith("h1"))`, device: listDevice(), listAttributes: true, want: true},
+		{name: "version list attribute", expression: `device.attributes["dra.example.com"].firmware.exists(v, v.isGreaterThan(semver("1.5.0")))`, device: listDevice(), listAttributes: true, want: true},
+		{name: "scalar attributes with the list environment", expression: `device.attributes["dra.example.com"].cores > 100`, listAttributes: true, want: true},
+		{
+			name:        "list iteration needs DRAListTypeAttributes",
+			expression:  `device.attributes["dra.example.com"].models.exists(m, m == "h100")`,
+			compileErr:  "cannot be range of a comprehension",
+			compileType: apiservercel.ErrorTypeInvalid,
 		},
 
 		{name: "syntax error", expression: `device.driver ==`, compileErr: "Syntax error", compileType: apiservercel.ErrorTypeInvalid, compileIs: apiservercel.ErrCompilation},
@@ -171,10 +202,10 @@ func TestCompileAndMatch(t *testing.T) {
 		},
 	}
 
-	compiler := GetCompiler()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			result := compiler.CompileCELExpression(tc.expression, tc.opts)
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.DRAListTypeAttributes, tc.listAttributes)
+			result := GetCompiler().CompileCELExpression(tc.expression, tc.opts)
 			if result.Expression != tc.expression {
 				t.Errorf("Expression = %q, want the input", result.Expression)
 			}
@@ -303,7 +334,7 @@ func TestSplitQualifiedName(t *testing.T) {
 }
 
 func TestCompileCache(t *testing.T) {
-	compiler := newCompiler(2)
+	compiler := newCompiler(2, attributesByDomainType)
 	first := compiler.CompileCached(`device.driver == "a"`)
 	again := compiler.CompileCached(`device.driver == "a"`)
 	if first.Program == nil || first.Program != again.Program {
@@ -330,7 +361,7 @@ func TestCompileCache(t *testing.T) {
 }
 
 func TestCompileCacheConcurrent(t *testing.T) {
-	compiler := newCompiler(8)
+	compiler := newCompiler(8, attributesByDomainType)
 	device := testDevice()
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)

@@ -103,14 +103,40 @@ func attributeValue(attr resourceapi.DeviceAttribute) (ref.Val, error) {
 	case attr.StringValue != nil:
 		return types.String(*attr.StringValue), nil
 	case attr.VersionValue != nil:
-		v, err := semver.Parse(*attr.VersionValue)
-		if err != nil {
-			return nil, fmt.Errorf("parse semantic version: %w", err)
-		}
-		return apiservercel.Semver{Version: v}, nil
+		return semverValue(*attr.VersionValue)
+	case attr.IntValues != nil:
+		return listValue(attr.IntValues, func(v int64) (ref.Val, error) { return types.Int(v), nil })
+	case attr.BoolValues != nil:
+		return listValue(attr.BoolValues, func(v bool) (ref.Val, error) { return types.Bool(v), nil })
+	case attr.StringValues != nil:
+		return listValue(attr.StringValues, func(v string) (ref.Val, error) { return types.String(v), nil })
+	case attr.VersionValues != nil:
+		return listValue(attr.VersionValues, semverValue)
 	default:
 		return nil, fmt.Errorf("no value set")
 	}
+}
+
+func semverValue(version string) (ref.Val, error) {
+	v, err := semver.Parse(version)
+	if err != nil {
+		return nil, fmt.Errorf("parse semantic version: %w", err)
+	}
+	return apiservercel.Semver{Version: v}, nil
+}
+
+// listValue makes a CEL list of a list attribute (DRAListTypeAttributes),
+// so that selectors can test it with `in`, exists() and the like.
+func listValue[T any](items []T, convert func(T) (ref.Val, error)) (ref.Val, error) {
+	values := make([]ref.Val, len(items))
+	for i, item := range items {
+		v, err := convert(item)
+		if err != nil {
+			return nil, err
+		}
+		values[i] = v
+	}
+	return types.NewRefValList(types.DefaultTypeAdapter, values), nil
 }
 
 // emptyMap is what a lookup of an unknown domain yields.
