@@ -1,6 +1,8 @@
 package features
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -99,5 +101,34 @@ func TestEmulatesKubernetesInStampedBuilds(t *testing.T) {
 		if got := gate.Enabled(f); got != want {
 			t.Errorf("%s: enabled %v, want %v", f, got, want)
 		}
+	}
+}
+
+// TestREADMEListsTheGates: the README's gate table names every gate of
+// this package, with its default.
+func TestREADMEListsTheGates(t *testing.T) {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[featuregate.Feature]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "DRA") {
+			continue
+		}
+		listed[featuregate.Feature(strings.TrimSpace(cells[1]))] = strings.TrimRight(strings.TrimSpace(cells[3]), "¹")
+	}
+	for _, f := range Known() {
+		want := map[bool]string{true: "on", false: "off"}[Enabled(f)]
+		if got, ok := listed[f]; !ok {
+			t.Errorf("README does not list %s", f)
+		} else if got != want {
+			t.Errorf("README lists %s with default %q, the gate's default is %q", f, got, want)
+		}
+		delete(listed, f)
+	}
+	for f := range listed {
+		t.Errorf("README lists %s, which is not a gate of this package", f)
 	}
 }
