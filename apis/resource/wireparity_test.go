@@ -186,7 +186,7 @@ func TestWireParityWithUpstream(t *testing.T) {
 					t.Errorf("%s is not an upstream field", key)
 				}
 			}
-			t.Logf("%d upstream fields present, %d alpha fields left out", len(present), len(skipped))
+			t.Logf("%d upstream fields present, %d left out", len(present), len(skipped))
 		})
 	}
 }
