@@ -5,12 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
@@ -42,64 +44,131 @@ func withSkipNodeOperations(c *resourceapi.ResourceClaim) {
 	c.Status.Allocation.Devices.Results[0].SkipNodeOperations = []resourceapi.SkipNodeOperation{resourceapi.SkipNodeOperationAll}
 }
 
-// TestDropDisabledFields: with the gate off, derivedAttributes (spec) and
-// skipNodeOperations (status) are dropped on create and on updates of a
-// claim that does not use them, kept on updates of one that does; with
-// the gate on they are kept.
+// gatedClaimFields: per gated field of a claim, a mutation that sets it
+// and what it is (nil when absent). Status fields are set on an allocated
+// claim and written through the status strategy.
+var gatedClaimFields = []struct {
+	name   string
+	gate   featuregate.Feature
+	status bool
+	set    func(*resourceapi.ResourceClaim)
+	get    func(*resourceapi.ResourceClaim) any
+}{
+	{"derivedAttributes", features.DRADerivedAttributes, false, withDerivedAttributes,
+		func(c *resourceapi.ResourceClaim) any {
+			if got := derivedAttributes(&c.Spec); got[0] != nil || got[1] != nil {
+				return got
+			}
+			return nil
+		}},
+	{"tolerations", features.DRADeviceTaints, false,
+		func(c *resourceapi.ResourceClaim) {
+			c.Spec.Devices.Requests[0].Exactly.Tolerations = []resourceapi.DeviceToleration{{Key: "k", Operator: resourceapi.DeviceTolerationOpExists}}
+		},
+		func(c *resourceapi.ResourceClaim) any {
+			if t := c.Spec.Devices.Requests[0].Exactly.Tolerations; t != nil {
+				return t
+			}
+			return nil
+		}},
+	{"capacity and distinctAttribute", features.DRAConsumableCapacity, false,
+		func(c *resourceapi.ResourceClaim) {
+			c.Spec.Devices.Requests[0].Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"bw": resource.MustParse("1")}}
+			c.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{DistinctAttribute: new(resourceapi.FullyQualifiedName("gpu.example.com/numa"))}}
+		},
+		func(c *resourceapi.ResourceClaim) any {
+			if c.Spec.Devices.Requests[0].Exactly.Capacity == nil && c.Spec.Devices.Constraints[0].DistinctAttribute == nil {
+				return nil
+			}
+			return []any{c.Spec.Devices.Requests[0].Exactly.Capacity, c.Spec.Devices.Constraints[0].DistinctAttribute}
+		}},
+	{"shareID and consumedCapacity", features.DRAConsumableCapacity, true,
+		func(c *resourceapi.ResourceClaim) {
+			r := &c.Status.Allocation.Devices.Results[0]
+			r.ShareID = new(types.UID("3c2d1b1e-0d4a-4c39-9d35-3f0b8e7c6a51"))
+			r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{"bw": resource.MustParse("1")}
+		},
+		func(c *resourceapi.ResourceClaim) any {
+			r := c.Status.Allocation.Devices.Results[0]
+			if r.ShareID == nil && r.ConsumedCapacity == nil {
+				return nil
+			}
+			return []any{r.ShareID, r.ConsumedCapacity}
+		}},
+	{"result binding conditions", features.DRADeviceBindingConditions, true,
+		func(c *resourceapi.ResourceClaim) {
+			r := &c.Status.Allocation.Devices.Results[0]
+			r.BindingConditions, r.BindingFailureConditions = []string{"attached"}, []string{"failed"}
+		},
+		func(c *resourceapi.ResourceClaim) any {
+			r := c.Status.Allocation.Devices.Results[0]
+			if r.BindingConditions == nil && r.BindingFailureConditions == nil {
+				return nil
+			}
+			return []any{r.BindingConditions, r.BindingFailureConditions}
+		}},
+	{"result skipNodeOperations", features.DRAOptionalNodeOperations, true, withSkipNodeOperations,
+		func(c *resourceapi.ResourceClaim) any {
+			if s := c.Status.Allocation.Devices.Results[0].SkipNodeOperations; s != nil {
+				return s
+			}
+			return nil
+		}},
+}
+
+// TestDropDisabledFields: with its gate off a field is dropped on create
+// and on updates of a claim that does not use it, and kept on updates of
+// one that does; with the gate on it is kept. Status fields only come
+// with status updates.
 func TestDropDisabledFields(t *testing.T) {
 	strategy := NewStrategy(testScheme(), AdminAccess{})
 	status := NewStatusStrategy(testScheme(), AdminAccess{})
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name     string
-		gate     bool
-		update   bool
-		oldUses  bool
-		wantKept bool
-	}{
-		{name: "create, gate on", gate: true, wantKept: true},
-		{name: "create, gate off", gate: false, wantKept: false},
-		{name: "update, gate on", gate: true, update: true, wantKept: true},
-		{name: "update, gate off, old does not use it", gate: false, update: true, wantKept: false},
-		{name: "update, gate off, old uses it", gate: false, update: true, oldUses: true, wantKept: true},
-	} {
-		t.Run("derivedAttributes/"+tc.name, func(t *testing.T) {
-			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.DRADerivedAttributes, tc.gate)
-			claim := testClaim(withDerivedAttributes)
-			if tc.update {
-				old := testClaim(withDerivedAttributes)
-				if !tc.oldUses {
-					old.Spec.Devices.Requests[0].Exactly.DerivedAttributes = nil
-					old.Spec.Devices.Requests[1].FirstAvailable[0].DerivedAttributes = nil
+	for _, field := range gatedClaimFields {
+		for _, tc := range []struct {
+			name     string
+			gate     bool
+			update   bool
+			oldUses  bool
+			wantKept bool
+		}{
+			{name: "create, gate on", gate: true, wantKept: true},
+			{name: "create, gate off", gate: false, wantKept: false},
+			{name: "update, gate on", gate: true, update: true, wantKept: true},
+			{name: "update, gate off, old does not use it", gate: false, update: true, wantKept: false},
+			{name: "update, gate off, old uses it", gate: false, update: true, oldUses: true, wantKept: true},
+		} {
+			if field.status && !tc.update {
+				continue // a create has no status
+			}
+			t.Run(field.name+"/"+tc.name, func(t *testing.T) {
+				featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, field.gate, tc.gate)
+				base := []func(*resourceapi.ResourceClaim){}
+				if field.status {
+					base = append(base, allocated("gpu-0"))
 				}
-				strategy.PrepareForUpdate(ctx, claim, old)
-			} else {
-				strategy.PrepareForCreate(ctx, claim)
-			}
-			want := derivedAttributes(&testClaim(withDerivedAttributes).Spec)
-			if !tc.wantKept {
-				want = [2][]resourceapi.DeviceDerivedAttribute{}
-			}
-			if diff := cmp.Diff(want, derivedAttributes(&claim.Spec)); diff != "" {
-				t.Errorf("derivedAttributes (-want +got):\n%s", diff)
-			}
-		})
-		if !tc.update {
-			continue // a create has no status
+				claim := testClaim(append(base, field.set)...)
+				switch {
+				case !tc.update:
+					strategy.PrepareForCreate(ctx, claim)
+				case field.status:
+					old := testClaim(base...)
+					if tc.oldUses {
+						old = testClaim(append(base, field.set)...)
+					}
+					status.PrepareForUpdate(ctx, claim, old)
+				default:
+					old := testClaim()
+					if tc.oldUses {
+						old = testClaim(field.set)
+					}
+					strategy.PrepareForUpdate(ctx, claim, old)
+				}
+				if kept := field.get(claim) != nil; kept != tc.wantKept {
+					t.Errorf("%s kept: %v (%v), want %v", field.name, kept, field.get(claim), tc.wantKept)
+				}
+			})
 		}
-		t.Run("skipNodeOperations/"+tc.name, func(t *testing.T) {
-			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.DRAOptionalNodeOperations, tc.gate)
-			claim := testClaim(allocated("gpu-0"), withSkipNodeOperations)
-			old := testClaim()
-			if tc.oldUses {
-				old = testClaim(allocated("gpu-0"), withSkipNodeOperations)
-			}
-			status.PrepareForUpdate(ctx, claim, old)
-			got := claim.Status.Allocation.Devices.Results[0].SkipNodeOperations
-			if kept := got != nil; kept != tc.wantKept {
-				t.Errorf("skipNodeOperations kept: %v (%v), want %v", kept, got, tc.wantKept)
-			}
-		})
 	}
 }
 

@@ -7,24 +7,47 @@ import (
 	"github.com/draplane/draplane/features"
 )
 
-// gatedField is a field of a slice that exists only while its feature gate
-// is on: inUse reports whether a slice uses it, drop removes it.
+// gatedField is a field of a slice that exists only while its feature
+// gates are on: inUse reports whether a slice uses it, drop removes it.
 type gatedField struct {
-	gate  featuregate.Feature
+	gates []featuregate.Feature
 	inUse func(*resourceapi.ResourceSlice) bool
 	drop  func(*resourceapi.ResourceSlice)
 }
 
-// gatedFields are the slice fields behind alpha feature gates.
+func gates(g ...featuregate.Feature) []featuregate.Feature { return g }
+
+// gatedFields are the slice fields behind feature gates that can be turned
+// off, in upstream's order (partitionable devices before compatibility
+// groups, which live in consumesCounters).
 var gatedFields = []gatedField{
-	{features.DRAPartitionableDevicesType,
-		func(s *resourceapi.ResourceSlice) bool { return s.Spec.PartitionTypeAttribute != nil },
-		func(s *resourceapi.ResourceSlice) { s.Spec.PartitionTypeAttribute = nil }},
-	{features.DRAOptionalNodeOperations,
-		func(s *resourceapi.ResourceSlice) bool { return len(s.Spec.SkipNodeOperations) > 0 },
-		func(s *resourceapi.ResourceSlice) { s.Spec.SkipNodeOperations = nil }},
-	{features.DRADeviceCompatibilityGroups, usesCompatibilityGroups, dropCompatibilityGroups},
-	{features.DRANodeAllocatableResources,
+	{gates(features.DRADeviceTaints),
+		func(s *resourceapi.ResourceSlice) bool {
+			return anyDevice(s, func(d *resourceapi.Device) bool { return len(d.Taints) > 0 })
+		},
+		func(s *resourceapi.ResourceSlice) {
+			for i := range s.Spec.Devices {
+				s.Spec.Devices[i].Taints = nil
+			}
+		}},
+	{gates(features.DRAPartitionableDevices), usesPartitionableDevices, dropPartitionableDevices},
+	// Binding conditions are reported in the claim's device status, so
+	// they need both gates, as upstream.
+	{gates(features.DRADeviceBindingConditions, features.DRAResourceClaimDeviceStatus),
+		func(s *resourceapi.ResourceSlice) bool {
+			return anyDevice(s, func(d *resourceapi.Device) bool {
+				return len(d.BindingConditions) > 0 || len(d.BindingFailureConditions) > 0 || d.BindsToNode != nil
+			})
+		},
+		func(s *resourceapi.ResourceSlice) {
+			for i := range s.Spec.Devices {
+				d := &s.Spec.Devices[i]
+				d.BindingConditions, d.BindingFailureConditions, d.BindsToNode = nil, nil, nil
+			}
+		}},
+	{gates(features.DRAConsumableCapacity), usesConsumableCapacity, dropConsumableCapacity},
+	{gates(features.DRADeviceCompatibilityGroups), usesCompatibilityGroups, dropCompatibilityGroups},
+	{gates(features.DRANodeAllocatableResources),
 		func(s *resourceapi.ResourceSlice) bool {
 			return anyDevice(s, func(d *resourceapi.Device) bool { return len(d.NodeAllocatableResources) > 0 })
 		},
@@ -33,7 +56,22 @@ var gatedFields = []gatedField{
 				s.Spec.Devices[i].NodeAllocatableResources = nil
 			}
 		}},
-	{features.DRAListTypeAttributes, usesListAttributes, dropListAttributes},
+	{gates(features.DRAListTypeAttributes), usesListAttributes, dropListAttributes},
+	{gates(features.DRAPartitionableDevicesType),
+		func(s *resourceapi.ResourceSlice) bool { return s.Spec.PartitionTypeAttribute != nil },
+		func(s *resourceapi.ResourceSlice) { s.Spec.PartitionTypeAttribute = nil }},
+	{gates(features.DRAOptionalNodeOperations),
+		func(s *resourceapi.ResourceSlice) bool { return len(s.Spec.SkipNodeOperations) > 0 },
+		func(s *resourceapi.ResourceSlice) { s.Spec.SkipNodeOperations = nil }},
+}
+
+func enabled(gates []featuregate.Feature) bool {
+	for _, g := range gates {
+		if !features.Enabled(g) {
+			return false
+		}
+	}
+	return true
 }
 
 // dropDisabledFields applies upstream's rule for fields behind a feature
@@ -42,7 +80,7 @@ var gatedFields = []gatedField{
 // not make objects written while it was on impossible to update.
 func dropDisabledFields(slice, old *resourceapi.ResourceSlice) {
 	for _, f := range gatedFields {
-		if features.Enabled(f.gate) || (old != nil && f.inUse(old)) {
+		if enabled(f.gates) || (old != nil && f.inUse(old)) {
 			continue
 		}
 		f.drop(slice)
@@ -56,6 +94,49 @@ func anyDevice(s *resourceapi.ResourceSlice, pred func(*resourceapi.Device) bool
 		}
 	}
 	return false
+}
+
+func usesPartitionableDevices(s *resourceapi.ResourceSlice) bool {
+	if len(s.Spec.SharedCounters) > 0 || s.Spec.PerDeviceNodeSelection != nil {
+		return true
+	}
+	return anyDevice(s, func(d *resourceapi.Device) bool {
+		return len(d.ConsumesCounters) > 0 || d.NodeName != nil || d.NodeSelector != nil || d.AllNodes != nil
+	})
+}
+
+func dropPartitionableDevices(s *resourceapi.ResourceSlice) {
+	s.Spec.SharedCounters = nil
+	s.Spec.PerDeviceNodeSelection = nil
+	for i := range s.Spec.Devices {
+		d := &s.Spec.Devices[i]
+		d.ConsumesCounters, d.NodeName, d.NodeSelector, d.AllNodes = nil, nil, nil, nil
+	}
+}
+
+func usesConsumableCapacity(s *resourceapi.ResourceSlice) bool {
+	return anyDevice(s, func(d *resourceapi.Device) bool {
+		if d.AllowMultipleAllocations != nil {
+			return true
+		}
+		for _, c := range d.Capacity {
+			if c.RequestPolicy != nil {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func dropConsumableCapacity(s *resourceapi.ResourceSlice) {
+	for i := range s.Spec.Devices {
+		d := &s.Spec.Devices[i]
+		d.AllowMultipleAllocations = nil
+		for name, c := range d.Capacity {
+			c.RequestPolicy = nil
+			d.Capacity[name] = c
+		}
+	}
 }
 
 func usesCompatibilityGroups(s *resourceapi.ResourceSlice) bool {

@@ -2,7 +2,9 @@ package resourceslice
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +21,8 @@ import (
 	"github.com/draplane/draplane/features"
 )
 
+var added = metav1.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // Per gated field: a mutation that sets it, and what the field is in a
 // slice (nil when absent).
 var gatedSliceFields = []struct {
@@ -27,6 +31,53 @@ var gatedSliceFields = []struct {
 	set  func(*resourceapi.ResourceSlice)
 	get  func(*resourceapi.ResourceSlice) any
 }{
+	{"taints", features.DRADeviceTaints,
+		func(s *resourceapi.ResourceSlice) {
+			s.Spec.Devices[0].Taints = []resourceapi.DeviceTaint{{Key: "example.com/broken", Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: &added}}
+		},
+		func(s *resourceapi.ResourceSlice) any { return nilIfEmpty(s.Spec.Devices[0].Taints) }},
+	{"partitionable devices", features.DRAPartitionableDevices,
+		func(s *resourceapi.ResourceSlice) {
+			s.Spec.NodeName = nil
+			s.Spec.PerDeviceNodeSelection = ptr.To(true)
+			s.Spec.Devices[0].NodeName = ptr.To("node-1")
+			s.Spec.Devices[0].ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
+				CounterSet: "set", Counters: map[string]resourceapi.Counter{"memory": {Value: resource.MustParse("1")}},
+			}}
+		},
+		func(s *resourceapi.ResourceSlice) any {
+			if s.Spec.PerDeviceNodeSelection == nil && s.Spec.Devices[0].NodeName == nil && s.Spec.Devices[0].ConsumesCounters == nil {
+				return nil
+			}
+			return []any{s.Spec.PerDeviceNodeSelection, s.Spec.Devices[0].NodeName, s.Spec.Devices[0].ConsumesCounters}
+		}},
+	{"binding conditions", features.DRADeviceBindingConditions,
+		func(s *resourceapi.ResourceSlice) {
+			s.Spec.Devices[0].BindingConditions = []string{"attached"}
+			s.Spec.Devices[0].BindingFailureConditions = []string{"failed"}
+			s.Spec.Devices[0].BindsToNode = ptr.To(true)
+		},
+		func(s *resourceapi.ResourceSlice) any {
+			d := s.Spec.Devices[0]
+			if d.BindingConditions == nil && d.BindingFailureConditions == nil && d.BindsToNode == nil {
+				return nil
+			}
+			return []any{d.BindingConditions, d.BindingFailureConditions, d.BindsToNode}
+		}},
+	{"consumable capacity", features.DRAConsumableCapacity,
+		func(s *resourceapi.ResourceSlice) {
+			s.Spec.Devices[0].AllowMultipleAllocations = ptr.To(true)
+			s.Spec.Devices[0].Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+				"bw": {Value: resource.MustParse("10"), RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: ptr.To(resource.MustParse("1"))}},
+			}
+		},
+		func(s *resourceapi.ResourceSlice) any {
+			d := s.Spec.Devices[0]
+			if d.AllowMultipleAllocations == nil && d.Capacity["bw"].RequestPolicy == nil {
+				return nil
+			}
+			return []any{d.AllowMultipleAllocations, d.Capacity["bw"].RequestPolicy}
+		}},
 	{"partitionTypeAttribute", features.DRAPartitionableDevicesType,
 		func(s *resourceapi.ResourceSlice) {
 			s.Spec.PartitionTypeAttribute = ptr.To[resourceapi.FullyQualifiedName]("gpu.example.com/profile")
@@ -79,6 +130,13 @@ var gatedSliceFields = []struct {
 			}
 			return lists
 		}},
+}
+
+func nilIfEmpty(taints []resourceapi.DeviceTaint) any {
+	if taints == nil {
+		return nil
+	}
+	return taints
 }
 
 func isNil(v any) bool {
@@ -157,7 +215,7 @@ func TestDropDisabledFields(t *testing.T) {
 // dropOnly drops just the field of gate, the expected result of a drop.
 func dropOnly(slice *resourceapi.ResourceSlice, gate featuregate.Feature) {
 	for _, f := range gatedFields {
-		if f.gate == gate {
+		if slices.Contains(f.gates, gate) {
 			f.drop(slice)
 		}
 	}
