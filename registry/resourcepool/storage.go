@@ -260,7 +260,11 @@ func (r *REST) Watch(_ context.Context, opts *metainternalversion.ListOptions) (
 			since = 0
 		}
 	}
-	bookmark := opts != nil && opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	// The initial-events-end bookmark only goes to clients that asked for
+	// bookmarks: with WatchList on, the API server defaults a plain watch
+	// to sendInitialEvents=true without them, and its watch handler has
+	// nothing to call on that bookmark for such a watch (it panics).
+	bookmark := opts != nil && opts.SendInitialEvents != nil && *opts.SendInitialEvents && opts.AllowWatchBookmarks
 	w := &watcher{filter: newFilter(opts), r: r}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -146,3 +146,35 @@ func TestStorage(t *testing.T) {
 		t.Errorf("first row %v", row)
 	}
 }
+
+// TestWatchBookmarkOnlyWhenAsked: the initial-events-end bookmark goes
+// only to watches that allow bookmarks. With WatchList on, the API server
+// defaults a plain watch to sendInitialEvents=true without bookmarks, and
+// its handler panics on an initial-events-end bookmark for such a watch.
+func TestWatchBookmarkOnlyWhenAsked(t *testing.T) {
+	ctx := context.Background()
+	tr := capacity.New(allocator.New(allocator.Options{}))
+	r := NewREST(tr)
+	tr.SetSlice(ctx, slice("gpu.example.com", "node-a", "g0"))
+	for _, bookmarks := range []bool{false, true} {
+		w, err := r.Watch(ctx, &metainternalversion.ListOptions{SendInitialEvents: new(true), AllowWatchBookmarks: bookmarks,
+			ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev := <-w.ResultChan(); ev.Type != watch.Added {
+			t.Errorf("bookmarks %v: first event %s, want ADDED", bookmarks, ev.Type)
+		}
+		select {
+		case ev := <-w.ResultChan():
+			if !bookmarks || ev.Type != watch.Bookmark {
+				t.Errorf("bookmarks %v: second event %s", bookmarks, ev.Type)
+			}
+		default:
+			if bookmarks {
+				t.Error("no initial-events-end bookmark although the watch allows bookmarks")
+			}
+		}
+		w.Stop()
+	}
+}

@@ -88,6 +88,11 @@ func TestAlphaFieldGates(t *testing.T) {
 			if got != want {
 				t.Errorf("stored %q, want %q", got, want)
 			}
+			got = tc.server.MustKubectl(t, "", "get", "resourceslices.v1beta1.resource.draplane.dev", name, "-o",
+				`jsonpath={.spec.skipNodeOperations}|{.spec.partitionTypeAttribute}|{.spec.devices[0].basic.attributes.cores.ints}`)
+			if got != want {
+				t.Errorf("read as v1beta1: %q, want %q", got, want)
+			}
 
 			out, err = tc.server.Kubectl(t, fmt.Sprintf(derivedClaim, name), "create", "-f", "-")
 			if tc.stored {
