@@ -28,6 +28,11 @@ type Snapshot struct {
 	// DRADeviceBindingConditions gate off: they are never allocated, but
 	// allocations that hold them still count.
 	WithoutBindingConditions bool
+	// WithoutDeviceTaints ignores the taints of devices, those in slices
+	// and those of TaintRules, as upstream's allocator does with the
+	// DRADeviceTaints gate off: a tainted device is allocated as if it
+	// were not tainted, whatever the request tolerates.
+	WithoutDeviceTaints bool
 }
 
 // DeviceID names one device.
@@ -189,14 +194,14 @@ func (a *Allocator) Prepare(snap Snapshot) *Inventory {
 	})
 
 	for _, id := range ids {
-		inv.addPool(id, grouped[id], snap.TaintRules)
+		inv.addPool(id, grouped[id], snap.TaintRules, snap.WithoutDeviceTaints)
 	}
 	return inv
 }
 
 // addPool adds the devices of a pool's newest generation; a pool whose
 // slices disagree or are incomplete is recorded as such.
-func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules []*resourceapi.DeviceTaintRule) {
+func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules []*resourceapi.DeviceTaintRule, withoutTaints bool) {
 	gen, current := newestGeneration(all)
 	p := &pool{id: id, generation: gen, slices: current}
 	inv.pools = append(inv.pools, p)
@@ -225,7 +230,9 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 			}
 			seen[api.Name] = true
 			d := inv.newDevice(p, s, api, perDevice)
-			d.taints = deviceTaints(d, rules)
+			if !withoutTaints {
+				d.taints = deviceTaints(d, rules)
+			}
 			d.counters = counterUses(p, api, counterIndex)
 			d.caps = deviceCapacities(api)
 			inv.addDevice(p, d)

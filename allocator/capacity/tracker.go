@@ -18,6 +18,7 @@ import (
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/features"
 )
 
 // Change is one pool's new usage, or its removal.
@@ -290,9 +291,12 @@ func (t *Tracker) recompute(ctx context.Context, d dirty) {
 		}
 		return strings.Compare(a.Pool, b.Pool)
 	})
-	rules := make([]*resourceapi.DeviceTaintRule, 0, len(t.rules))
-	for _, r := range t.rules {
-		rules = append(rules, r)
+	var rules []*resourceapi.DeviceTaintRule
+	// As for the allocator, rules taint nothing while their gate is off.
+	if features.Enabled(features.DRADeviceTaintRules) {
+		for _, r := range t.rules {
+			rules = append(rules, r)
+		}
 	}
 	slices.SortFunc(rules, func(a, b *resourceapi.DeviceTaintRule) int { return strings.Compare(a.Name, b.Name) })
 	for _, id := range ids {
@@ -305,7 +309,8 @@ func (t *Tracker) recomputePool(ctx context.Context, id allocator.PoolID, rules 
 	var usage *allocator.PoolUsage
 	if byName := t.slices[id]; len(byName) > 0 {
 		t.recomputes++
-		snap := allocator.Snapshot{Classes: t.classes, TaintRules: rules}
+		snap := allocator.Snapshot{Classes: t.classes, TaintRules: rules,
+			WithoutDeviceTaints: !features.Enabled(features.DRADeviceTaints)}
 		for _, s := range byName {
 			snap.Slices = append(snap.Slices, s)
 		}

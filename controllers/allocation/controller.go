@@ -37,6 +37,7 @@ import (
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/podclaims"
 	"github.com/draplane/draplane/controllers/worker"
+	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
@@ -205,24 +206,22 @@ func NewController(
 		opts.Clock = clock.RealClock{}
 	}
 	c := &Controller{
-		mode:            podclaims.OrStandalone(opts.Mode),
-		kubeClient:      kubeClient,
-		resourceClient:  resourceClient,
-		allocator:       allocator.New(allocator.Options{Policy: opts.Policy, Selectors: opts.Selectors}),
-		podLister:       podInformer.Lister(),
-		podIndexer:      podInformer.Informer().GetIndexer(),
-		nodeLister:      nodeInformer.Lister(),
-		claimLister:     claimInformer.Lister(),
-		classLister:     classInformer.Lister(),
-		sliceLister:     sliceInformer.Lister(),
-		taintRuleLister: taintRuleInformer.Lister(),
+		mode:           podclaims.OrStandalone(opts.Mode),
+		kubeClient:     kubeClient,
+		resourceClient: resourceClient,
+		allocator:      allocator.New(allocator.Options{Policy: opts.Policy, Selectors: opts.Selectors}),
+		podLister:      podInformer.Lister(),
+		podIndexer:     podInformer.Informer().GetIndexer(),
+		nodeLister:     nodeInformer.Lister(),
+		claimLister:    claimInformer.Lister(),
+		classLister:    classInformer.Lister(),
+		sliceLister:    sliceInformer.Lister(),
 		synced: []cache.InformerSynced{
 			podInformer.Informer().HasSynced,
 			nodeInformer.Informer().HasSynced,
 			claimInformer.Informer().HasSynced,
 			classInformer.Informer().HasSynced,
 			sliceInformer.Informer().HasSynced,
-			taintRuleInformer.Informer().HasSynced,
 		},
 		tracker:       newAllocationTracker(),
 		ownWrites:     newOwnWrites(),
@@ -239,6 +238,15 @@ func NewController(
 		),
 	}
 	c.extendedResources = opts.ExtendedResources
+	// As upstream's scheduler, DeviceTaintRules are not even watched while
+	// their gate is off: no rule taints a device.
+	if !features.Enabled(features.DRADeviceTaintRules) {
+		taintRuleInformer = nil
+	}
+	if taintRuleInformer != nil {
+		c.taintRuleLister = taintRuleInformer.Lister()
+		c.synced = append(c.synced, taintRuleInformer.Informer().HasSynced)
+	}
 	// The inventory is built on first use.
 	c.snapshotGeneration.Store(1)
 
@@ -274,11 +282,12 @@ func (c *Controller) addEventHandlers(logger klog.Logger,
 	sliceInformer resourceinformers.ResourceSliceInformer,
 	taintRuleInformer resourceinformers.DeviceTaintRuleInformer,
 ) error {
-	handlers := []struct {
+	type handler struct {
 		what     string
 		informer cache.SharedIndexInformer
 		funcs    cache.ResourceEventHandlerFuncs
-	}{
+	}
+	handlers := []handler{
 		{"pod", podInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onPod(logger, obj, false) },
 			UpdateFunc: func(oldObj, obj any) { c.onPodUpdate(logger, oldObj, obj) },
@@ -296,7 +305,9 @@ func (c *Controller) addEventHandlers(logger klog.Logger,
 		}},
 		{"device class", classInformer.Informer(), c.snapshotHandler(logger, "DeviceClass")},
 		{"resource slice", sliceInformer.Informer(), c.snapshotHandler(logger, "ResourceSlice")},
-		{"device taint rule", taintRuleInformer.Informer(), c.snapshotHandler(logger, "DeviceTaintRule")},
+	}
+	if taintRuleInformer != nil {
+		handlers = append(handlers, handler{"device taint rule", taintRuleInformer.Informer(), c.snapshotHandler(logger, "DeviceTaintRule")})
 	}
 	for _, h := range handlers {
 		if _, err := h.informer.AddEventHandlerWithOptions(h.funcs, cache.HandlerOptions{Logger: &logger}); err != nil {

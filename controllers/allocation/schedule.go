@@ -435,7 +435,10 @@ func (c *Controller) currentInventoryLocked(logger klog.Logger) (*allocator.Inve
 		return c.inventory, nil
 	}
 	start := time.Now()
-	snapshot := allocator.Snapshot{WithoutBindingConditions: !features.Enabled(features.DRADeviceBindingConditions)}
+	snapshot := allocator.Snapshot{
+		WithoutBindingConditions: !features.Enabled(features.DRADeviceBindingConditions),
+		WithoutDeviceTaints:      !features.Enabled(features.DRADeviceTaints),
+	}
 
 	classes, err := c.classLister.List(labels.Everything())
 	if err != nil {
@@ -470,22 +473,34 @@ func (c *Controller) currentInventoryLocked(logger klog.Logger) (*allocator.Inve
 	}
 	c.slices = converted
 
-	rules, err := c.taintRuleLister.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list device taint rules from cache: %w", err)
-	}
-	for _, rule := range rules {
-		internal := &resourceapi.DeviceTaintRule{}
-		if err := resourcev1.Convert_v1_DeviceTaintRule_To_resource_DeviceTaintRule(rule, internal, nil); err != nil {
-			return nil, fmt.Errorf("convert device taint rule %s: %w", rule.Name, err)
-		}
-		snapshot.TaintRules = append(snapshot.TaintRules, internal)
+	if err := c.addTaintRules(&snapshot); err != nil {
+		return nil, err
 	}
 
 	c.inventory = c.allocator.Prepare(snapshot)
 	c.inventoryGeneration = generation
 	logger.V(4).Info("Prepared device inventory", "classes", len(snapshot.Classes), "slices", len(snapshot.Slices), "taintRules", len(snapshot.TaintRules), "duration", time.Since(start))
 	return c.inventory, nil
+}
+
+// addTaintRules adds the DeviceTaintRules to the snapshot; none while
+// their gate is off (the controller then has no lister).
+func (c *Controller) addTaintRules(snapshot *allocator.Snapshot) error {
+	if c.taintRuleLister == nil {
+		return nil
+	}
+	rules, err := c.taintRuleLister.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("list device taint rules from cache: %w", err)
+	}
+	for _, rule := range rules {
+		internal := &resourceapi.DeviceTaintRule{}
+		if err := resourcev1.Convert_v1_DeviceTaintRule_To_resource_DeviceTaintRule(rule, internal, nil); err != nil {
+			return fmt.Errorf("convert device taint rule %s: %w", rule.Name, err)
+		}
+		snapshot.TaintRules = append(snapshot.TaintRules, internal)
+	}
+	return nil
 }
 
 // explainRequests groups the reasons of the rejected nodes per claim
