@@ -201,15 +201,19 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}
-	evictionController, err := devicetainteviction.NewController(logger.WithName("devicetainteviction"), kubeClient, resourceClient,
-		pods, claims, slices, taintRules, devicetainteviction.Options{EvictionsPerSecond: m.config.EvictionsPerSecond})
-	if err != nil {
-		return nil, fmt.Errorf("device taint eviction controller: %w", err)
-	}
 	controllers := []namedController{
 		{"resourceclaim", claimController.Run},
 		{"allocation", allocationController.Run},
-		{"devicetainteviction", evictionController.Run},
+	}
+	// As upstream's controller manager, no taint evicts while device
+	// taints are off.
+	if features.Enabled(features.DRADeviceTaints) {
+		evictionController, err := devicetainteviction.NewController(logger.WithName("devicetainteviction"), kubeClient, resourceClient,
+			pods, claims, slices, taintRules, devicetainteviction.Options{EvictionsPerSecond: m.config.EvictionsPerSecond})
+		if err != nil {
+			return nil, fmt.Errorf("device taint eviction controller: %w", err)
+		}
+		controllers = append(controllers, namedController{"devicetainteviction", evictionController.Run})
 	}
 	// A host cluster's kubelets finish their pods themselves.
 	if m.config.Host == nil {

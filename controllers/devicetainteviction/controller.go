@@ -57,6 +57,7 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/worker"
+	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcescheme "github.com/draplane/draplane/generated/clientset/versioned/scheme"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
@@ -155,6 +156,7 @@ type Controller struct {
 	slicesSynced cache.InformerSynced
 	ruleLister   resourcelisters.DeviceTaintRuleLister
 	rulesSynced  cache.InformerSynced
+	watchesRules bool
 
 	queue workQueue
 	// evictionLimiter holds back evictions that are due, so that the
@@ -237,12 +239,14 @@ func NewController(
 	}, cache.HandlerOptions{Logger: &logger}); err != nil {
 		return nil, fmt.Errorf("add slice event handler: %w", err)
 	}
-	if _, err := taintRuleInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onRule(logger, nil, obj) },
-		UpdateFunc: func(old, obj any) { c.onRule(logger, old, obj) },
-		DeleteFunc: func(obj any) { c.onRule(logger, obj, nil) },
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("add rule event handler: %w", err)
+	if c.watchesRules {
+		if _, err := taintRuleInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onRule(logger, nil, obj) },
+			UpdateFunc: func(old, obj any) { c.onRule(logger, old, obj) },
+			DeleteFunc: func(obj any) { c.onRule(logger, obj, nil) },
+		}, cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("add rule event handler: %w", err)
+		}
 	}
 	setupMetrics()
 	return c, nil
@@ -276,13 +280,21 @@ func newController(
 		claimsSynced:     claimInformer.Informer().HasSynced,
 		sliceIndexer:     sliceInformer.Informer().GetIndexer(),
 		slicesSynced:     sliceInformer.Informer().HasSynced,
-		ruleLister:       taintRuleInformer.Lister(),
-		rulesSynced:      taintRuleInformer.Informer().HasSynced,
+		ruleLister:       noRules,
+		rulesSynced:      func() bool { return true },
 		evictionLimiter:  flowcontrol.NewTokenBucketRateLimiterWithClock(float32(opts.EvictionsPerSecond), opts.EvictionBurst, clock),
 		pending:          make(map[string]*pendingEviction),
 		evicted:          make(map[string]types.UID),
 		progress:         make(map[types.UID]*ruleProgress),
 		lastStatusUpdate: make(map[string]time.Time),
+	}
+	// As upstream, DeviceTaintRules are not even watched while their gate
+	// is off: the controller evicts for no rule and writes no rule's
+	// status.
+	if features.Enabled(features.DRADeviceTaintRules) {
+		c.watchesRules = true
+		c.ruleLister = taintRuleInformer.Lister()
+		c.rulesSynced = taintRuleInformer.Informer().HasSynced
 	}
 	if err := c.claimIndexer.AddIndexers(cache.Indexers{
 		claimsByConsumerIndex: claimsByConsumerIndexFunc,
@@ -295,6 +307,9 @@ func newController(
 	}
 	return c, nil
 }
+
+// noRules is the rule lister while the DRADeviceTaintRules gate is off.
+var noRules = resourcelisters.NewDeviceTaintRuleLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 
 func claimsByConsumerIndexFunc(obj any) ([]string, error) {
 	claim, ok := obj.(*resourcev1.ResourceClaim)

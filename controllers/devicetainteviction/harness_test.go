@@ -197,7 +197,9 @@ func newTestEnv(t *testing.T, opts Options, objects testObjects) *testEnv {
 	}
 	for _, rule := range objects.rules {
 		e.add(e.rules, rule)
-		c.onRule(logger, nil, rule)
+		if c.watchesRules {
+			c.onRule(logger, nil, rule)
+		}
 	}
 	return e
 }
