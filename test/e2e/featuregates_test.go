@@ -1,9 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 )
 
 // alphaSlice uses skipNodeOperations, partitionTypeAttribute and a list
@@ -122,4 +130,82 @@ func TestAlphaFieldGates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDeviceTaintRulesGateOff: with --feature-gates=DRADeviceTaintRules=false
+// DeviceTaintRules are still served (so that they can be cleaned up, as
+// upstream), but taint nothing: a pod whose only possible device is
+// under a NoExecute rule gets it and runs, the pool counts the device as
+// allocated and not tainted, and the rule gets no status.
+func TestDeviceTaintRulesGateOff(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--simulate-nodes=1", "--simulate-devices-per-node=1",
+		"--feature-gates=DRADeviceTaintRules=false")
+	ctx := context.Background()
+	s.MustKubectl(t, "", "apply", "-f", filepath.Join(repoRoot, "examples", "quickstart", "01-deviceclass.yaml"),
+		"-f", filepath.Join(repoRoot, "examples", "quickstart", "02-resourceclaimtemplates.yaml"))
+	s.MustKubectl(t, `apiVersion: resource.draplane.dev/v1
+kind: DeviceTaintRule
+metadata:
+  name: gate-off-broken
+spec:
+  deviceSelector:
+    driver: gpu.sim.draplane.dev
+    pool: sim-node-0
+  taint:
+    key: broken
+    effect: NoExecute
+`, "apply", "-f", "-")
+	if got := s.MustKubectl(t, "", "get", "devicetaintrules", "gate-off-broken", "-o", "jsonpath={.spec.taint.effect}"); got != "NoExecute" {
+		t.Fatalf("rule read back with effect %q", got)
+	}
+	s.MustKubectl(t, `apiVersion: v1
+kind: Pod
+metadata:
+  name: gate-off-pod
+  namespace: default
+spec:
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      claims:
+      - name: gpu
+  resourceClaims:
+  - name: gpu
+    resourceClaimTemplateName: one-gpu
+`, "apply", "-f", "-")
+
+	kube, err := kubernetes.NewForConfig(s.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		pod, err := kube.CoreV1().Pods("default").Get(ctx, "gate-off-pod", metav1.GetOptions{})
+		return err == nil && pod.Spec.NodeName == "sim-node-0" && pod.Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		t.Fatalf("pod on the device of the rule never ran:\n%s", s.MustKubectl(t, "", "get", "pods,resourceclaims", "-o", "wide"))
+	}
+	client := s.Client(t)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		p, err := client.ResourceV1().ResourcePoolUsages().Get(ctx, "sim-node-0.gpu.sim.draplane.dev", metav1.GetOptions{})
+		return err == nil && p.Status.Devices.Allocated == 1, nil
+	}); err != nil {
+		t.Fatalf("pool never counted the allocation:\n%s", s.MustKubectl(t, "", "get", "resourcepools", "-o", "yaml"))
+	}
+	p, err := client.ResourceV1().ResourcePoolUsages().Get(ctx, "sim-node-0.gpu.sim.draplane.dev", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.Devices.Tainted != 0 {
+		t.Errorf("pool counts %d tainted devices with the rules' gate off", p.Status.Devices.Tainted)
+	}
+	rule, err := client.ResourceV1().DeviceTaintRules().Get(ctx, "gate-off-broken", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rule.Status.Conditions) > 0 {
+		t.Errorf("rule got a status with its gate off: %+v", rule.Status.Conditions)
+	}
+	// Served for clean-up: the rule can be deleted.
+	s.MustKubectl(t, "", "delete", "devicetaintrule", "gate-off-broken")
 }
