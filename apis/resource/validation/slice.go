@@ -3,7 +3,10 @@ package validation
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -13,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/features"
 )
 
 const nodeSelectionFields = "`nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection`"
@@ -291,22 +295,29 @@ func validateRequestPolicy(capacity apiresource.Quantity, policy *resourceapi.Ca
 }
 
 // validateValidValues: ascending, unique, within the capacity, and the
-// default one of them.
+// default one of them. As upstream, values are told apart by their exact
+// value while DRAFractionalCapacityRange is on and by the integer they
+// round up to while it is off (500m and 1 are then the same value).
 func validateValidValues(capacity, defaultValue apiresource.Quantity, values []apiresource.Quantity, policyPath *field.Path) field.ErrorList {
 	fldPath := policyPath.Child("validValues")
 	if len(values) > resourceapi.DeviceCapacityValidValuesMaxSize {
 		return field.ErrorList{field.TooMany(fldPath, len(values), resourceapi.DeviceCapacityValidValuesMaxSize)}
 	}
+	key := func(q apiresource.Quantity) string { return strconv.FormatInt(q.Value(), 10) }
+	if features.Enabled(features.DRAFractionalCapacityRange) {
+		key = func(q apiresource.Quantity) string { return q.AsDec().String() }
+	}
 	var allErrs field.ErrorList
 	foundDefault := false
+	seen := make(map[string]bool, len(values))
 	for i, value := range values {
-		if i > 0 {
-			switch value.Cmp(values[i-1]) {
-			case 0:
-				allErrs = append(allErrs, field.Duplicate(fldPath.Index(i), value.String()))
-			case -1:
-				allErrs = append(allErrs, field.Invalid(fldPath.Index(i), value.String(), "values must be sorted in ascending order"))
-			}
+		if i > 0 && value.Cmp(values[i-1]) < 0 {
+			allErrs = append(allErrs, field.Invalid(fldPath.Index(i), value.String(), "values must be sorted in ascending order"))
+		}
+		if k := key(value); seen[k] {
+			allErrs = append(allErrs, field.Duplicate(fldPath.Index(i), value.String()))
+		} else {
+			seen[k] = true
 		}
 		if value.Cmp(capacity) > 0 {
 			allErrs = append(allErrs, field.Invalid(fldPath.Index(i), value.String(), "must not be larger than the capacity value "+capacity.String()))
@@ -322,7 +333,8 @@ func validateValidValues(capacity, defaultValue apiresource.Quantity, values []a
 }
 
 // validateValidRange: min <= default <= max <= capacity, step > 0, and
-// default and max reachable from min in whole steps.
+// default and max reachable from min in whole steps, counted in the units
+// rangeUsesMilli picks.
 func validateValidRange(capacity, defaultValue apiresource.Quantity, valueRange resourceapi.CapacityRequestPolicyRange, policyPath *field.Path) field.ErrorList {
 	fldPath := policyPath.Child("validRange")
 	defaultPath := policyPath.Child("default")
@@ -349,6 +361,14 @@ func validateValidRange(capacity, defaultValue apiresource.Quantity, valueRange 
 			allErrs = append(allErrs, field.Invalid(defaultPath, defaultValue.String(), "must not be larger than max "+maxValue.String()))
 		}
 	}
+	useMilli := rangeUsesMilli(defaultValue, valueRange)
+	if useMilli {
+		// Milli-units must hold every value exactly, or the step check
+		// below would compare rounded numbers.
+		if errs := notMilli(defaultValue, valueRange, defaultPath, fldPath); len(errs) > 0 {
+			return append(allErrs, errs...)
+		}
+	}
 	if valueRange.Step == nil {
 		return allErrs
 	}
@@ -362,12 +382,18 @@ func validateValidRange(capacity, defaultValue apiresource.Quantity, valueRange 
 	if oneStep.Cmp(capacity) > 0 {
 		allErrs = append(allErrs, field.Invalid(stepPath, step.String(), fmt.Sprintf("min plus one step (%s) must not be larger than the capacity value %s", oneStep.String(), capacity.String())))
 	}
+	if !useMilli {
+		// Quantity.Value() is only meaningful in [0, MaxInt64].
+		if errs := notInt64(defaultValue, valueRange, defaultPath, fldPath); len(errs) > 0 {
+			return append(allErrs, errs...)
+		}
+	}
+	units := func(q apiresource.Quantity) int64 { return q.Value() }
+	if useMilli {
+		units = func(q apiresource.Quantity) int64 { return q.MilliValue() }
+	}
 	checkMultiple := func(value apiresource.Quantity, path *field.Path) {
-		ok, err := isStepMultiple(value, minValue, step)
-		switch {
-		case err != nil:
-			allErrs = append(allErrs, field.Invalid(path, value.String(), err.Error()))
-		case !ok:
+		if (units(value)-units(minValue))%units(step) != 0 {
 			allErrs = append(allErrs, field.Invalid(path, value.String(), fmt.Sprintf("must be min (%s) plus a multiple of step (%s)", minValue.String(), step.String())))
 		}
 	}
@@ -378,23 +404,75 @@ func validateValidRange(capacity, defaultValue apiresource.Quantity, valueRange 
 	return allErrs
 }
 
-// isStepMultiple reports whether value - min is a whole multiple of step.
-// It works on milli-units, which cover every quantity with up to three
-// decimals; larger or finer quantities are rejected rather than rounded.
-func isStepMultiple(value, minValue, step apiresource.Quantity) (bool, error) {
-	const limit = math.MaxInt64 / 1000
-	var millis [3]int64
-	for i, q := range []apiresource.Quantity{value, minValue, step} {
-		if q.CmpInt64(limit) > 0 || q.CmpInt64(-limit) < 0 {
-			return false, fmt.Errorf("must not be larger than %d in absolute value when a step is set", int64(limit))
-		}
-		m := q.MilliValue()
-		if apiresource.NewMilliQuantity(m, q.Format).Cmp(q) != 0 {
-			return false, fmt.Errorf("must be a multiple of 0.001 when a step is set")
-		}
-		millis[i] = m
+// rangeUsesMilli tells how a range's step is checked, as upstream: in
+// milli-units when DRAFractionalCapacityRange is on and the default or a
+// value of the range has a fraction; otherwise on the integers that
+// Quantity.Value() rounds them up to, so that with the gate off a step of
+// 250m counts as 1.
+func rangeUsesMilli(defaultValue apiresource.Quantity, valueRange resourceapi.CapacityRequestPolicyRange) bool {
+	if !features.Enabled(features.DRAFractionalCapacityRange) {
+		return false
 	}
-	return (millis[0]-millis[1])%millis[2] == 0, nil
+	for _, q := range []*apiresource.Quantity{&defaultValue, valueRange.Min, valueRange.Max, valueRange.Step} {
+		if q != nil && isFractional(*q) {
+			return true
+		}
+	}
+	return false
+}
+
+// isFractional reports whether q is not a whole number.
+func isFractional(q apiresource.Quantity) bool {
+	d := q.AsDec()
+	if d.Scale() <= 0 {
+		return false
+	}
+	unit := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(d.Scale())), nil)
+	return new(big.Int).Rem(d.UnscaledBig(), unit).Sign() != 0
+}
+
+// rangeValues names the default and the set values of a range.
+func rangeValues(defaultValue apiresource.Quantity, valueRange resourceapi.CapacityRequestPolicyRange, defaultPath, rangePath *field.Path) map[*field.Path]apiresource.Quantity {
+	values := map[*field.Path]apiresource.Quantity{defaultPath: defaultValue}
+	for name, q := range map[string]*apiresource.Quantity{"min": valueRange.Min, "max": valueRange.Max, "step": valueRange.Step} {
+		if q != nil {
+			values[rangePath.Child(name)] = *q
+		}
+	}
+	return values
+}
+
+// notMilli reports the values that milli-units cannot hold exactly.
+func notMilli(defaultValue apiresource.Quantity, valueRange resourceapi.CapacityRequestPolicyRange, defaultPath, rangePath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for path, q := range rangeValues(defaultValue, valueRange, defaultPath, rangePath) {
+		if apiresource.NewMilliQuantity(q.MilliValue(), q.Format).Cmp(q) != 0 {
+			allErrs = append(allErrs, field.Invalid(path, q.String(), "must be a multiple of 0.001 and not larger than "+strconv.FormatInt(math.MaxInt64/1000, 10)+" when a value of the range has a fraction"))
+		}
+	}
+	return sortedErrors(allErrs)
+}
+
+// notInt64 reports the values outside [0, MaxInt64], where Quantity.Value()
+// wraps or, for some negative values, rounds the wrong way.
+func notInt64(defaultValue apiresource.Quantity, valueRange resourceapi.CapacityRequestPolicyRange, defaultPath, rangePath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for path, q := range rangeValues(defaultValue, valueRange, defaultPath, rangePath) {
+		switch {
+		case q.Sign() < 0:
+			allErrs = append(allErrs, field.Invalid(path, q.String(), apimachineryvalidation.IsNegativeErrorMsg))
+		case q.CmpInt64(math.MaxInt64) > 0:
+			allErrs = append(allErrs, field.Invalid(path, q.String(), "must not be larger than "+strconv.FormatInt(math.MaxInt64, 10)+" when a step is set"))
+		}
+	}
+	return sortedErrors(allErrs)
+}
+
+// sortedErrors orders errors by field, so that what a client sees does not
+// depend on map order.
+func sortedErrors(errs field.ErrorList) field.ErrorList {
+	slices.SortFunc(errs, func(a, b *field.Error) int { return strings.Compare(a.Field, b.Field) })
+	return errs
 }
 
 // validateDeviceTaint checks a taint. oldTaint, if set, is the taint before
