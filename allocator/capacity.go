@@ -17,9 +17,13 @@ type capacityPolicy struct {
 	hasMax   bool
 	max      int64
 	step     int64 // 0: any value in the range
+	// wholeUnits: requests, min and step are rounded up to whole units
+	// for the step arithmetic (minWhole, stepWhole).
+	wholeUnits          bool
+	minWhole, stepWhole int64
 }
 
-func newCapacityPolicy(p *resourceapi.CapacityRequestPolicy) *capacityPolicy {
+func newCapacityPolicy(p *resourceapi.CapacityRequestPolicy, wholeUnitSteps bool) *capacityPolicy {
 	if p == nil {
 		return nil
 	}
@@ -34,6 +38,10 @@ func newCapacityPolicy(p *resourceapi.CapacityRequestPolicy) *capacityPolicy {
 		}
 		if r.Step != nil {
 			out.step = r.Step.MilliValue()
+			if wholeUnitSteps {
+				// Value() rounds up to a whole unit.
+				out.wholeUnits, out.minWhole, out.stepWhole = true, r.Min.Value()*1000, r.Step.Value()*1000
+			}
 		}
 		return out
 	}
@@ -63,11 +71,13 @@ func consumedQuantity(asked bool, v int64, c *deviceCapacity) (int64, bool) {
 	case p == nil:
 		return v, true
 	case p.hasRange:
-		v = max(v, p.min)
-		if p.step > 0 {
-			if rem := (v - p.min) % p.step; rem != 0 {
-				v += p.step - rem
-			}
+		switch {
+		case v <= p.min:
+			v = p.min
+		case p.wholeUnits && p.stepWhole > 0:
+			v = roundUpToStep(roundUpToStep(v, 0, 1000), p.minWhole, p.stepWhole)
+		case p.step > 0:
+			v = roundUpToStep(v, p.min, p.step)
 		}
 		if p.hasMax && v > p.max {
 			return 0, false
@@ -81,4 +91,13 @@ func consumedQuantity(asked bool, v int64, c *deviceCapacity) (int64, bool) {
 		return p.values[i], true
 	}
 	return v, true
+}
+
+// roundUpToStep returns the smallest min + n*step that is at least v
+// (v >= min, step > 0).
+func roundUpToStep(v, minValue, step int64) int64 {
+	if rem := (v - minValue) % step; rem != 0 {
+		v += step - rem
+	}
+	return v
 }

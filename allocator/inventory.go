@@ -33,6 +33,11 @@ type Snapshot struct {
 	// DRADeviceTaints gate off: a tainted device is allocated as if it
 	// were not tainted, whatever the request tolerates.
 	WithoutDeviceTaints bool
+	// WholeUnitCapacitySteps rounds the requests of a capacity range with
+	// a step in whole units, its min and step rounded up to whole units
+	// too, as upstream's allocator does with the DRAFractionalCapacityRange
+	// gate off. Otherwise the steps are taken in milli-units.
+	WholeUnitCapacitySteps bool
 }
 
 // DeviceID names one device.
@@ -140,6 +145,7 @@ type Inventory struct {
 
 	// withoutBindingConditions: see Snapshot.
 	withoutBindingConditions bool
+	wholeUnitCapacitySteps   bool
 
 	viewsMu sync.Mutex
 	views   map[string]*nodeView
@@ -175,6 +181,7 @@ func (a *Allocator) Prepare(snap Snapshot) *Inventory {
 		interned: make(map[string]int32),
 
 		withoutBindingConditions: snap.WithoutBindingConditions,
+		wholeUnitCapacitySteps:   snap.WholeUnitCapacitySteps,
 	}
 	if inv.classes == nil {
 		inv.classes = map[string]*resourceapi.DeviceClass{}
@@ -234,7 +241,7 @@ func (inv *Inventory) addPool(id PoolID, all []*resourceapi.ResourceSlice, rules
 				d.taints = deviceTaints(d, rules)
 			}
 			d.counters = counterUses(p, api, counterIndex)
-			d.caps = deviceCapacities(api)
+			d.caps = deviceCapacities(api, inv.wholeUnitCapacitySteps)
 			inv.addDevice(p, d)
 		}
 	}
@@ -348,7 +355,7 @@ func counterUses(p *pool, api *resourceapi.Device, counterIndex map[string]map[s
 }
 
 // deviceCapacities lists a device's capacities sorted by name.
-func deviceCapacities(api *resourceapi.Device) []deviceCapacity {
+func deviceCapacities(api *resourceapi.Device, wholeUnitSteps bool) []deviceCapacity {
 	capNames := make([]resourceapi.QualifiedName, 0, len(api.Capacity))
 	for name := range api.Capacity {
 		capNames = append(capNames, name)
@@ -357,7 +364,7 @@ func deviceCapacities(api *resourceapi.Device) []deviceCapacity {
 	var caps []deviceCapacity
 	for _, name := range capNames {
 		c := api.Capacity[name]
-		caps = append(caps, deviceCapacity{name: name, total: c.Value.MilliValue(), format: c.Value.Format, policy: newCapacityPolicy(c.RequestPolicy)})
+		caps = append(caps, deviceCapacity{name: name, total: c.Value.MilliValue(), format: c.Value.Format, policy: newCapacityPolicy(c.RequestPolicy, wholeUnitSteps)})
 	}
 	return caps
 }

@@ -310,7 +310,8 @@ func (t *Tracker) recomputePool(ctx context.Context, id allocator.PoolID, rules 
 	if byName := t.slices[id]; len(byName) > 0 {
 		t.recomputes++
 		snap := allocator.Snapshot{Classes: t.classes, TaintRules: rules,
-			WithoutDeviceTaints: !features.Enabled(features.DRADeviceTaints)}
+			WithoutDeviceTaints:    !features.Enabled(features.DRADeviceTaints),
+			WholeUnitCapacitySteps: !features.Enabled(features.DRAFractionalCapacityRange)}
 		for _, s := range byName {
 			snap.Slices = append(snap.Slices, s)
 		}

@@ -438,6 +438,7 @@ func (c *Controller) currentInventoryLocked(logger klog.Logger) (*allocator.Inve
 	snapshot := allocator.Snapshot{
 		WithoutBindingConditions: !features.Enabled(features.DRADeviceBindingConditions),
 		WithoutDeviceTaints:      !features.Enabled(features.DRADeviceTaints),
+		WholeUnitCapacitySteps:   !features.Enabled(features.DRAFractionalCapacityRange),
 	}
 
 	classes, err := c.classLister.List(labels.Everything())
