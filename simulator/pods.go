@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"github.com/draplane/draplane/controllers/podclaims"
 	"github.com/draplane/draplane/controllers/worker"
 	dra "github.com/draplane/draplane/driver"
+	"github.com/draplane/draplane/features"
 )
 
 // enqueuePod queues pods bound to a simulated node that still have a
@@ -184,19 +186,35 @@ const ReasonFailedPrepare = "FailedPrepareDynamicResources"
 // prepare asks the driver to prepare every claim of the pod that has
 // devices of the driver, all in one call. A claim that fails keeps the
 // pod from starting: the pod gets a Warning event naming the claim and the
-// driver's error, and is tried again with backoff.
+// driver's error, and is tried again with backoff. As a kubelet, it skips
+// the calls that every device of the driver in a claim lists in
+// skipNodeOperations.
 func (s *Simulator) prepare(ctx context.Context, key string, pod *corev1.Pod, claims []*resourcev1.ResourceClaim) error {
-	var mine []*resourcev1.ResourceClaim
+	var toPrepare []*resourcev1.ResourceClaim
+	var held []dra.NamespacedObject
+	var failed []*dra.ClaimError
 	for _, claim := range claims {
-		if len(dra.AllocatedDevices(claim, s.opts.Driver)) > 0 {
-			mine = append(mine, claim)
+		results := dra.AllocatedDevices(claim, s.opts.Driver)
+		if len(results) == 0 {
+			continue
+		}
+		name := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+		if !features.Enabled(features.DRAOptionalNodeOperations) && slices.ContainsFunc(results, func(r resourcev1.DeviceRequestAllocationResult) bool { return len(r.SkipNodeOperations) > 0 }) {
+			// A claim allocated while the gate was on: upstream's kubelet
+			// refuses it rather than guess which calls to make.
+			failed = append(failed, &dra.ClaimError{Claim: name, Err: errors.New("skipNodeOperations is set but the DRAOptionalNodeOperations feature gate is off")})
+			continue
+		}
+		if !skipsNodeOperation(results, resourcev1.SkipNodeOperationNodePrepareResources) {
+			toPrepare = append(toPrepare, claim)
+		}
+		if !skipsNodeOperation(results, resourcev1.SkipNodeOperationNodeUnprepareResources) {
+			held = append(held, dra.NamespacedObject{NamespacedName: name, UID: claim.UID})
 		}
 	}
-	if len(mine) == 0 {
-		return nil
+	if len(failed) == 0 {
+		_, failed = dra.Prepare(ctx, s.preparer, toPrepare)
 	}
-	logger := klog.FromContext(ctx)
-	_, failed := dra.Prepare(ctx, s.preparer, mine)
 	if len(failed) > 0 {
 		var errs []error
 		for _, f := range failed {
@@ -208,15 +226,26 @@ func (s *Simulator) prepare(ctx context.Context, key string, pod *corev1.Pod, cl
 		}
 		return fmt.Errorf("prepare the claims of pod %s: %w", klog.KObj(pod), errors.Join(errs...))
 	}
-	held := make([]dra.NamespacedObject, 0, len(mine))
-	for _, claim := range mine {
-		held = append(held, dra.NamespacedObject{NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, UID: claim.UID})
+	if len(held) == 0 {
+		return nil
 	}
 	s.mu.Lock()
 	s.prepared[key] = held
 	s.mu.Unlock()
-	logger.V(2).Info("Prepared the claims of the pod", "pod", klog.KObj(pod), "claims", len(held))
+	klog.FromContext(ctx).V(2).Info("Prepared the claims of the pod", "pod", klog.KObj(pod), "prepared", len(toPrepare), "held", len(held))
 	return nil
+}
+
+// skipsNodeOperation reports whether every device of the driver in a
+// claim lets the node skip the operation, which is when upstream's kubelet
+// does not call the driver for it.
+func skipsNodeOperation(results []resourcev1.DeviceRequestAllocationResult, op resourcev1.SkipNodeOperation) bool {
+	for _, r := range results {
+		if !slices.Contains(r.SkipNodeOperations, op) && !slices.Contains(r.SkipNodeOperations, resourcev1.SkipNodeOperationAll) {
+			return false
+		}
+	}
+	return len(results) > 0
 }
 
 // unprepare releases the claims prepared for the pod, once.
