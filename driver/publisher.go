@@ -54,6 +54,11 @@ type Pool struct {
 	// SharedCounters of the pool; they are published in slices of their
 	// own, as the API requires.
 	SharedCounters []resourcev1.CounterSet
+	// SkipNodeOperations of every slice of the pool: the node-local calls
+	// (NodePrepareResources, NodeUnprepareResources, "*") the driver does
+	// not need for its devices. Needs the DRAOptionalNodeOperations gate
+	// of the API server.
+	SkipNodeOperations []resourcev1.SkipNodeOperation
 	// MinGeneration is the lowest generation the pool is published
 	// with. A node agent that removed the pool's slices at start passes
 	// one more than the highest generation it removed, so that consumers
@@ -449,7 +454,8 @@ func (p *Publisher) desiredSpecs(pool Pool) ([]*resourcev1.ResourceSliceSpec, er
 		return nil, fmt.Errorf("pool %s: a publisher of node %s publishes only that node's pools", pool.Name, p.opts.NodeName)
 	}
 	base := func() *resourcev1.ResourceSliceSpec {
-		spec := &resourcev1.ResourceSliceSpec{Driver: p.opts.DriverName, Pool: resourcev1.ResourcePool{Name: pool.Name}}
+		spec := &resourcev1.ResourceSliceSpec{Driver: p.opts.DriverName, Pool: resourcev1.ResourcePool{Name: pool.Name},
+			SkipNodeOperations: slices.Clone(pool.SkipNodeOperations)}
 		switch {
 		case pool.NodeName != "":
 			spec.NodeName = ptr.To(pool.NodeName)

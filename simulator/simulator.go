@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,6 +119,10 @@ type Options struct {
 	BindingFailureCondition string
 	BindingDelay            time.Duration
 	BindingFailureNodes     []string
+	// SkipNodeOperations, when set, is the skipNodeOperations of every
+	// node's slice: the simulated nodes then do not call the driver for
+	// those operations (needs the DRAOptionalNodeOperations gate).
+	SkipNodeOperations []resourcev1.SkipNodeOperation
 }
 
 // NodeName is the name of simulated node i.
@@ -596,11 +601,12 @@ func (s *Simulator) pools() []dra.Pool {
 	for name, uid := range s.owners {
 		slice := s.DesiredSlice(name, 0)
 		pools = append(pools, dra.Pool{
-			Name:          name,
-			NodeName:      name,
-			Devices:       slice.Spec.Devices,
-			MinGeneration: s.minGenerations[name],
-			Owner:         dra.NodeOwner(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid}}),
+			Name:               name,
+			NodeName:           name,
+			Devices:            slice.Spec.Devices,
+			MinGeneration:      s.minGenerations[name],
+			SkipNodeOperations: slice.Spec.SkipNodeOperations,
+			Owner:              dra.NodeOwner(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid}}),
 		})
 	}
 	return pools
@@ -641,7 +647,8 @@ func (s *Simulator) DesiredSlice(nodeName string, generation int64) *resourcev1.
 				Generation:         generation,
 				ResourceSliceCount: 1,
 			},
-			Devices: devices,
+			Devices:            devices,
+			SkipNodeOperations: slices.Clone(s.opts.SkipNodeOperations),
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -120,4 +121,22 @@ func calls(recorded [][]string) string {
 		return ""
 	}
 	return strings.Join(recorded[0], ",")
+}
+
+// TestSeedSkipNodeOperations: the simulated slices carry the configured
+// skipNodeOperations.
+func TestSeedSkipNodeOperations(t *testing.T) {
+	for _, skip := range [][]resourcev1.SkipNodeOperation{nil, {resourcev1.SkipNodeOperationAll}} {
+		h := newSimulator(t, Options{Nodes: 1, DevicesPerNode: 1, Driver: driver, SkipNodeOperations: skip}, nil, nil)
+		if err := h.sim.Seed(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := h.resource.ResourceV1().ResourceSlices().Get(h.ctx, SliceName("sim-node-0", driver), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got.Spec.SkipNodeOperations) != fmt.Sprint(skip) {
+			t.Errorf("skipNodeOperations %v, want %v", got.Spec.SkipNodeOperations, skip)
+		}
+	}
 }

@@ -3,6 +3,8 @@ package app
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -11,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllermanager"
+	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/simulator"
 )
 
@@ -35,6 +39,8 @@ type SimulatorOptions struct {
 	BindingFailureCondition string
 	BindingDelay            time.Duration
 	BindingFailureNodes     []string
+	// SkipNodeOperations of the simulated slices.
+	SkipNodeOperations []string
 }
 
 // NewSimulatorOptions returns the defaults: simulator off.
@@ -70,6 +76,8 @@ func (o *SimulatorOptions) AddFlags(fs *pflag.FlagSet) {
 		"How long after the allocation the simulated driver reports a device's binding condition (or its failure).")
 	fs.StringSliceVar(&o.BindingFailureNodes, "simulate-binding-failure-nodes", o.BindingFailureNodes,
 		"Simulated nodes (e.g. sim-node-0) whose devices report the binding failure condition instead of the binding condition: their claims are deallocated and the pods placed elsewhere.")
+	fs.StringSliceVar(&o.SkipNodeOperations, "simulate-skip-node-operations", o.SkipNodeOperations,
+		"The skipNodeOperations of the simulated slices (NodePrepareResources, NodeUnprepareResources, *): the simulated nodes do not call the driver for those operations. Needs --feature-gates=DRAOptionalNodeOperations=true.")
 }
 
 // Validate checks the simulator options.
@@ -91,7 +99,40 @@ func (o *SimulatorOptions) Validate() []error {
 	if o.HeartbeatInterval <= 0 {
 		errs = append(errs, errors.New("--simulate-heartbeat-interval must be positive"))
 	}
-	return append(errs, o.validateBinding()...)
+	errs = append(errs, o.validateBinding()...)
+	return append(errs, o.validateSkipNodeOperations()...)
+}
+
+// validateSkipNodeOperations checks the flag as the API checks the field,
+// and that the API keeps it: with the gate off the field would be dropped
+// from every slice the simulator writes.
+func (o *SimulatorOptions) validateSkipNodeOperations() []error {
+	if len(o.SkipNodeOperations) == 0 {
+		return nil
+	}
+	if !features.Enabled(features.DRAOptionalNodeOperations) {
+		return []error{errors.New("--simulate-skip-node-operations needs --feature-gates=DRAOptionalNodeOperations=true")}
+	}
+	valid := []string{string(resourcev1.SkipNodeOperationNodePrepareResources), string(resourcev1.SkipNodeOperationNodeUnprepareResources), string(resourcev1.SkipNodeOperationAll)}
+	var errs []error
+	for _, op := range o.SkipNodeOperations {
+		if !slices.Contains(valid, op) {
+			errs = append(errs, fmt.Errorf("--simulate-skip-node-operations: %q is not one of %s", op, strings.Join(valid, ", ")))
+		}
+	}
+	if slices.Contains(o.SkipNodeOperations, valid[0]) && !slices.Contains(o.SkipNodeOperations, valid[1]) && !slices.Contains(o.SkipNodeOperations, valid[2]) {
+		errs = append(errs, errors.New("--simulate-skip-node-operations: NodePrepareResources needs NodeUnprepareResources (or *)"))
+	}
+	return errs
+}
+
+// skipNodeOperations converts the validated flag.
+func (o *SimulatorOptions) skipNodeOperations() []resourcev1.SkipNodeOperation {
+	var out []resourcev1.SkipNodeOperation
+	for _, op := range o.SkipNodeOperations {
+		out = append(out, resourcev1.SkipNodeOperation(op))
+	}
+	return out
 }
 
 // validateBinding checks the binding condition flags as the API checks
@@ -144,6 +185,7 @@ func (o *SimulatorOptions) config() *controllermanager.SimulatorConfig {
 			BindingFailureCondition: o.BindingFailureCondition,
 			BindingDelay:            o.BindingDelay,
 			BindingFailureNodes:     o.BindingFailureNodes,
+			SkipNodeOperations:      o.skipNodeOperations(),
 		},
 		LeaseName: o.LeaseName,
 	}

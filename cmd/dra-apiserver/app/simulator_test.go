@@ -4,11 +4,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+
+	"github.com/draplane/draplane/features"
 )
 
 func TestSimulatorOptionsValidate(t *testing.T) {
 	tests := []struct {
 		name    string
+		gateOn  bool // DRAOptionalNodeOperations
 		modify  func(*SimulatorOptions)
 		wantErr string
 	}{
@@ -33,9 +39,16 @@ func TestSimulatorOptionsValidate(t *testing.T) {
 			o.Nodes, o.BindingCondition, o.BindingFailureNodes = 2, "Attached", []string{"sim-node-2"}
 		}, wantErr: "--simulate-binding-failure-nodes"},
 		{name: "failure nodes without a condition", modify: func(o *SimulatorOptions) { o.Nodes, o.BindingFailureNodes = 2, []string{"sim-node-1"} }, wantErr: "--simulate-binding-condition"},
+		{name: "skip node operations", gateOn: true, modify: func(o *SimulatorOptions) { o.Nodes, o.SkipNodeOperations = 1, []string{"*"} }},
+		{name: "skip node operations with the gate off", modify: func(o *SimulatorOptions) { o.Nodes, o.SkipNodeOperations = 1, []string{"*"} }, wantErr: "DRAOptionalNodeOperations=true"},
+		{name: "skip an unknown operation", gateOn: true, modify: func(o *SimulatorOptions) { o.Nodes, o.SkipNodeOperations = 1, []string{"NodeReboot"} }, wantErr: `"NodeReboot"`},
+		{name: "skip prepare but not unprepare", gateOn: true, modify: func(o *SimulatorOptions) {
+			o.Nodes, o.SkipNodeOperations = 1, []string{"NodePrepareResources"}
+		}, wantErr: "needs NodeUnprepareResources"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.DRAOptionalNodeOperations, tc.gateOn)
 			o := NewSimulatorOptions()
 			tc.modify(o)
 			errs := o.Validate()
