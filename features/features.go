@@ -40,16 +40,18 @@ const (
 	// DRADeviceCompatibilityGroups: compatibilityGroups of counter
 	// consumptions (alpha).
 	DRADeviceCompatibilityGroups featuregate.Feature = "DRADeviceCompatibilityGroups"
-	// DRADeviceTaintRules: the DeviceTaintRule kind.
+	// DRADeviceTaintRules: what DeviceTaintRules do; while it is off the
+	// kind is still served (for clean-up) but no rule taints a device.
 	DRADeviceTaintRules featuregate.Feature = "DRADeviceTaintRules"
-	// DRADeviceTaints: taints in slices and tolerations in requests.
+	// DRADeviceTaints: taints in slices and tolerations in requests; while
+	// it is off no taint counts and no pod is evicted for one.
 	DRADeviceTaints featuregate.Feature = "DRADeviceTaints"
 	// DRAExtendedResource: extendedResourceName of DeviceClasses and
 	// pods that ask for extended resources backed by devices (GA, locked
 	// on).
 	DRAExtendedResource featuregate.Feature = "DRAExtendedResource"
-	// DRAFractionalCapacityRange: milli-unit values in the min, max and
-	// step of a capacity's requestPolicy range.
+	// DRAFractionalCapacityRange: milli-unit steps of a capacity's
+	// requestPolicy range; while it is off, steps are whole units.
 	DRAFractionalCapacityRange featuregate.Feature = "DRAFractionalCapacityRange"
 	// DRAListTypeAttributes: the list attributes ints, bools, strings and
 	// versions (alpha).
