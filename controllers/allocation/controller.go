@@ -238,15 +238,7 @@ func NewController(
 		),
 	}
 	c.extendedResources = opts.ExtendedResources
-	// As upstream's scheduler, DeviceTaintRules are not even watched while
-	// their gate is off: no rule taints a device.
-	if !features.Enabled(features.DRADeviceTaintRules) {
-		taintRuleInformer = nil
-	}
-	if taintRuleInformer != nil {
-		c.taintRuleLister = taintRuleInformer.Lister()
-		c.synced = append(c.synced, taintRuleInformer.Informer().HasSynced)
-	}
+	taintRuleInformer = c.useTaintRules(taintRuleInformer)
 	// The inventory is built on first use.
 	c.snapshotGeneration.Store(1)
 
@@ -270,6 +262,18 @@ func NewController(
 
 	setupMetrics()
 	return c, nil
+}
+
+// useTaintRules sets up the DeviceTaintRule lister and returns the
+// informer, or nil while the DRADeviceTaintRules gate is off: as upstream's
+// scheduler, the rules are then not even watched and taint nothing.
+func (c *Controller) useTaintRules(informer resourceinformers.DeviceTaintRuleInformer) resourceinformers.DeviceTaintRuleInformer {
+	if informer == nil || !features.Enabled(features.DRADeviceTaintRules) {
+		return nil
+	}
+	c.taintRuleLister = informer.Lister()
+	c.synced = append(c.synced, informer.Informer().HasSynced)
+	return informer
 }
 
 // addEventHandlers makes the informers' events queue pods and keep the
