@@ -209,3 +209,48 @@ spec:
 	// Served for clean-up: the rule can be deleted.
 	s.MustKubectl(t, "", "delete", "devicetaintrule", "gate-off-broken")
 }
+
+// TestSimulatedSkipNodeOperations: with DRAOptionalNodeOperations on and
+// --simulate-skip-node-operations=*, the simulated slices carry
+// skipNodeOperations, an allocation copies it into the claim's result,
+// and the simulated node starts the pod without preparing the claim.
+func TestSimulatedSkipNodeOperations(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--simulate-nodes=1", "--simulate-devices-per-node=1",
+		"--feature-gates=DRAOptionalNodeOperations=true", "--simulate-skip-node-operations=*")
+	ctx := context.Background()
+	if got := s.MustKubectl(t, "", "get", "resourceslices", "-o", "jsonpath={.items[*].spec.skipNodeOperations}"); got != `["*"]` {
+		t.Fatalf("simulated slice skipNodeOperations %q", got)
+	}
+	s.MustKubectl(t, "", "apply", "-f", filepath.Join(repoRoot, "examples", "quickstart", "01-deviceclass.yaml"),
+		"-f", filepath.Join(repoRoot, "examples", "quickstart", "02-resourceclaimtemplates.yaml"))
+	s.MustKubectl(t, `apiVersion: v1
+kind: Pod
+metadata:
+  name: skip-pod
+  namespace: default
+spec:
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      claims:
+      - name: gpu
+  resourceClaims:
+  - name: gpu
+    resourceClaimTemplateName: one-gpu
+`, "apply", "-f", "-")
+	kube, err := kubernetes.NewForConfig(s.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		pod, err := kube.CoreV1().Pods("default").Get(ctx, "skip-pod", metav1.GetOptions{})
+		return err == nil && pod.Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		t.Fatalf("pod never ran:\n%s", s.MustKubectl(t, "", "get", "pods,resourceclaims", "-o", "wide"))
+	}
+	got := s.MustKubectl(t, "", "get", "resourceclaims", "-n", "default", "-o", "jsonpath={.items[*].status.allocation.devices.results[*].skipNodeOperations}")
+	if got != `["*"]` {
+		t.Errorf("allocation result skipNodeOperations %q", got)
+	}
+}
