@@ -374,7 +374,7 @@ func (inv *Inventory) addDevice(p *pool, d *device) {
 	p.devices = append(p.devices, d)
 	inv.devices = append(inv.devices, d)
 	inv.byID[d.id] = d
-	if inv.withoutBindingConditions && len(d.api.BindingConditions) > 0 {
+	if inv.withheld(d) {
 		return
 	}
 	for name, attr := range d.api.Attributes {
@@ -395,6 +395,12 @@ func (inv *Inventory) addDevice(p *pool, d *device) {
 	} else if d.allNodes || d.nodeSelector != nil {
 		inv.floating = append(inv.floating, d)
 	}
+}
+
+// withheld reports whether the device is left out of every node's view:
+// it lists binding conditions while they are not honoured.
+func (inv *Inventory) withheld(d *device) bool {
+	return inv.withoutBindingConditions && len(d.api.BindingConditions) > 0
 }
 
 // deviceTaints returns the device's own taints followed by those of the

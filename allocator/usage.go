@@ -49,8 +49,9 @@ type PoolUsage struct {
 	// Unusable counts devices of a pool that is incomplete or invalid.
 	Unusable int
 	// Free devices can take one more allocation of a request without
-	// tolerations: usable pool, not held exclusively, untainted, their
-	// counters not exhausted and, when shared, some capacity left.
+	// tolerations: usable pool, not held exclusively, untainted, not left
+	// out for their binding conditions (Snapshot.WithoutBindingConditions),
+	// their counters not exhausted and, when shared, some capacity left.
 	Free int
 
 	Counters   []CounterUsage
@@ -154,7 +155,7 @@ func (s *State) countPool(ctx context.Context, p *pool, u *PoolUsage, classNames
 			u.Unusable++
 			continue
 		}
-		free[i] = !tainted && !s.busy[d.index] && countersFree(d, s) && !s.capacityExhausted(d)
+		free[i] = !tainted && !inv.withheld(d) && !s.busy[d.index] && countersFree(d, s) && !s.capacityExhausted(d)
 		if free[i] {
 			u.Free++
 		}

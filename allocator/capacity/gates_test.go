@@ -48,3 +48,39 @@ func TestTrackerTaintGates(t *testing.T) {
 		})
 	}
 }
+
+// TestTrackerBindingConditionsGate: with DRADeviceBindingConditions off a
+// device that lists binding conditions is never allocated, so the counts
+// do not call it free, neither in the pool nor in a class that matches it.
+func TestTrackerBindingConditionsGate(t *testing.T) {
+	tests := map[string]struct {
+		gateOff  bool
+		wantFree int
+	}{
+		"gate on: allocatable":  {wantFree: 3},
+		"gate off: not counted": {gateOff: true, wantFree: 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.DRADeviceBindingConditions, !tc.gateOff)
+			ctx := context.Background()
+			tr := New(allocator.New(allocator.Options{}))
+			tr.SetClass(ctx, &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourceapi.DeviceClassSpec{
+				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "true"}}}}})
+			s := slice("node-1", "gpu-0", "gpu-1", "gpu-2")
+			s.Spec.Devices[1].BindingConditions = []string{"attached"}
+			s.Spec.Devices[1].BindingFailureConditions = []string{"failed"}
+			tr.SetSlice(ctx, s)
+			u, ok := tr.Pool(allocator.PoolID{Driver: driver, Pool: "node-1"})
+			if !ok {
+				t.Fatal("pool node-1 not counted")
+			}
+			if u.Devices != 3 || u.Free != tc.wantFree {
+				t.Errorf("devices %d, free %d; want 3 devices, %d free", u.Devices, u.Free, tc.wantFree)
+			}
+			if got := tr.Classes()["gpu"]; got.Devices != 3 || got.Free != tc.wantFree {
+				t.Errorf("class gpu: %+v; want 3 devices, %d free", got, tc.wantFree)
+			}
+		})
+	}
+}

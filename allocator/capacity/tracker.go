@@ -309,9 +309,11 @@ func (t *Tracker) recomputePool(ctx context.Context, id allocator.PoolID, rules 
 	var usage *allocator.PoolUsage
 	if byName := t.slices[id]; len(byName) > 0 {
 		t.recomputes++
+		// The same gates as the allocation controller's snapshot.
 		snap := allocator.Snapshot{Classes: t.classes, TaintRules: rules,
-			WithoutDeviceTaints:    !features.Enabled(features.DRADeviceTaints),
-			WholeUnitCapacitySteps: !features.Enabled(features.DRAFractionalCapacityRange)}
+			WithoutBindingConditions: !features.Enabled(features.DRADeviceBindingConditions),
+			WithoutDeviceTaints:      !features.Enabled(features.DRADeviceTaints),
+			WholeUnitCapacitySteps:   !features.Enabled(features.DRAFractionalCapacityRange)}
 		for _, s := range byName {
 			snap.Slices = append(snap.Slices, s)
 		}
