@@ -42,15 +42,15 @@ func TestFractionalCapacityRangeGate(t *testing.T) {
 	}{
 		"step 300m, default 1: a whole step only when rounded up": {
 			policy: coresRange("1", "0", "", "300m"),
-			wantOn: []string{invalid(policy + ".default")},
+			wantOn: []string{invalid(policy + ".validRange.step")},
 		},
 		"fractional default 1500m, step 1": {
 			policy: coresRange("1500m", "0", "", "1"),
-			wantOn: []string{invalid(policy + ".default")},
+			wantOn: []string{invalid(policy + ".validRange.step")},
 		},
 		"step 1500m, max 3: off step only when rounded up": {
 			policy:  coresRange("1500m", "0", "3", "1500m"),
-			wantOff: []string{invalid(policy + ".validRange.max")},
+			wantOff: []string{invalid(policy + ".validRange.step")},
 		},
 		"quarter steps": {
 			policy: coresRange("1500m", "500m", "2", "250m"),
@@ -105,7 +105,7 @@ func TestFractionalCapacityRangeRatchet(t *testing.T) {
 		"capacity changed": {mutate: func(s *resourceapi.ResourceSlice) {
 			sharedCores(s, coresRange("1500m", "0", "3", "1500m"))
 			s.Spec.Devices[0].Capacity["cores"] = resourceapi.DeviceCapacity{Value: resource.MustParse("16"), RequestPolicy: s.Spec.Devices[0].Capacity["cores"].RequestPolicy}
-		}, want: []string{invalid("spec.devices[0].capacity[cores].requestPolicy.validRange.max")}},
+		}, want: []string{invalid("spec.devices[0].capacity[cores].requestPolicy.validRange.step")}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -327,17 +327,20 @@ func validateValidValues(capacity, defaultValue apiresource.Quantity, values []a
 		}
 	}
 	if !foundDefault {
-		allErrs = append(allErrs, field.Invalid(policyPath.Child("default"), defaultValue.String(), "must be one of validValues"))
+		// Reported at validValues, as upstream does.
+		allErrs = append(allErrs, field.Invalid(fldPath, defaultValue.String(), "the default ("+defaultValue.String()+") must be one of validValues"))
 	}
 	return allErrs
 }
 
 // validateValidRange: min <= default <= max <= capacity, step > 0, and
 // default and max reachable from min in whole steps, counted in the units
-// rangeUsesMilli picks.
+// rangeUsesMilli picks. As upstream, an error about the default is
+// reported at validRange.default, and a default or max off the step at
+// validRange.step.
 func validateValidRange(capacity, defaultValue apiresource.Quantity, valueRange resourceapi.CapacityRequestPolicyRange, policyPath *field.Path) field.ErrorList {
 	fldPath := policyPath.Child("validRange")
-	defaultPath := policyPath.Child("default")
+	defaultPath := fldPath.Child("default")
 	if valueRange.Min == nil {
 		return field.ErrorList{field.Required(fldPath.Child("min"), "required when validRange is set")}
 	}
@@ -392,14 +395,14 @@ func validateValidRange(capacity, defaultValue apiresource.Quantity, valueRange 
 	if useMilli {
 		units = func(q apiresource.Quantity) int64 { return q.MilliValue() }
 	}
-	checkMultiple := func(value apiresource.Quantity, path *field.Path) {
+	checkMultiple := func(name string, value apiresource.Quantity) {
 		if (units(value)-units(minValue))%units(step) != 0 {
-			allErrs = append(allErrs, field.Invalid(path, value.String(), fmt.Sprintf("must be min (%s) plus a multiple of step (%s)", minValue.String(), step.String())))
+			allErrs = append(allErrs, field.Invalid(stepPath, value.String(), fmt.Sprintf("%s (%s) must be min (%s) plus a multiple of step (%s)", name, value.String(), minValue.String(), step.String())))
 		}
 	}
-	checkMultiple(defaultValue, defaultPath)
+	checkMultiple("default", defaultValue)
 	if valueRange.Max != nil {
-		checkMultiple(*valueRange.Max, fldPath.Child("max"))
+		checkMultiple("max", *valueRange.Max)
 	}
 	return allErrs
 }

@@ -269,7 +269,7 @@ func TestValidateResourceSlice(t *testing.T) {
 		}, want: []string{invalid(policy + ".validValues[1]"), duplicate(policy + ".validValues[2]")}},
 		"valid values over capacity, default missing": {mutate: func(s *resourceapi.ResourceSlice) {
 			sharedMemory(s, &resourceapi.CapacityRequestPolicy{Default: quantity("5Gi"), ValidValues: quantities("10Gi", "80Gi")})
-		}, want: []string{invalid(policy + ".validValues[1]"), invalid(policy + ".default")}},
+		}, want: []string{invalid(policy + ".validValues[1]"), invalid(policy + ".validValues")}},
 		"11 valid values": {mutate: func(s *resourceapi.ResourceSlice) {
 			sharedMemory(s, &resourceapi.CapacityRequestPolicy{Default: quantity("1Gi"), ValidValues: quantities("1Gi", "2Gi", "3Gi", "4Gi", "5Gi", "6Gi", "7Gi", "8Gi", "9Gi", "10Gi", "11Gi")})
 		}, want: []string{tooMany(policy + ".validValues")}},
@@ -295,10 +295,10 @@ func TestValidateResourceSlice(t *testing.T) {
 		}, want: []string{required(policy + ".validRange.min")}},
 		"valid range min over max and capacity": {mutate: func(s *resourceapi.ResourceSlice) {
 			sharedMemory(s, &resourceapi.CapacityRequestPolicy{Default: quantity("50Gi"), ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: quantity("50Gi"), Max: quantity("45Gi")}})
-		}, want: []string{invalid(policy + ".validRange.min"), invalid(policy + ".validRange.max"), invalid(policy + ".default")}},
+		}, want: []string{invalid(policy + ".validRange.min"), invalid(policy + ".validRange.max"), invalid(policy + ".validRange.default")}},
 		"valid range default below min": {mutate: func(s *resourceapi.ResourceSlice) {
 			sharedMemory(s, &resourceapi.CapacityRequestPolicy{Default: quantity("1Gi"), ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: quantity("2Gi")}})
-		}, want: []string{invalid(policy + ".default")}},
+		}, want: []string{invalid(policy + ".validRange.default")}},
 		"valid range zero step": {mutate: func(s *resourceapi.ResourceSlice) {
 			sharedMemory(s, &resourceapi.CapacityRequestPolicy{Default: quantity("1Gi"), ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: quantity("1Gi"), Step: quantity("0")}})
 		}, want: []string{invalid(policy + ".validRange.step")}},
@@ -309,12 +309,12 @@ func TestValidateResourceSlice(t *testing.T) {
 			sharedMemory(s, &resourceapi.CapacityRequestPolicy{Default: quantity("3Gi"), ValidRange: &resourceapi.CapacityRequestPolicyRange{
 				Min: quantity("1Gi"), Max: quantity("10Gi"), Step: quantity("2Gi"),
 			}})
-		}, want: []string{invalid(policy + ".validRange.max")}},
+		}, want: []string{invalid(policy + ".validRange.step")}},
 		"valid range default not on step": {mutate: func(s *resourceapi.ResourceSlice) {
 			sharedMemory(s, &resourceapi.CapacityRequestPolicy{Default: quantity("2Gi"), ValidRange: &resourceapi.CapacityRequestPolicyRange{
 				Min: quantity("1Gi"), Step: quantity("2Gi"),
 			}})
-		}, want: []string{invalid(policy + ".default")}},
+		}, want: []string{invalid(policy + ".validRange.step")}},
 
 		"16 taints": {mutate: func(s *resourceapi.ResourceSlice) {
 			for range 16 {
