@@ -87,22 +87,7 @@ spec:
 // createAttachPod creates the pod "attach" that uses the claim "attach".
 func createAttachPod(t *testing.T, s *testServer) {
 	t.Helper()
-	s.MustKubectl(t, `apiVersion: v1
-kind: Pod
-metadata:
-  name: attach
-  namespace: default
-spec:
-  containers:
-  - name: main
-    image: busybox
-    resources:
-      claims:
-      - name: dev
-  resourceClaims:
-  - name: dev
-    resourceClaimName: attach
-`, "apply", "-f", "-")
+	s.MustKubectl(t, claimPodYAML("attach", "dev", "claim=attach"), "apply", "-f", "-")
 }
 
 // waitForPodCondition waits until the pod has PodScheduled=False with the
@@ -280,22 +265,7 @@ func TestBindingConditionsFailedPlacesElsewhere(t *testing.T) {
 	defer watcher.Stop()
 	s.MustKubectl(t, "", "apply", "-f", filepath.Join(repoRoot, "examples", "quickstart", "01-deviceclass.yaml"),
 		"-f", filepath.Join(repoRoot, "examples", "quickstart", "02-resourceclaimtemplates.yaml"))
-	s.MustKubectl(t, `apiVersion: v1
-kind: Pod
-metadata:
-  name: placed-again
-  namespace: default
-spec:
-  containers:
-  - name: main
-    image: busybox
-    resources:
-      claims:
-      - name: gpu
-  resourceClaims:
-  - name: gpu
-    resourceClaimTemplateName: one-gpu
-`, "apply", "-f", "-")
+	s.MustKubectl(t, claimPodYAML("placed-again", "gpu", "template=one-gpu"), "apply", "-f", "-")
 
 	// The claim's way: the pools it was allocated from, "-" for
 	// deallocated.

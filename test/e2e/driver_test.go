@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -110,25 +109,7 @@ spec:
       exactly:
         deviceClassName: gpu.example.com
 `, "apply", "-f", "-")
-	pod := func(name, claim string) string {
-		return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-  namespace: default
-spec:
-  containers:
-  - name: main
-    image: busybox
-    resources:
-      claims:
-      - name: gpu
-  resourceClaims:
-  - name: gpu
-    resourceClaimName: %s
-`, name, claim)
-	}
-	s.MustKubectl(t, pod("uses-good", "good")+"---\n"+pod("uses-broken", "broken"), "apply", "-f", "-")
+	s.MustKubectl(t, claimPodYAML("uses-good", "gpu", "claim=good")+"---\n"+claimPodYAML("uses-broken", "gpu", "claim=broken"), "apply", "-f", "-")
 
 	phase := func(name string) (corev1.PodPhase, string) {
 		p, err := kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})

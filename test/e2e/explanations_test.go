@@ -76,24 +76,7 @@ func TestUnallocatableClaimsAreExplained(t *testing.T) {
 	// that uses the claim named like the node.
 	createPod := func(t *testing.T, node string) {
 		t.Helper()
-		s.MustKubectl(t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-  namespace: default
-spec:
-  nodeSelector:
-    kubernetes.io/hostname: %[1]s
-  containers:
-  - name: main
-    image: busybox
-    resources:
-      claims:
-      - name: dev
-  resourceClaims:
-  - name: dev
-    resourceClaimName: %[1]s
-`, node), "apply", "-f", "-")
+		s.MustKubectl(t, claimPodYAML(node, "dev", "claim="+node, "nodeSelector:", "  kubernetes.io/hostname: "+node), "apply", "-f", "-")
 	}
 	// unschedulable waits for the pod's PodScheduled=False message; it
 	// fails at once if the claim gets allocated instead.

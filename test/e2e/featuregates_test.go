@@ -158,22 +158,7 @@ spec:
 	if got := s.MustKubectl(t, "", "get", "devicetaintrules", "gate-off-broken", "-o", "jsonpath={.spec.taint.effect}"); got != "NoExecute" {
 		t.Fatalf("rule read back with effect %q", got)
 	}
-	s.MustKubectl(t, `apiVersion: v1
-kind: Pod
-metadata:
-  name: gate-off-pod
-  namespace: default
-spec:
-  containers:
-  - name: main
-    image: busybox
-    resources:
-      claims:
-      - name: gpu
-  resourceClaims:
-  - name: gpu
-    resourceClaimTemplateName: one-gpu
-`, "apply", "-f", "-")
+	s.MustKubectl(t, claimPodYAML("gate-off-pod", "gpu", "template=one-gpu"), "apply", "-f", "-")
 
 	kube, err := kubernetes.NewForConfig(s.RESTConfig(t))
 	if err != nil {
@@ -223,22 +208,7 @@ func TestSimulatedSkipNodeOperations(t *testing.T) {
 	}
 	s.MustKubectl(t, "", "apply", "-f", filepath.Join(repoRoot, "examples", "quickstart", "01-deviceclass.yaml"),
 		"-f", filepath.Join(repoRoot, "examples", "quickstart", "02-resourceclaimtemplates.yaml"))
-	s.MustKubectl(t, `apiVersion: v1
-kind: Pod
-metadata:
-  name: skip-pod
-  namespace: default
-spec:
-  containers:
-  - name: main
-    image: busybox
-    resources:
-      claims:
-      - name: gpu
-  resourceClaims:
-  - name: gpu
-    resourceClaimTemplateName: one-gpu
-`, "apply", "-f", "-")
+	s.MustKubectl(t, claimPodYAML("skip-pod", "gpu", "template=one-gpu"), "apply", "-f", "-")
 	kube, err := kubernetes.NewForConfig(s.RESTConfig(t))
 	if err != nil {
 		t.Fatal(err)

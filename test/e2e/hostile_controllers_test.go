@@ -82,6 +82,38 @@ func claimPod(namespace, name, node string, claims ...string) *corev1.Pod {
 	return pod
 }
 
+// claimPodYAML is the manifest, for kubectl, of the pod name in namespace
+// default whose container uses one pod claim, podClaim, made from ref:
+// claim=<name> or template=<name> as for claimPod. specLines are added to
+// the pod's spec as they are, one a line, indented under it.
+func claimPodYAML(name, podClaim, ref string, specLines ...string) string {
+	source := "resourceClaimName"
+	kind, target, _ := strings.Cut(ref, "=")
+	if kind == "template" {
+		source = "resourceClaimTemplateName"
+	}
+	var spec strings.Builder
+	for _, line := range specLines {
+		spec.WriteString("  " + line + "\n")
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: default
+spec:
+%[2]s  containers:
+  - name: main
+    image: busybox
+    resources:
+      claims:
+      - name: %[3]s
+  resourceClaims:
+  - name: %[3]s
+    %[4]s: %[5]s
+`, name, spec.String(), podClaim, source, target)
+}
+
 func oneGPUClaim(namespace, name string) *resourcev1.ResourceClaim {
 	return &resourcev1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},

@@ -419,24 +419,7 @@ func TestSimulatedPodLifecycle(t *testing.T) {
 		"-f", filepath.Join(repoRoot, "examples", "quickstart", "02-resourceclaimtemplates.yaml"))
 	var pods strings.Builder
 	for i := range 3 {
-		fmt.Fprintf(&pods, `apiVersion: v1
-kind: Pod
-metadata:
-  name: job-%d
-  namespace: default
-spec:
-  restartPolicy: Never
-  containers:
-  - name: main
-    image: busybox
-    resources:
-      claims:
-      - name: gpu
-  resourceClaims:
-  - name: gpu
-    resourceClaimTemplateName: one-gpu
----
-`, i)
+		pods.WriteString(claimPodYAML(fmt.Sprintf("job-%d", i), "gpu", "template=one-gpu", "restartPolicy: Never") + "---\n")
 	}
 	s.MustKubectl(t, pods.String(), "apply", "-f", "-")
 

@@ -93,22 +93,7 @@ func TestResourcePools(t *testing.T) {
 	}
 	defer pools.Stop()
 
-	s.MustKubectl(t, `apiVersion: v1
-kind: Pod
-metadata:
-  name: rp-pod
-  namespace: default
-spec:
-  containers:
-  - name: main
-    image: busybox
-    resources:
-      claims:
-      - name: gpu
-  resourceClaims:
-  - name: gpu
-    resourceClaimTemplateName: one-gpu
-`, "apply", "-f", "-")
+	s.MustKubectl(t, claimPodYAML("rp-pod", "gpu", "template=one-gpu"), "apply", "-f", "-")
 
 	// allocated: when the claim watch saw the allocation; changed: when the
 	// pool watch saw free drop on the claim's node.
