@@ -236,8 +236,7 @@ func (c *Controller) abandonBinding(ctx context.Context, key string, pod *corev1
 			continue
 		}
 		wrote, released = wrote || written, released || deallocated
-		c.waits.avoid(pod.UID, bindings[pc].failedDevices)
-		c.waits.forgetClaim(pc.claim.UID)
+		c.waits.released(pod.UID, pc.claim.UID, bindings[pc].failedDevices)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -335,11 +334,9 @@ func (c *Controller) releaseClaim(ctx context.Context, key string, pod *corev1.P
 // tries the same device again if it must.
 func (c *Controller) selectNode(ctx context.Context, pod *corev1.Pod, inv *allocator.Inventory, claims []*resourceapi.ResourceClaim, nodes []*corev1.Node) (allocator.Selection, error) {
 	inUse := c.tracker.inUseLocked()
-	if !c.waits.addAvoided(pod.UID, inUse) {
-		return c.allocator.SelectNode(ctx, inv.State(inUse), claims, nodes)
-	}
+	avoiding := c.waits.addAvoided(pod.UID, inUse)
 	selection, err := c.allocator.SelectNode(ctx, inv.State(inUse), claims, nodes)
-	if err != nil || selection.Chosen != nil {
+	if !avoiding || err != nil || selection.Chosen != nil {
 		return selection, err
 	}
 	klog.FromContext(ctx).V(4).Info("Nothing fits without the devices whose binding conditions failed, trying them again")
@@ -389,15 +386,13 @@ func (w *bindingWaits) firstSeen(claim types.UID, now time.Time) time.Time {
 	return now
 }
 
-func (w *bindingWaits) forgetClaim(claim types.UID) {
+// released: the claim was released after its binding conditions gave up
+// for the pod. Its next allocation waits anew, and the pod avoids the
+// devices that failed or timed out.
+func (w *bindingWaits) released(pod, claim types.UID, devices []allocator.DeviceID) {
 	w.mutex.Lock()
 	defer w.mutex.Unlock()
 	delete(w.seen, claim)
-}
-
-func (w *bindingWaits) avoid(pod types.UID, devices []allocator.DeviceID) {
-	w.mutex.Lock()
-	defer w.mutex.Unlock()
 	if len(devices) == 0 {
 		return
 	}
