@@ -646,29 +646,43 @@ func newClaimFromTemplate(pod *corev1.Pod, podClaimName string, template *resour
 			labels[key] = value
 		}
 	}
-	isTrue := true
 	return &resourcev1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: claimGenerateName(pod.Name, podClaimName),
-			Namespace:    pod.Namespace,
-			Labels:       labels,
-			Annotations:  annotations,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion:         "v1",
-				Kind:               "Pod",
-				Name:               pod.Name,
-				UID:                pod.UID,
-				Controller:         &isTrue,
-				BlockOwnerDeletion: &isTrue,
-			}},
+			GenerateName:    claimGenerateName(pod.Name, podClaimName),
+			Namespace:       pod.Namespace,
+			Labels:          labels,
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{podOwnerReference(pod)},
 		},
 		Spec: *template.Spec.Spec.DeepCopy(),
+	}
+}
+
+// podOwnerReference makes the pod the controller of a claim made for it,
+// so that the claim goes with the pod.
+func podOwnerReference(pod *corev1.Pod) metav1.OwnerReference {
+	isTrue := true
+	return metav1.OwnerReference{
+		APIVersion:         "v1",
+		Kind:               "Pod",
+		Name:               pod.Name,
+		UID:                pod.UID,
+		Controller:         &isTrue,
+		BlockOwnerDeletion: &isTrue,
 	}
 }
 
 // findGeneratedClaim returns a claim owned by the pod that was generated
 // for the pod claim, or nil.
 func (c *Controller) findGeneratedClaim(pod *corev1.Pod, podClaimName string) (*resourcev1.ResourceClaim, error) {
+	return c.findClaimOfPod(pod, func(claim *resourcev1.ResourceClaim) bool {
+		return claim.Annotations[resourceapi.PodClaimNameAnnotation] == podClaimName
+	})
+}
+
+// findClaimOfPod returns the oldest claim owned by the pod, not being
+// deleted, that matches, or nil.
+func (c *Controller) findClaimOfPod(pod *corev1.Pod, matches func(*resourcev1.ResourceClaim) bool) (*resourcev1.ResourceClaim, error) {
 	objs, err := c.claimCache.ByIndex(claimsByPodIndex, string(pod.UID))
 	if err != nil {
 		return nil, fmt.Errorf("list claims of pod from cache: %w", err)
@@ -676,7 +690,7 @@ func (c *Controller) findGeneratedClaim(pod *corev1.Pod, podClaimName string) (*
 	var found *resourcev1.ResourceClaim
 	for _, obj := range objs {
 		claim, ok := obj.(*resourcev1.ResourceClaim)
-		if !ok || claim.DeletionTimestamp != nil || claim.Annotations[resourceapi.PodClaimNameAnnotation] != podClaimName {
+		if !ok || claim.DeletionTimestamp != nil || !matches(claim) {
 			continue
 		}
 		// Take the oldest if there ever are several; the others get

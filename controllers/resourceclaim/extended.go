@@ -155,39 +155,16 @@ func (c *Controller) recordedExtendedResourceClaimExists(ctx context.Context, po
 // findExtendedResourceClaim returns a claim made earlier for the pod's
 // extended resources whose name did not reach the pod status, or nil.
 func (c *Controller) findExtendedResourceClaim(pod *corev1.Pod) (*resourcev1.ResourceClaim, error) {
-	objs, err := c.claimCache.ByIndex(claimsByPodIndex, string(pod.UID))
-	if err != nil {
-		return nil, fmt.Errorf("list claims of pod from cache: %w", err)
-	}
-	var found *resourcev1.ResourceClaim
-	for _, obj := range objs {
-		claim, ok := obj.(*resourcev1.ResourceClaim)
-		if !ok || claim.DeletionTimestamp != nil || !podclaims.IsExtendedResourceClaim(claim) {
-			continue
-		}
-		if found == nil || claim.CreationTimestamp.Before(&found.CreationTimestamp) ||
-			(claim.CreationTimestamp.Equal(&found.CreationTimestamp) && claim.Name < found.Name) {
-			found = claim
-		}
-	}
-	return found, nil
+	return c.findClaimOfPod(pod, podclaims.IsExtendedResourceClaim)
 }
 
 func (c *Controller) createExtendedResourceClaim(ctx context.Context, pod *corev1.Pod, requests []resourcev1.DeviceRequest) (*resourcev1.ResourceClaim, error) {
-	isTrue := true
 	claim := &resourcev1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: claimGenerateName(pod.Name, podclaims.ExtendedResourcesClaimSuffix),
-			Namespace:    pod.Namespace,
-			Annotations:  map[string]string{podclaims.ExtendedResourceClaimAnnotation: "true"},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion:         "v1",
-				Kind:               "Pod",
-				Name:               pod.Name,
-				UID:                pod.UID,
-				Controller:         &isTrue,
-				BlockOwnerDeletion: &isTrue,
-			}},
+			GenerateName:    claimGenerateName(pod.Name, podclaims.ExtendedResourcesClaimSuffix),
+			Namespace:       pod.Namespace,
+			Annotations:     map[string]string{podclaims.ExtendedResourceClaimAnnotation: "true"},
+			OwnerReferences: []metav1.OwnerReference{podOwnerReference(pod)},
 		},
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: requests}},
 	}
