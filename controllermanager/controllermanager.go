@@ -11,6 +11,7 @@ import (
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
+	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -24,6 +25,7 @@ import (
 	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	resourcev1informers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 )
 
 // Config is what the controller manager runs and how.
@@ -65,6 +67,9 @@ type ControllerManager struct {
 	config    Config
 	leases    leaseHolders
 	simulator simulatorState
+	// shared, when set, gives the controllers and the simulator the
+	// process's informers while they are not leader-elected.
+	shared *SharedInformers
 }
 
 // New returns a controller manager for config; nothing runs before Start*.
@@ -72,13 +77,27 @@ func New(config Config) *ControllerManager {
 	return &ControllerManager{config: config}
 }
 
+// UseSharedInformers makes the controllers and the simulator watch
+// through the informers of shared (those of the resourcepools view too)
+// instead of informers of their own. Call it before Start*.
+func (m *ControllerManager) UseSharedInformers(shared *SharedInformers) { m.shared = shared }
+
+// sharedInformers returns the process's informers, if it has any.
+func (m *ControllerManager) sharedInformers(loopback *rest.Config) (*Informers, error) {
+	if m.shared == nil {
+		return nil, nil
+	}
+	return m.shared.Get(loopback)
+}
+
 // clients returns the clients of the controller manager: resource.draplane.dev
 // through loopback, pods, nodes, events and leases through the host when
 // there is one.
 func (m *ControllerManager) clients(loopback *rest.Config, useHost bool) (kubernetes.Interface, versioned.Interface, error) {
-	config := rest.CopyConfig(loopback)
+	config := InProcessConfig(loopback, false)
 	config.QPS, config.Burst = m.config.ClientQPS, m.config.ClientBurst
-	kubeConfig := config
+	kubeConfig := InProcessConfig(loopback, true)
+	kubeConfig.QPS, kubeConfig.Burst = m.config.ClientQPS, m.config.ClientBurst
 	if useHost && m.config.Host != nil {
 		kubeConfig = rest.CopyConfig(m.config.Host)
 		kubeConfig.QPS, kubeConfig.Burst = m.config.ClientQPS, m.config.ClientBurst
@@ -102,9 +121,14 @@ func (m *ControllerManager) StartControllers(ctx context.Context, loopback *rest
 	if err != nil {
 		return fmt.Errorf("controllers: %w", err)
 	}
+	shared, err := m.sharedInformers(loopback)
+	if err != nil {
+		return fmt.Errorf("controllers: %w", err)
+	}
 	ctx = klog.NewContext(ctx, klog.Background().WithName("controllers"))
+	stop := ctx.Done()
 	run := func(ctx context.Context) {
-		if err := m.runControllers(ctx, kubeClient, resourceClient); err != nil {
+		if err := m.runControllers(ctx, kubeClient, resourceClient, shared, stop); err != nil {
 			klog.FromContext(ctx).Error(err, "Controllers stopped")
 		}
 	}
@@ -132,21 +156,37 @@ func (m *ControllerManager) ReleaseLeases(timeout time.Duration) {
 	m.leases.release(timeout)
 }
 
-// runControllers builds every controller on one informer factory per
-// client and runs them until ctx ends. Controllers cannot be restarted, so
-// each term of leadership gets new ones.
-func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kubernetes.Interface, resourceClient versioned.Interface) error {
+// runControllers builds every controller and runs them until ctx ends.
+// Controllers cannot be restarted, so each term of leadership gets new
+// ones. With shared informers they watch through those, for this term
+// (stop ends the informers, with the process); otherwise, and for a host
+// cluster's pods, nodes and namespaces, on informers of the term.
+func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
+	shared *Informers, stop <-chan struct{}) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
-	kubeInformers := informers.NewSharedInformerFactory(kubeClient, 0)
-	resourceInformers := resourceinformers.NewSharedInformerFactory(resourceClient, 0)
-	controllers, err := m.newControllers(logger, kubeClient, resourceClient, kubeInformers, resourceInformers)
+	own := &Informers{
+		Kube:     informers.NewSharedInformerFactory(kubeClient, 0),
+		Resource: resourceinformers.NewSharedInformerFactory(resourceClient, 0),
+	}
+	core, resource := own.Kube.Core().V1(), own.Resource.Resource().V1()
+	if shared != nil {
+		t := newTerm(shared, stop)
+		defer t.end()
+		resource = t.Resource()
+		if m.config.Host == nil {
+			core = t.Core()
+		}
+	}
+	controllers, err := m.newControllers(logger, kubeClient, resourceClient, core, resource)
 	if err != nil {
 		return err
 	}
 
-	kubeInformers.Start(ctx.Done())
-	resourceInformers.Start(ctx.Done())
+	own.Start(ctx.Done())
+	if shared != nil {
+		shared.Start(stop)
+	}
 	done := make(chan struct{}, len(controllers))
 	for _, c := range controllers {
 		go func() {
@@ -158,8 +198,8 @@ func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kuber
 	for range controllers {
 		<-done
 	}
-	kubeInformers.Shutdown()
-	resourceInformers.Shutdown()
+	// The shared informers are the server's to shut down.
+	own.Shutdown()
 	return nil
 }
 
@@ -172,16 +212,16 @@ type namedController struct {
 // newControllers builds the controllers; each asks the factories for the
 // informers it needs before they start.
 func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
-	kubeInformers informers.SharedInformerFactory, resourceInformers resourceinformers.SharedInformerFactory) ([]namedController, error) {
-	pods := kubeInformers.Core().V1().Pods()
-	nodes := kubeInformers.Core().V1().Nodes()
-	claims := resourceInformers.Resource().V1().ResourceClaims()
-	templates := resourceInformers.Resource().V1().ResourceClaimTemplates()
-	classes := resourceInformers.Resource().V1().DeviceClasses()
-	slices := resourceInformers.Resource().V1().ResourceSlices()
-	taintRules := resourceInformers.Resource().V1().DeviceTaintRules()
+	core corev1informers.Interface, resource resourcev1informers.Interface) ([]namedController, error) {
+	pods := core.Pods()
+	nodes := core.Nodes()
+	claims := resource.ResourceClaims()
+	templates := resource.ResourceClaimTemplates()
+	classes := resource.DeviceClasses()
+	slices := resource.ResourceSlices()
+	taintRules := resource.DeviceTaintRules()
 	// The admin access label lives on the namespaces of the pods' cluster.
-	namespaces := kubeInformers.Core().V1().Namespaces()
+	namespaces := core.Namespaces()
 
 	claimOptions := resourceclaim.Options{Mode: m.config.PodMode, Namespaces: namespaces}
 	// Extended resources backed by devices get their claims here only

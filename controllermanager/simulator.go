@@ -65,8 +65,13 @@ func (m *ControllerManager) StartSimulator(ctx context.Context, loopback *rest.C
 	if err != nil {
 		return fmt.Errorf("simulator: %w", err)
 	}
+	shared, err := m.sharedInformers(loopback)
+	if err != nil {
+		return fmt.Errorf("simulator: %w", err)
+	}
 	ctx = klog.NewContext(ctx, klog.Background().WithName("simulator"))
-	run := func(ctx context.Context) { m.runSimulator(ctx, kubeClient, resourceClient) }
+	stop := ctx.Done()
+	run := func(ctx context.Context) { m.runSimulator(ctx, kubeClient, resourceClient, shared, stop) }
 	if !m.config.LeaderElection.Enabled {
 		go run(ctx)
 		return nil
@@ -85,23 +90,36 @@ func (m *ControllerManager) StartSimulator(ctx context.Context, loopback *rest.C
 	return nil
 }
 
-// runSimulator builds the simulator on informers of its own (its term of
-// leadership is not the controllers') and runs it until ctx ends.
-func (m *ControllerManager) runSimulator(ctx context.Context, kubeClient kubernetes.Interface, resourceClient versioned.Interface) {
+// runSimulator builds the simulator and runs it until ctx ends: on the
+// shared informers for this term when given (stop ends them, with the
+// process), else on informers of its own term (its term of leadership is
+// not the controllers').
+func (m *ControllerManager) runSimulator(ctx context.Context, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
+	shared *Informers, stop <-chan struct{}) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
-	factory := informers.NewSharedInformerFactory(kubeClient, 0)
-	resourceFactory := resourceinformers.NewSharedInformerFactory(resourceClient, 0)
+	own := &Informers{
+		Kube:     informers.NewSharedInformerFactory(kubeClient, 0),
+		Resource: resourceinformers.NewSharedInformerFactory(resourceClient, 0),
+	}
+	core, resource := own.Kube.Core().V1(), own.Resource.Resource().V1()
+	if shared != nil {
+		t := newTerm(shared, stop)
+		defer t.end()
+		core, resource = t.Core(), t.Resource()
+	}
 	opts := m.config.Simulator.Options
 	opts.OnSeeded = func() { m.simulator.seeded.Store(true) }
-	sim, err := simulator.New(logger, kubeClient, resourceClient, factory.Core().V1().Pods(), resourceFactory.Resource().V1().ResourceClaims(), opts)
+	sim, err := simulator.New(logger, kubeClient, resourceClient, core.Pods(), resource.ResourceClaims(), opts)
 	if err != nil {
 		logger.Error(err, "Cannot run the simulator")
 		return
 	}
-	factory.Start(ctx.Done())
-	resourceFactory.Start(ctx.Done())
+	own.Start(ctx.Done())
+	if shared != nil {
+		shared.Start(stop)
+	}
 	sim.Run(ctx, m.config.Workers)
-	factory.Shutdown()
-	resourceFactory.Shutdown()
+	// The shared informers are the server's to shut down.
+	own.Shutdown()
 }

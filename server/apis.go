@@ -20,6 +20,7 @@ import (
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
+	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/registry/deviceclass"
 	"github.com/draplane/draplane/registry/devicetaintrule"
 	"github.com/draplane/draplane/registry/resourceclaim"
@@ -114,13 +115,23 @@ func expirationEvaluator(info version.Info) (genericapiserver.ResourceExpiration
 // installResourceAPI serves resource.draplane.dev v1 and v1beta1. Both
 // versions share one storage (and one watch cache) per resource: objects
 // are stored as v1 and converted on the way in and out. resourcepools
-// (v1 only) are computed from the other resources, through informers on
-// the loopback client once the server serves.
-func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, adminAccess resourceclaim.AdminAccess) error {
+// (v1 only) are computed from the other resources, through the process's
+// shared informers on the loopback client once the server serves; this
+// hook owns them and shuts them down when the server stops.
+func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter,
+	adminAccess resourceclaim.AdminAccess, shared *controllermanager.SharedInformers) error {
 	pools := resourcepool.NewREST(capacity.New(allocator.New(allocator.Options{})))
 	pools.RegisterMetrics()
 	if err := s.AddPostStartHook("start-resourcepools", func(hook genericapiserver.PostStartHookContext) error {
-		return pools.Start(hook.Context, hook.LoopbackClientConfig)
+		informers, err := shared.Get(hook.LoopbackClientConfig)
+		if err != nil {
+			return err
+		}
+		go func() {
+			<-hook.Done()
+			informers.Shutdown()
+		}()
+		return pools.Start(hook.Context, informers.Resource)
 	}); err != nil {
 		return err
 	}

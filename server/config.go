@@ -144,7 +144,10 @@ func (c CompletedConfig) New() (*Server, error) {
 	s := &Server{GenericAPIServer: generic, extra: c.Extra}
 	optsGetter := c.Generic.RESTOptionsGetter
 	adminAccess := c.Extra.adminAccess()
-	if err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess); err != nil {
+	// One set of informers on the loopback client for everything in the
+	// process that watches it.
+	shared := &controllermanager.SharedInformers{}
+	if err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, shared); err != nil {
 		return nil, err
 	}
 	if c.Extra.CoreLite != nil {
@@ -153,7 +156,9 @@ func (c CompletedConfig) New() (*Server, error) {
 		}
 	}
 	if c.Extra.ControllerManager != nil {
-		if err := c.addControllerManager(generic, controllermanager.New(*c.Extra.ControllerManager)); err != nil {
+		manager := controllermanager.New(*c.Extra.ControllerManager)
+		manager.UseSharedInformers(shared)
+		if err := c.addControllerManager(generic, manager); err != nil {
 			return nil, err
 		}
 	}

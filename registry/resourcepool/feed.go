@@ -5,27 +5,21 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/conversion"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
 
-// Start feeds the tracker from informers on the server's own API (through
-// config, usually the loopback client) until ctx ends. It returns once the
-// informers are started; the pools appear as their caches fill.
-func (r *REST) Start(ctx context.Context, config *rest.Config) error {
-	client, err := versioned.NewForConfig(config)
-	if err != nil {
-		return fmt.Errorf("resourcepools: client: %w", err)
-	}
+// Start feeds the tracker from the informers of factory, on the server's
+// own API (usually shared with the in-process controllers), until ctx
+// ends. It returns once the informers are started; the pools appear as
+// their caches fill. Shutting the factory down is its owner's job.
+func (r *REST) Start(ctx context.Context, factory resourceinformers.SharedInformerFactory) error {
 	logger := klog.FromContext(ctx).WithName("resourcepools")
 	ctx = klog.NewContext(ctx, logger)
-	factory := resourceinformers.NewSharedInformerFactory(client, 0)
 	v1 := factory.Resource().V1()
 	t := r.tracker
 
@@ -48,10 +42,6 @@ func (r *REST) Start(ctx context.Context, config *rest.Config) error {
 		}
 	}
 	factory.Start(ctx.Done())
-	go func() {
-		<-ctx.Done()
-		factory.Shutdown()
-	}()
 	return nil
 }
 

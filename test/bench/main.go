@@ -65,6 +65,7 @@ type config struct {
 	pools          int
 	poolEvents     int
 	only           string
+	profile        profiler
 }
 
 func main() {
@@ -80,7 +81,9 @@ func main() {
 	flag.IntVar(&c.totalClaims, "total-claims", 10000, "Claims in the store when the last RSS is taken")
 	flag.IntVar(&c.pools, "pools", 5000, "Pools (one slice each) for the resourcepools benchmark")
 	flag.IntVar(&c.poolEvents, "pool-events", 500, "Claims allocated and released per round of the resourcepools benchmark")
-	flag.StringVar(&c.only, "only", "", "Run only this part: resourcepools")
+	flag.StringVar(&c.only, "only", "", "Run only this part: resourcepools, pods")
+	flag.StringVar(&c.profile.dir, "profile-dir", "", "Save the server's CPU profile of the pods phase and heap profiles after it into this directory")
+	flag.IntVar(&c.profile.seconds, "profile-seconds", 10, "Length of the CPU profile taken from the first pod create (-profile-dir)")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
@@ -104,8 +107,11 @@ func run(c config) error {
 	}
 	c.binary = binary
 	report("machine", fmt.Sprintf("%d CPUs; data dirs in %s", runtime.NumCPU(), c.workDir))
-	if c.only == "resourcepools" {
+	switch c.only {
+	case "resourcepools":
 		return benchResourcePools(c)
+	case "pods":
+		return benchPods(c)
 	}
 
 	// 1. Startup, without the simulator: what `dra-apiserver` alone costs.
@@ -200,8 +206,13 @@ func benchPods(c config) error {
 	}
 	defer watch.stop()
 
+	countersBefore, err := scrapeCounters(ctx, s)
+	if err != nil {
+		return err
+	}
 	cpuBegin := s.cpuSeconds()
 	begin := time.Now()
+	cpuProfile := c.profile.cpu(ctx, s, "cpu-pods.pprof")
 	created, err := createPods(ctx, s, c)
 	if err != nil {
 		return err
@@ -212,16 +223,23 @@ func benchPods(c config) error {
 		return err
 	}
 	cpu := s.cpuSeconds() - cpuBegin
+	countersAfter, err := scrapeCounters(ctx, s)
+	if err != nil {
+		return err
+	}
 	d := at.Sub(begin)
 	report(fmt.Sprintf("pods with template claims bound/s (%d pods, %d nodes x %d GPUs)", c.pods, c.nodes, c.devices),
 		fmt.Sprintf("%.0f/s (all bound %.1fs after the first create; creates took %.1fs at %.0f/s)", float64(c.pods)/d.Seconds(), d.Seconds(), createdAt.Seconds(), created))
 	report("server CPU per placed pod (process utime+stime during the pods phase / pods)",
 		fmt.Sprintf("%.2f ms (%.1f CPU-s in %.1fs)", cpu*1000/float64(c.pods), cpu, d.Seconds()))
+	reportPerPod(countersBefore, countersAfter, c.pods)
+	cpuProfile()
 	if err := checkNoDeviceTwice(ctx, s, "bench-pods", c.pods); err != nil {
 		return err
 	}
 	time.Sleep(5 * time.Second) // let the simulator's Running updates settle
 	report(fmt.Sprintf("RSS after %d pods bound, %d claims, %d slices", c.pods, c.pods, c.nodes), mib(s.rss()))
+	c.profile.heap(ctx, s, "heap-pods.pprof")
 
 	more := c.totalClaims - c.pods
 	if more > 0 {
@@ -234,6 +252,7 @@ func benchPods(c config) error {
 	}
 	time.Sleep(5 * time.Second)
 	report(fmt.Sprintf("RSS after loading %d claims and %d slices (+%d pods, %d nodes)", c.totalClaims, c.nodes, c.pods, c.nodes), mib(s.rss()))
+	c.profile.heap(ctx, s, "heap-claims.pprof")
 	return nil
 }
 
