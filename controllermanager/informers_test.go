@@ -1,0 +1,163 @@
+package controllermanager
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+)
+
+// TestDropManagedFields: cached objects carry no managedFields; other
+// metadata and tombstones pass unchanged.
+func TestDropManagedFields(t *testing.T) {
+	tests := []struct {
+		name string
+		obj  any
+		want func(t *testing.T, got any)
+	}{
+		{
+			name: "pod with managedFields",
+			obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"a": "b"},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}},
+			want: func(t *testing.T, got any) {
+				pod := got.(*corev1.Pod)
+				if pod.ManagedFields != nil || pod.Labels["a"] != "b" || pod.Name != "p" {
+					t.Errorf("got %+v, want the pod without managedFields", pod.ObjectMeta)
+				}
+			},
+		},
+		{
+			name: "tombstone",
+			obj:  cache.DeletedFinalStateUnknown{Key: "ns/p"},
+			want: func(t *testing.T, got any) {
+				if tomb, ok := got.(cache.DeletedFinalStateUnknown); !ok || tomb.Key != "ns/p" {
+					t.Errorf("got %#v, want the tombstone", got)
+				}
+			},
+		},
+		{
+			name: "not an object",
+			obj:  "x",
+			want: func(t *testing.T, got any) {
+				if got != "x" {
+					t.Errorf("got %#v", got)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := dropManagedFields(tc.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.want(t, got)
+		})
+	}
+}
+
+// recorder counts the pods a handler was told about.
+type recorder struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (r *recorder) handler() cache.ResourceEventHandlerFuncs {
+	add := func(obj any) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.seen[obj.(*corev1.Pod).Name]++
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, obj any) { add(obj) }}
+}
+
+func (r *recorder) count(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen[name]
+}
+
+// TestTermsOnSharedInformers: a term's handlers stop receiving events when
+// the term ends, the next term gets the cache replayed and the new events,
+// the indexes a term adds may be added again by the next, and the shared
+// informers keep running for the process.
+func TestTermsOnSharedInformers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kube := kubefake.NewClientset()
+	shared := &Informers{
+		Kube:     informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(dropManagedFields)),
+		Resource: resourceinformers.NewSharedInformerFactory(resourcefake.NewSimpleClientset(), 0),
+	}
+	defer func() {
+		cancel()
+		shared.Shutdown()
+	}()
+	create := func(name string) {
+		t.Helper()
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "test"}}}}
+		if _, err := kube.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	index := cache.Indexers{"byName": func(obj any) ([]string, error) { return []string{obj.(*corev1.Pod).Name}, nil }}
+
+	// Term 1 registers a handler and an index, then starts the informers.
+	first := newTerm(shared, ctx.Done())
+	pods := first.Core().Pods().Informer()
+	if err := pods.AddIndexers(index); err != nil {
+		t.Fatalf("term 1 AddIndexers: %v", err)
+	}
+	one := &recorder{seen: map[string]int{}}
+	if _, err := pods.AddEventHandler(one.handler()); err != nil {
+		t.Fatal(err)
+	}
+	termCtx, endTerm := context.WithCancel(ctx)
+	kubeTermFactory{first}.Start(termCtx.Done())
+	create("a")
+	eventually("term 1 sees pod a", func() bool { return one.count("a") == 1 })
+	endTerm()
+	first.end()
+
+	// Term 2: the same index again, a fresh handler; the informers still
+	// run although term 1's stop channel is closed.
+	second := newTerm(shared, ctx.Done())
+	pods = second.Core().Pods().Informer()
+	if err := pods.AddIndexers(index); err != nil {
+		t.Fatalf("term 2 AddIndexers of the same index: %v", err)
+	}
+	two := &recorder{seen: map[string]int{}}
+	if _, err := pods.AddEventHandler(two.handler()); err != nil {
+		t.Fatal(err)
+	}
+	eventually("term 2 gets pod a replayed", func() bool { return two.count("a") == 1 })
+	create("b")
+	eventually("term 2 sees pod b", func() bool { return two.count("b") == 1 })
+	if got := one.count("b"); got != 0 {
+		t.Errorf("term 1's handler saw pod b %d times after the term ended", got)
+	}
+	objs, err := pods.GetIndexer().ByIndex("byName", "b")
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("index byName b: %v, %v", objs, err)
+	}
+	if mf := objs[0].(*corev1.Pod).ManagedFields; mf != nil {
+		t.Errorf("cached pod has managedFields %v", mf)
+	}
+}
