@@ -116,14 +116,14 @@ func expirationEvaluator(info version.Info) (genericapiserver.ResourceExpiration
 // versions share one storage (and one watch cache) per resource: objects
 // are stored as v1 and converted on the way in and out. resourcepools
 // (v1 only) are computed from the other resources, through the process's
-// shared informers on the loopback client once the server serves; this
+// shared informers on the in-process loopback client once the server serves; this
 // hook owns them and shuts them down when the server stops.
 func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter,
 	adminAccess resourceclaim.AdminAccess, shared *controllermanager.SharedInformers) error {
 	pools := resourcepool.NewREST(capacity.New(allocator.New(allocator.Options{})))
 	pools.RegisterMetrics()
 	if err := s.AddPostStartHook("start-resourcepools", func(hook genericapiserver.PostStartHookContext) error {
-		informers, err := shared.Get(hook.LoopbackClientConfig)
+		informers, err := shared.Get(inProcessConfig(hook.LoopbackClientConfig, s.Handler))
 		if err != nil {
 			return err
 		}

@@ -200,7 +200,7 @@ func (c CompletedConfig) addControllerManager(generic *genericapiserver.GenericA
 			// against one is the aggregated mode's job.
 			klog.Background().Info("Not running controllers: they need core-lite (pods, nodes, leases) in this mode")
 		} else if err := generic.AddPostStartHook("start-controllers", func(hook genericapiserver.PostStartHookContext) error {
-			return manager.StartControllers(hook, hook.LoopbackClientConfig)
+			return manager.StartControllers(hook, inProcessConfig(hook.LoopbackClientConfig, generic.Handler))
 		}); err != nil {
 			return err
 		}
@@ -215,7 +215,7 @@ func (c CompletedConfig) addControllerManager(generic *genericapiserver.GenericA
 			return err
 		}
 		if err := generic.AddPostStartHook("start-simulator", func(hook genericapiserver.PostStartHookContext) error {
-			return manager.StartSimulator(hook, hook.LoopbackClientConfig)
+			return manager.StartSimulator(hook, inProcessConfig(hook.LoopbackClientConfig, generic.Handler))
 		}); err != nil {
 			return err
 		}
