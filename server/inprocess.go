@@ -27,14 +27,14 @@ func inProcessConfig(loopback *rest.Config, handler http.Handler) *rest.Config {
 
 // inProcessTransport is an http.RoundTripper that calls an http.Handler.
 // The handler runs in a goroutine of its own and writes the response body
-// into a pipe the client reads, so watches stream as they do on a
+// into a buffered pipe the client reads, so watches stream as they do on a
 // connection; the client's request context cancels the request.
 type inProcessTransport struct {
 	handler http.Handler
 }
 
 func (t *inProcessTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	body, pipe := io.Pipe()
+	pipe := newBufferedPipe(maxBufferedResponse)
 	w := newPipeResponseWriter(pipe, req)
 	serverReq := req.Clone(req.Context())
 	serverReq.RequestURI = req.URL.RequestURI()
@@ -52,7 +52,7 @@ func (t *inProcessTransport) RoundTrip(req *http.Request) (*http.Response, error
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        w.sent,
-		Body:          body,
+		Body:          pipe,
 		ContentLength: -1,
 		Request:       req,
 	}, nil
@@ -69,11 +69,11 @@ func (t *inProcessTransport) serve(w *pipeResponseWriter, req *http.Request) {
 				klog.Background().Error(nil, "Panic serving an in-process request", "method", req.Method, "uri", req.RequestURI, "panic", r)
 			}
 			w.WriteHeader(http.StatusInternalServerError)
-			_ = w.pipe.CloseWithError(fmt.Errorf("in-process request aborted: %v", r))
+			w.pipe.closeWrite(fmt.Errorf("in-process request aborted: %v", r))
 			return
 		}
 		w.WriteHeader(http.StatusOK)
-		_ = w.pipe.Close()
+		w.pipe.closeWrite(io.EOF)
 	}()
 	t.handler.ServeHTTP(w, req)
 }
@@ -83,7 +83,7 @@ func (t *inProcessTransport) serve(w *pipeResponseWriter, req *http.Request) {
 // Flush, the body goes into the pipe. It is a Flusher and a CloseNotifier
 // so that the server's filters pass flushes of watch events through.
 type pipeResponseWriter struct {
-	pipe    *io.PipeWriter
+	pipe    *bufferedPipe
 	req     *http.Request
 	header  http.Header
 	sent    http.Header
@@ -93,7 +93,7 @@ type pipeResponseWriter struct {
 	done    chan struct{}
 }
 
-func newPipeResponseWriter(pipe *io.PipeWriter, req *http.Request) *pipeResponseWriter {
+func newPipeResponseWriter(pipe *bufferedPipe, req *http.Request) *pipeResponseWriter {
 	return &pipeResponseWriter{pipe: pipe, req: req, header: http.Header{}, started: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -112,8 +112,7 @@ func (w *pipeResponseWriter) Write(p []byte) (int, error) {
 	return w.pipe.Write(p)
 }
 
-// Flush only sends the headers: a Write blocks until the client has read
-// it, so nothing is ever buffered.
+// Flush only sends the headers: what was written is already readable.
 func (w *pipeResponseWriter) Flush() { w.WriteHeader(http.StatusOK) }
 
 // CloseNotify reports the client going away (its request context ending)
@@ -128,4 +127,96 @@ func (w *pipeResponseWriter) CloseNotify() <-chan bool {
 		}
 	}()
 	return gone
+}
+
+// maxBufferedResponse is how much of a response the handler may write
+// ahead of the client, as a connection's socket buffers and HTTP/2 window
+// would let it: a watch handler is not held up by each event's decoding in
+// the client (the watch cache drops watchers that fall behind).
+const maxBufferedResponse = 4 << 20
+
+// bufferedPipe carries a response body from the handler to the client:
+// writes block only while max bytes are unread; reads block until there is
+// data or the writer has closed. The client closing the body makes further
+// writes fail, as a closed connection would.
+type bufferedPipe struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	buf      []byte
+	max      int
+	writeErr error // set by closeWrite: what reads return once buf is empty
+	readErr  error // set by Close: what writes return
+}
+
+func newBufferedPipe(max int) *bufferedPipe {
+	p := &bufferedPipe{max: max}
+	p.cond = sync.NewCond(&p.mu)
+	return p
+}
+
+func (p *bufferedPipe) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	written := 0
+	for len(b) > 0 {
+		for p.readErr == nil && p.writeErr == nil && len(p.buf) >= p.max {
+			p.cond.Wait()
+		}
+		if p.readErr != nil {
+			return written, p.readErr
+		}
+		if p.writeErr != nil {
+			return written, io.ErrClosedPipe
+		}
+		n := min(len(b), p.max-len(p.buf))
+		p.buf = append(p.buf, b[:n]...)
+		b, written = b[n:], written+n
+		p.cond.Broadcast()
+	}
+	return written, nil
+}
+
+func (p *bufferedPipe) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.buf) == 0 && p.writeErr == nil && p.readErr == nil {
+		p.cond.Wait()
+	}
+	if p.readErr != nil {
+		return 0, p.readErr
+	}
+	if len(p.buf) == 0 {
+		return 0, p.writeErr
+	}
+	n := copy(b, p.buf)
+	p.buf = p.buf[n:]
+	if len(p.buf) == 0 {
+		p.buf = nil
+	}
+	p.cond.Broadcast()
+	return n, nil
+}
+
+// Close is the client closing the body: the handler's writes fail from
+// now on and what was not read is dropped.
+func (p *bufferedPipe) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.readErr == nil {
+		p.readErr = io.ErrClosedPipe
+	}
+	p.buf = nil
+	p.cond.Broadcast()
+	return nil
+}
+
+// closeWrite ends the body: reads return err (io.EOF for a complete
+// response) once the buffered bytes are read.
+func (p *bufferedPipe) closeWrite(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.writeErr == nil {
+		p.writeErr = err
+	}
+	p.cond.Broadcast()
 }

@@ -45,6 +45,14 @@ func TestInProcessTransport(t *testing.T) {
 		panic("boom")
 	})
 	mux.HandleFunc("/nothing", func(http.ResponseWriter, *http.Request) {})
+	wroteAhead := make(chan struct{})
+	mux.HandleFunc("/ahead", func(w http.ResponseWriter, r *http.Request) {
+		for range 1000 {
+			_, _ = w.Write([]byte("event\n"))
+			w.(http.Flusher).Flush()
+		}
+		close(wroteAhead)
+	})
 
 	config := inProcessConfig(&rest.Config{Host: "https://127.0.0.1:1", BearerToken: "token",
 		TLSClientConfig: rest.TLSClientConfig{CAData: []byte("not used")}}, mux)
@@ -85,6 +93,21 @@ func TestInProcessTransport(t *testing.T) {
 		close(release)
 		if line, err := lines.ReadString('\n'); err != nil || line != "second\n" {
 			t.Fatalf("second line %q, %v", line, err)
+		}
+	})
+	t.Run("handler writes ahead of the client", func(t *testing.T) {
+		resp, err := do(ctx, http.MethodGet, "/ahead", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		select {
+		case <-wroteAhead:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the handler was held up by a client that did not read yet")
+		}
+		if got, err := io.ReadAll(resp.Body); err != nil || strings.Count(string(got), "event\n") != 1000 {
+			t.Errorf("read %d events, %v", strings.Count(string(got), "event\n"), err)
 		}
 	})
 	t.Run("cancel reaches the handler", func(t *testing.T) {
