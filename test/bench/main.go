@@ -128,7 +128,7 @@ func run(c config) error {
 	}
 	defer s.stop()
 	report("exec to /readyz, restart on the same data dir", seconds(s.ready))
-	report("RSS idle", mib(s.rss()))
+	report("RSS idle", s.rssReport())
 
 	// 2. Claims through the API beside raw etcd puts of the same size.
 	if err := benchClaims(c, s); err != nil {
@@ -238,7 +238,7 @@ func benchPods(c config) error {
 		return err
 	}
 	time.Sleep(5 * time.Second) // let the simulator's Running updates settle
-	report(fmt.Sprintf("RSS after %d pods bound, %d claims, %d slices", c.pods, c.pods, c.nodes), mib(s.rss()))
+	report(fmt.Sprintf("RSS after %d pods bound, %d claims, %d slices", c.pods, c.pods, c.nodes), s.rssReport())
 	c.profile.heap(ctx, s, "heap-pods.pprof")
 
 	more := c.totalClaims - c.pods
@@ -251,7 +251,7 @@ func benchPods(c config) error {
 		}
 	}
 	time.Sleep(5 * time.Second)
-	report(fmt.Sprintf("RSS after loading %d claims and %d slices (+%d pods, %d nodes)", c.totalClaims, c.nodes, c.pods, c.nodes), mib(s.rss()))
+	report(fmt.Sprintf("RSS after loading %d claims and %d slices (+%d pods, %d nodes)", c.totalClaims, c.nodes, c.pods, c.nodes), s.rssReport())
 	c.profile.heap(ctx, s, "heap-claims.pprof")
 	return nil
 }
@@ -563,13 +563,22 @@ func (s *server) kubeFor(i int) *kubernetes.Clientset {
 }
 
 // rss is the server's resident set size in bytes.
-func (s *server) rss() int64 {
+func (s *server) rss() int64 { return s.status("VmRSS") }
+
+// rssReport is the server's RSS, with its anonymous part (Go heap, stacks)
+// and its file-backed part (mostly the embedded etcd's mapped database).
+func (s *server) rssReport() string {
+	return fmt.Sprintf("%s (anon %s, file %s)", mib(s.rss()), mib(s.status("RssAnon")), mib(s.status("RssFile")))
+}
+
+// status is a size field of /proc/<pid>/status in bytes, -1 if unknown.
+func (s *server) status(field string) int64 {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.Pid()))
 	if err != nil {
 		return -1
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			fields := strings.Fields(rest)
 			if kb, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
 				return kb * 1024
