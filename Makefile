@@ -103,6 +103,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s).
 bench-e2e: build ## End-to-end numbers of the real binary: startup, claims/s vs raw etcd puts, pods bound/s on 500 simulated nodes, RSS (~2 min).
 	$(GO) run ./test/bench -binary $(BIN)/dra-apiserver $(BENCH_ARGS)
 
+.PHONY: bench-e2e-5000
+bench-e2e-5000: build ## bench-e2e at scale: 5,000 simulated nodes x 8 GPUs, 10,000 pods, 20,000 claims (~10 min, several GiB).
+	$(GO) run ./test/bench -binary $(BIN)/dra-apiserver -nodes 5000 -pods 10000 -total-claims 20000 $(BENCH_ARGS)
+
 .PHONY: update-fixtures
 update-fixtures: ## Rewrite the HEAD wire fixtures from the current types.
 	UPDATE_COMPATIBILITY_FIXTURE_DATA=true $(GO) test ./apis/resource/ -run TestCompatibility

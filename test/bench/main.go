@@ -2,14 +2,16 @@
 // starts the real dra-apiserver binary with its embedded etcd and reports,
 // in one run:
 //
-//   - exec to /readyz, on a fresh data dir and on a restart;
+//   - exec to /readyz, on a fresh data dir and on a restart (median of 5
+//     each, -startups);
 //   - ResourceClaims created per second through the API with 1 and with 100
 //     concurrent clients (each its own connection), beside raw puts per
 //     second of values of the same size straight into the same embedded
 //     etcd (its client URL is read from the server's -v=2 log line
 //     "Embedded etcd ready"), and the ratio of the two;
 //   - pods with template claims bound per second on simulated nodes
-//     (default 500 nodes x 8 GPUs, 2,500 pods);
+//     (default 500 nodes x 8 GPUs, 2,500 pods), the server's CPU per pod,
+//     and the API writes, etcd requests and watch events per pod;
 //   - the server's RSS after that, and after loading claims up to 10,000
 //     beside the 500 slices;
 //   - the server's CPU per claim allocation or release with 5,000 pools
@@ -30,6 +32,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +68,7 @@ type config struct {
 	pools          int
 	poolEvents     int
 	only           string
+	startups       int
 	profile        profiler
 }
 
@@ -82,6 +86,7 @@ func main() {
 	flag.IntVar(&c.pools, "pools", 5000, "Pools (one slice each) for the resourcepools benchmark")
 	flag.IntVar(&c.poolEvents, "pool-events", 500, "Claims allocated and released per round of the resourcepools benchmark")
 	flag.StringVar(&c.only, "only", "", "Run only this part: resourcepools, pods")
+	flag.IntVar(&c.startups, "startups", 5, "Fresh starts and restarts whose median time to /readyz is reported")
 	flag.StringVar(&c.profile.dir, "profile-dir", "", "Save the server's CPU profile of the pods phase and heap profiles after it into this directory")
 	flag.IntVar(&c.profile.seconds, "profile-seconds", 10, "Length of the CPU profile taken from the first pod create (-profile-dir)")
 	flag.Parse()
@@ -106,6 +111,7 @@ func run(c config) error {
 		return err
 	}
 	c.binary = binary
+	c.startups = max(c.startups, 1)
 	report("machine", fmt.Sprintf("%d CPUs; data dirs in %s", runtime.NumCPU(), c.workDir))
 	switch c.only {
 	case "resourcepools":
@@ -115,19 +121,11 @@ func run(c config) error {
 	}
 
 	// 1. Startup, without the simulator: what `dra-apiserver` alone costs.
-	dataDir := filepath.Join(c.workDir, "plain")
-	s, err := startServer(c.binary, dataDir, "-v=2")
-	if err != nil {
-		return err
-	}
-	report("exec to /readyz, fresh data dir", seconds(s.ready))
-	s.stop()
-	s, err = startServer(c.binary, dataDir, "-v=2")
+	s, err := benchStartup(c)
 	if err != nil {
 		return err
 	}
 	defer s.stop()
-	report("exec to /readyz, restart on the same data dir", seconds(s.ready))
 	report("RSS idle", s.rssReport())
 
 	// 2. Claims through the API beside raw etcd puts of the same size.
@@ -147,6 +145,45 @@ func run(c config) error {
 	}
 	report("total run time", seconds(time.Since(start)))
 	return nil
+}
+
+// benchStartup starts the binary c.startups times on a fresh data dir and
+// as often again on the same data dirs, and reports the median seconds
+// from exec to /readyz of each, with every value. It returns the last
+// server, still running.
+func benchStartup(c config) (*server, error) {
+	var fresh, restart []time.Duration
+	var s *server
+	for i := range c.startups {
+		dataDir := filepath.Join(c.workDir, fmt.Sprintf("plain-%d", i))
+		var err error
+		if s, err = startServer(c.binary, dataDir, "-v=2"); err != nil {
+			return nil, err
+		}
+		fresh = append(fresh, s.ready)
+		s.stop()
+		if s, err = startServer(c.binary, dataDir, "-v=2"); err != nil {
+			return nil, err
+		}
+		restart = append(restart, s.ready)
+		if i < c.startups-1 {
+			s.stop()
+		}
+	}
+	report("exec to /readyz, fresh data dir (median)", medianReport(fresh))
+	report("exec to /readyz, restart on the same data dir (median)", medianReport(restart))
+	return s, nil
+}
+
+// medianReport is the median of ds with all the values, in seconds.
+func medianReport(ds []time.Duration) string {
+	values := make([]string, len(ds))
+	for i, d := range ds {
+		values[i] = fmt.Sprintf("%.2f", d.Seconds())
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	return fmt.Sprintf("%s (%s)", seconds(sorted[len(sorted)/2]), strings.Join(values, ", "))
 }
 
 func benchClaims(c config, s *server) error {
