@@ -334,13 +334,13 @@ func (c *Controller) releaseClaim(ctx context.Context, key string, pod *corev1.P
 // tries the same device again if it must.
 func (c *Controller) selectNode(ctx context.Context, pod *corev1.Pod, inv *allocator.Inventory, claims []*resourceapi.ResourceClaim, nodes []*corev1.Node) (allocator.Selection, error) {
 	inUse := c.tracker.inUseLocked()
-	avoiding := c.waits.addAvoided(pod.UID, inUse)
-	selection, err := c.allocator.SelectNode(ctx, inv.State(inUse), claims, nodes)
-	if !avoiding || err != nil || selection.Chosen != nil {
+	avoiding, ok := c.waits.addAvoided(pod.UID, inUse)
+	selection, err := c.allocator.SelectNode(ctx, inv.State(avoiding), claims, nodes)
+	if !ok || err != nil || selection.Chosen != nil {
 		return selection, err
 	}
 	klog.FromContext(ctx).V(4).Info("Nothing fits without the devices whose binding conditions failed, trying them again")
-	return c.allocator.SelectNode(ctx, inv.State(c.tracker.inUseLocked()), claims, nodes)
+	return c.allocator.SelectNode(ctx, inv.State(inUse), claims, nodes)
 }
 
 // bindingWaits is the controller's memory of pods and claims waiting for
@@ -404,21 +404,23 @@ func (w *bindingWaits) released(pod, claim types.UID, devices []allocator.Device
 	}
 }
 
-// addAvoided counts the devices the pod avoids as allocated; it reports
-// whether there were any.
-func (w *bindingWaits) addAvoided(pod types.UID, inUse *allocator.InUse) bool {
+// addAvoided returns a copy of inUse (the tracker's, which it keeps up to
+// date in place) that counts the devices the pod avoids as allocated; it
+// reports whether there were any.
+func (w *bindingWaits) addAvoided(pod types.UID, inUse *allocator.InUse) (*allocator.InUse, bool) {
 	w.mutex.Lock()
 	defer w.mutex.Unlock()
 	avoided := w.avoided[pod]
 	if len(avoided) == 0 {
-		return false
+		return inUse, false
 	}
 	held := &resourceapi.AllocationResult{}
 	for id := range avoided {
 		held.Devices.Results = append(held.Devices.Results, resourceapi.DeviceRequestAllocationResult{Request: "avoided", Driver: id.Driver, Pool: id.Pool, Device: id.Device})
 	}
-	inUse.AddAllocation(held)
-	return true
+	avoiding := inUse.Clone()
+	avoiding.AddAllocation(held)
+	return avoiding, true
 }
 
 // reset ends the pod's current wait.

@@ -24,6 +24,10 @@ type allocationTracker struct {
 	seen map[types.UID]*resourceapi.AllocationResult
 	// pending are allocations this controller decided on.
 	pending map[types.UID]*pendingAllocation
+	// inUse counts, per claim, the allocation allocationLocked returns; it
+	// is kept up to date on every change of seen or pending, so that a
+	// decision does not count every allocation in the cluster again.
+	inUse *allocator.InUse
 }
 
 // pendingAllocation is an allocation that the controller made and may not
@@ -45,7 +49,14 @@ func newAllocationTracker() *allocationTracker {
 	return &allocationTracker{
 		seen:    make(map[types.UID]*resourceapi.AllocationResult),
 		pending: make(map[types.UID]*pendingAllocation),
+		inUse:   allocator.NewInUse(),
 	}
+}
+
+// countLocked brings inUse up to date for one claim after seen or pending
+// changed for it. Callers hold the mutex.
+func (t *allocationTracker) countLocked(uid types.UID) {
+	t.inUse.SetClaim(uid, t.allocationLocked(uid))
 }
 
 // observe records what the informer says about a claim; a nil allocation
@@ -67,6 +78,7 @@ func (t *allocationTracker) observe(uid types.UID, resourceVersion string, alloc
 			freed = freed || allocation == nil
 		}
 	}
+	t.countLocked(uid)
 	return freed
 }
 
@@ -82,25 +94,19 @@ func (t *allocationTracker) allocationLocked(uid types.UID) *resourceapi.Allocat
 	return nil
 }
 
-// inUseLocked builds the accounting of all devices held by allocations.
-// Callers hold the mutex.
+// inUseLocked is the accounting of all devices held by allocations: the
+// informer's, and the pending ones of claims it has none for. It is the
+// tracker's own, kept up to date in place: callers hold the mutex and only
+// read it (Clone it to count more).
 func (t *allocationTracker) inUseLocked() *allocator.InUse {
-	u := allocator.NewInUse()
-	for _, a := range t.seen {
-		u.AddAllocation(a)
-	}
-	for uid, p := range t.pending {
-		if _, ok := t.seen[uid]; !ok {
-			u.AddAllocation(p.allocation)
-		}
-	}
-	return u
+	return t.inUse
 }
 
 // addPendingLocked records allocations made for a pod before they are
 // written. Callers hold the mutex.
 func (t *allocationTracker) addPendingLocked(uid, podUID types.UID, allocation *resourceapi.AllocationResult) {
 	t.pending[uid] = &pendingAllocation{allocation: allocation, podUID: podUID, writing: true}
+	t.countLocked(uid)
 }
 
 // written: the allocation is stored with this resourceVersion.
@@ -146,6 +152,7 @@ func (t *allocationTracker) drop(uid types.UID) {
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
 	delete(t.pending, uid)
+	t.countLocked(uid)
 }
 
 // writtenFor reports whether the controller wrote an allocation of the
@@ -164,6 +171,7 @@ func (t *allocationTracker) dropIfWriting(uid types.UID) {
 	defer t.mutex.Unlock()
 	if p, ok := t.pending[uid]; ok && p.writing {
 		delete(t.pending, uid)
+		t.countLocked(uid)
 	}
 }
 
