@@ -85,7 +85,7 @@ func main() {
 	flag.IntVar(&c.totalClaims, "total-claims", 10000, "Claims in the store when the last RSS is taken")
 	flag.IntVar(&c.pools, "pools", 5000, "Pools (one slice each) for the resourcepools benchmark")
 	flag.IntVar(&c.poolEvents, "pool-events", 500, "Claims allocated and released per round of the resourcepools benchmark")
-	flag.StringVar(&c.only, "only", "", "Run only this part: resourcepools, pods")
+	flag.StringVar(&c.only, "only", "", "Run only this part: claims, pods, resourcepools")
 	flag.IntVar(&c.startups, "startups", 5, "Fresh starts and restarts whose median time to /readyz is reported")
 	flag.StringVar(&c.profile.dir, "profile-dir", "", "Save the server's CPU profile of the pods phase and heap profiles after it into this directory")
 	flag.IntVar(&c.profile.seconds, "profile-seconds", 10, "Length of the CPU profile taken from the first pod create (-profile-dir)")
@@ -118,6 +118,13 @@ func run(c config) error {
 		return benchResourcePools(c)
 	case "pods":
 		return benchPods(c)
+	case "claims":
+		s, err := startServer(c.binary, filepath.Join(c.workDir, "claims"), "-v=2")
+		if err != nil {
+			return err
+		}
+		defer s.stop()
+		return benchClaims(c, s)
 	}
 
 	// 1. Startup, without the simulator: what `dra-apiserver` alone costs.
