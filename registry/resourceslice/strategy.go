@@ -65,7 +65,9 @@ func (sliceStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Obje
 	oldSlice := old.(*resourceapi.ResourceSlice)
 	dropDisabledFields(slice, oldSlice)
 	stampTaints(slice, oldSlice, metav1.Now().Rfc3339Copy())
-	if !apiequality.Semantic.DeepEqual(slice.Spec, oldSlice.Spec) {
+	// A quantity beyond int64 would make the comparison run for minutes;
+	// validation refuses the update anyway.
+	if len(validation.ValidateQuantityMagnitudes(slice, nil)) == 0 && !apiequality.Semantic.DeepEqual(slice.Spec, oldSlice.Spec) {
 		slice.Generation = oldSlice.Generation + 1
 	}
 }

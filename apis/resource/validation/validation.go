@@ -54,6 +54,9 @@ func selectorExpressions(selectors []resourceapi.DeviceSelector) sets.Set[string
 
 // ValidateResourceClaim validates a new ResourceClaim.
 func ValidateResourceClaim(claim *resourceapi.ResourceClaim) field.ErrorList {
+	if errs := ValidateQuantityMagnitudes(claim, nil); len(errs) > 0 {
+		return errs
+	}
 	allErrs := validateObjectMeta(&claim.ObjectMeta, true)
 	return append(allErrs, validateResourceClaimSpec(&claim.Spec, field.NewPath("spec"))...)
 }
@@ -63,18 +66,27 @@ func ValidateResourceClaim(claim *resourceapi.ResourceClaim) field.ErrorList {
 // was checked on create, and an unchanged spec must stay acceptable even
 // if the rules for new ones got stricter.
 func ValidateResourceClaimUpdate(claim, old *resourceapi.ResourceClaim) field.ErrorList {
+	if errs := ValidateQuantityMagnitudes(claim, nil); len(errs) > 0 {
+		return errs
+	}
 	allErrs := validateObjectMetaUpdate(&claim.ObjectMeta, &old.ObjectMeta, true)
 	return append(allErrs, apimachineryvalidation.ValidateImmutableField(claim.Spec, old.Spec, field.NewPath("spec"))...)
 }
 
 // ValidateResourceClaimStatusUpdate validates a status update of a ResourceClaim.
 func ValidateResourceClaimStatusUpdate(claim, old *resourceapi.ResourceClaim) field.ErrorList {
+	if errs := ValidateQuantityMagnitudes(claim, nil); len(errs) > 0 {
+		return errs
+	}
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&claim.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	return append(allErrs, validateResourceClaimStatusUpdate(claim, old)...)
 }
 
 // ValidateResourceClaimTemplate validates a new ResourceClaimTemplate.
 func ValidateResourceClaimTemplate(template *resourceapi.ResourceClaimTemplate) field.ErrorList {
+	if errs := ValidateQuantityMagnitudes(template, nil); len(errs) > 0 {
+		return errs
+	}
 	allErrs := validateObjectMeta(&template.ObjectMeta, true)
 	specPath := field.NewPath("spec")
 	allErrs = append(allErrs, validateTemplateObjectMeta(&template.Spec.ObjectMeta, specPath.Child("metadata"))...)
@@ -84,18 +96,27 @@ func ValidateResourceClaimTemplate(template *resourceapi.ResourceClaimTemplate) 
 // ValidateResourceClaimTemplateUpdate validates an update of a
 // ResourceClaimTemplate, whose spec is immutable like a claim's.
 func ValidateResourceClaimTemplateUpdate(template, old *resourceapi.ResourceClaimTemplate) field.ErrorList {
+	if errs := ValidateQuantityMagnitudes(template, nil); len(errs) > 0 {
+		return errs
+	}
 	allErrs := validateObjectMetaUpdate(&template.ObjectMeta, &old.ObjectMeta, true)
 	return append(allErrs, apimachineryvalidation.ValidateImmutableField(template.Spec, old.Spec, field.NewPath("spec"))...)
 }
 
 // ValidateResourceSlice validates a new ResourceSlice.
 func ValidateResourceSlice(slice *resourceapi.ResourceSlice) field.ErrorList {
+	if errs := ValidateQuantityMagnitudes(slice, nil); len(errs) > 0 {
+		return errs
+	}
 	allErrs := validateObjectMeta(&slice.ObjectMeta, false)
 	return append(allErrs, validateResourceSliceSpec(&slice.Spec, nil, field.NewPath("spec"))...)
 }
 
 // ValidateResourceSliceUpdate validates an update of a ResourceSlice.
 func ValidateResourceSliceUpdate(slice, old *resourceapi.ResourceSlice) field.ErrorList {
+	if errs := ValidateQuantityMagnitudes(slice, nil); len(errs) > 0 {
+		return errs
+	}
 	allErrs := validateObjectMetaUpdate(&slice.ObjectMeta, &old.ObjectMeta, false)
 	return append(allErrs, validateResourceSliceSpec(&slice.Spec, &old.Spec, field.NewPath("spec"))...)
 }

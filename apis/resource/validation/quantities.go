@@ -1,0 +1,124 @@
+package validation
+
+import (
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// maxQuantityDigits is how many decimal digits the integer part of a
+// quantity may have: int64 holds 19.
+const maxQuantityDigits = 19
+
+var quantityType = reflect.TypeOf(apiresource.Quantity{})
+
+// ValidateQuantityMagnitudes refuses every quantity in obj (a struct or a
+// pointer to one) outside the range of int64, naming its field by the JSON
+// names of the path to it.
+//
+// It runs before any other check of an object that holds quantities:
+// comparing a quantity such as 1e999999999 with another one computes
+// 10^999999999, which takes the process minutes of CPU and gigabytes. The
+// allocator counts in int64 milli-units anyway; such values mean nothing
+// to it.
+func ValidateQuantityMagnitudes(obj any, fldPath *field.Path) field.ErrorList {
+	return walkQuantities(reflect.ValueOf(obj), fldPath)
+}
+
+func walkQuantities(v reflect.Value, fldPath *field.Path) field.ErrorList {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return walkQuantities(v.Elem(), fldPath)
+	case reflect.Slice, reflect.Array:
+		var allErrs field.ErrorList
+		for i := range v.Len() {
+			allErrs = append(allErrs, walkQuantities(v.Index(i), fldPath.Index(i))...)
+		}
+		return allErrs
+	case reflect.Map:
+		if v.Type().Key().Kind() != reflect.String || !holdsQuantities(v.Type().Elem()) {
+			return nil
+		}
+		var allErrs field.ErrorList
+		iter := v.MapRange()
+		for iter.Next() {
+			allErrs = append(allErrs, walkQuantities(iter.Value(), fldPath.Key(iter.Key().String()))...)
+		}
+		return sortedErrors(allErrs)
+	case reflect.Struct:
+		if v.Type() == quantityType {
+			q := v.Interface().(apiresource.Quantity)
+			if !quantityFitsInt64(q) {
+				return field.ErrorList{field.Invalid(fldPath, q.String(),
+					"must be between "+strconv.FormatInt(math.MinInt64, 10)+" and "+strconv.FormatInt(math.MaxInt64, 10))}
+			}
+			return nil
+		}
+		var allErrs field.ErrorList
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !f.IsExported() || !holdsQuantities(f.Type) {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			p := fldPath
+			if name != "" && name != "-" {
+				p = fldPath.Child(name)
+			}
+			allErrs = append(allErrs, walkQuantities(v.Field(i), p)...)
+		}
+		return allErrs
+	}
+	return nil
+}
+
+// holdsQuantities reports whether a value of type t can contain a quantity.
+func holdsQuantities(t reflect.Type) bool {
+	return holdsQuantitiesSeen(t, map[reflect.Type]bool{})
+}
+
+func holdsQuantitiesSeen(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if t == quantityType {
+		return true
+	}
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return holdsQuantitiesSeen(t.Elem(), seen)
+	case reflect.Map:
+		return holdsQuantitiesSeen(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && holdsQuantitiesSeen(f.Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// quantityFitsInt64 tells whether q lies within the range of int64, without
+// any arithmetic whose cost grows with q's exponent.
+func quantityFitsInt64(q apiresource.Quantity) bool {
+	c := q.DeepCopy() // AsDec changes the quantity's form; work on a copy
+	d := c.AsDec()
+	digits := len(strings.TrimPrefix(d.UnscaledBig().String(), "-"))
+	if d.UnscaledBig().Sign() == 0 || digits-int(d.Scale()) < maxQuantityDigits {
+		return true
+	}
+	if digits-int(d.Scale()) > maxQuantityDigits {
+		return false
+	}
+	// Nineteen digits: close enough to compare exactly.
+	return q.CmpInt64(math.MaxInt64) <= 0 && q.CmpInt64(math.MinInt64) >= 0
+}
