@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -55,7 +56,7 @@ func walkQuantities(v reflect.Value, fldPath *field.Path) field.ErrorList {
 	case reflect.Struct:
 		if v.Type() == quantityType {
 			q := v.Interface().(apiresource.Quantity)
-			if !quantityFitsInt64(q) {
+			if !QuantityFitsInt64(q) {
 				return field.ErrorList{field.Invalid(fldPath, q.String(),
 					"must be between "+strconv.FormatInt(math.MinInt64, 10)+" and "+strconv.FormatInt(math.MaxInt64, 10))}
 			}
@@ -81,8 +82,16 @@ func walkQuantities(v reflect.Value, fldPath *field.Path) field.ErrorList {
 
 // holdsQuantities reports whether a value of type t can contain a quantity.
 func holdsQuantities(t reflect.Type) bool {
-	return holdsQuantitiesSeen(t, map[reflect.Type]bool{})
+	if known, ok := quantityTypes.Load(t); ok {
+		return known.(bool)
+	}
+	holds := holdsQuantitiesSeen(t, map[reflect.Type]bool{})
+	quantityTypes.Store(t, holds)
+	return holds
 }
+
+// quantityTypes remembers holdsQuantities per type.
+var quantityTypes sync.Map
 
 func holdsQuantitiesSeen(t reflect.Type, seen map[reflect.Type]bool) bool {
 	if t == quantityType {
@@ -107,9 +116,9 @@ func holdsQuantitiesSeen(t reflect.Type, seen map[reflect.Type]bool) bool {
 	return false
 }
 
-// quantityFitsInt64 tells whether q lies within the range of int64, without
+// QuantityFitsInt64 tells whether q lies within the range of int64, without
 // any arithmetic whose cost grows with q's exponent.
-func quantityFitsInt64(q apiresource.Quantity) bool {
+func QuantityFitsInt64(q apiresource.Quantity) bool {
 	c := q.DeepCopy() // AsDec changes the quantity's form; work on a copy
 	d := c.AsDec()
 	digits := len(strings.TrimPrefix(d.UnscaledBig().String(), "-"))

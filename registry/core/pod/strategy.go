@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	resourcevalidation "github.com/draplane/draplane/apis/resource/validation"
 	"github.com/draplane/draplane/registry/core/internal/corescheme"
 )
 
@@ -47,9 +48,11 @@ func (podStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 func (podStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	pod := obj.(*corev1.Pod)
 	pod.Generation = 1
-	pod.Status = corev1.PodStatus{
-		Phase:    corev1.PodPending,
-		QOSClass: qosClass(&pod.Spec),
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	// Quantities beyond int64 would make the comparisons of qosClass run
+	// for minutes; validation refuses such a pod.
+	if len(resourcevalidation.ValidateQuantityMagnitudes(&pod.Spec, nil)) == 0 {
+		pod.Status.QOSClass = qosClass(&pod.Spec)
 	}
 }
 
@@ -58,7 +61,7 @@ func (podStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 func (podStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
 	pod.Status = oldPod.Status
-	if !apiequality.Semantic.DeepEqual(pod.Spec, oldPod.Spec) {
+	if len(resourcevalidation.ValidateQuantityMagnitudes(&pod.Spec, nil)) == 0 && !apiequality.Semantic.DeepEqual(pod.Spec, oldPod.Spec) {
 		pod.Generation = oldPod.Generation + 1
 	}
 }

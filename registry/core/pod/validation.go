@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	resourcevalidation "github.com/draplane/draplane/apis/resource/validation"
 )
 
 // Kubernetes' pod validation works only on its internal types; this is our
@@ -21,6 +23,9 @@ import (
 
 // ValidatePod validates a new pod.
 func ValidatePod(pod *corev1.Pod) field.ErrorList {
+	if errs := resourcevalidation.ValidateQuantityMagnitudes(&pod.Spec, field.NewPath("spec")); len(errs) > 0 {
+		return errs // comparing such quantities would run for minutes
+	}
 	allErrs := apimachineryvalidation.ValidateObjectMeta(&pod.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	return append(allErrs, validatePodSpec(&pod.Spec, field.NewPath("spec"))...)
 }
@@ -445,6 +450,9 @@ func validateSchedulingGates(gates []corev1.PodSchedulingGate, fldPath *field.Pa
 // gated, node selector and affinity. spec.nodeName changes only through the
 // binding subresource.
 func ValidatePodUpdate(pod, oldPod *corev1.Pod) field.ErrorList {
+	if errs := resourcevalidation.ValidateQuantityMagnitudes(&pod.Spec, field.NewPath("spec")); len(errs) > 0 {
+		return errs // comparing such quantities would run for minutes
+	}
 	specPath := field.NewPath("spec")
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&pod.ObjectMeta, &oldPod.ObjectMeta, field.NewPath("metadata"))
 	allErrs = append(allErrs, validatePodSpec(&pod.Spec, specPath)...)
