@@ -10,7 +10,6 @@ import (
 	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/informers"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -24,7 +23,6 @@ import (
 	"github.com/draplane/draplane/controllers/staleslices"
 	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/generated/clientset/versioned"
-	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	resourcev1informers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 )
 
@@ -165,28 +163,14 @@ func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kuber
 	shared *Informers, stop <-chan struct{}) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
-	own := &Informers{
-		Kube:     informers.NewSharedInformerFactory(kubeClient, 0),
-		Resource: resourceinformers.NewSharedInformerFactory(resourceClient, 0),
-	}
-	core, resource := own.Kube.Core().V1(), own.Resource.Resource().V1()
-	if shared != nil {
-		t := newTerm(shared, stop)
-		defer t.end()
-		resource = t.Resource()
-		if m.config.Host == nil {
-			core = t.Core()
-		}
-	}
-	controllers, err := m.newControllers(logger, kubeClient, resourceClient, core, resource)
+	term := newTermInformers(kubeClient, resourceClient, shared, stop, m.config.Host == nil)
+	defer term.end()
+	controllers, err := m.newControllers(logger, kubeClient, resourceClient, term.Core, term.Resource)
 	if err != nil {
 		return err
 	}
 
-	own.Start(ctx.Done())
-	if shared != nil {
-		shared.Start(stop)
-	}
+	term.start(ctx)
 	done := make(chan struct{}, len(controllers))
 	for _, c := range controllers {
 		go func() {
@@ -198,8 +182,6 @@ func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kuber
 	for range controllers {
 		<-done
 	}
-	// The shared informers are the server's to shut down.
-	own.Shutdown()
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package controllermanager
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -124,6 +125,60 @@ type term struct {
 type registration struct {
 	informer cache.SharedIndexInformer
 	handle   cache.ResourceEventHandlerRegistration
+}
+
+// termInformers are the informers one term of leadership watches
+// through: the shared ones where the process has them, else factories of
+// the term's own.
+type termInformers struct {
+	Core     corev1informers.Interface
+	Resource resourcev1informers.Interface
+
+	own    *Informers
+	shared *Informers
+	term   *term
+	stop   <-chan struct{}
+}
+
+// newTermInformers picks the informers of a term. sharedCore says whether
+// core/v1 may come from the shared informers too (not when pods, nodes and
+// namespaces are a host cluster's).
+func newTermInformers(kubeClient kubernetes.Interface, resourceClient versioned.Interface, shared *Informers, stop <-chan struct{}, sharedCore bool) *termInformers {
+	ti := &termInformers{
+		own: &Informers{
+			Kube:     informers.NewSharedInformerFactory(kubeClient, 0),
+			Resource: resourceinformers.NewSharedInformerFactory(resourceClient, 0),
+		},
+		shared: shared,
+		stop:   stop,
+	}
+	ti.Core, ti.Resource = ti.own.Kube.Core().V1(), ti.own.Resource.Resource().V1()
+	if shared != nil {
+		ti.term = newTerm(shared, stop)
+		ti.Resource = ti.term.Resource()
+		if sharedCore {
+			ti.Core = ti.term.Core()
+		}
+	}
+	return ti
+}
+
+// start starts the informers asked for so far: the term's own until ctx
+// is done, the shared ones until the process's stop.
+func (ti *termInformers) start(ctx context.Context) {
+	ti.own.Start(ctx.Done())
+	if ti.shared != nil {
+		ti.shared.Start(ti.stop)
+	}
+}
+
+// end shuts the term's own informers down and removes what the term
+// registered on the shared ones (those are the server's to shut down).
+func (ti *termInformers) end() {
+	ti.own.Shutdown()
+	if ti.term != nil {
+		ti.term.end()
+	}
 }
 
 // newTerm returns a term on shared, whose informers run until stop is

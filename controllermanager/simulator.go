@@ -9,13 +9,11 @@ import (
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/server/healthz"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/draplane/draplane/generated/clientset/versioned"
-	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	"github.com/draplane/draplane/simulator"
 )
 
@@ -98,28 +96,15 @@ func (m *ControllerManager) runSimulator(ctx context.Context, kubeClient kuberne
 	shared *Informers, stop <-chan struct{}) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
-	own := &Informers{
-		Kube:     informers.NewSharedInformerFactory(kubeClient, 0),
-		Resource: resourceinformers.NewSharedInformerFactory(resourceClient, 0),
-	}
-	core, resource := own.Kube.Core().V1(), own.Resource.Resource().V1()
-	if shared != nil {
-		t := newTerm(shared, stop)
-		defer t.end()
-		core, resource = t.Core(), t.Resource()
-	}
+	term := newTermInformers(kubeClient, resourceClient, shared, stop, true)
+	defer term.end()
 	opts := m.config.Simulator.Options
 	opts.OnSeeded = func() { m.simulator.seeded.Store(true) }
-	sim, err := simulator.New(logger, kubeClient, resourceClient, core.Pods(), resource.ResourceClaims(), opts)
+	sim, err := simulator.New(logger, kubeClient, resourceClient, term.Core.Pods(), term.Resource.ResourceClaims(), opts)
 	if err != nil {
 		logger.Error(err, "Cannot run the simulator")
 		return
 	}
-	own.Start(ctx.Done())
-	if shared != nil {
-		shared.Start(stop)
-	}
+	term.start(ctx)
 	sim.Run(ctx, m.config.Workers)
-	// The shared informers are the server's to shut down.
-	own.Shutdown()
 }
