@@ -48,11 +48,9 @@ func (podStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 func (podStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	pod := obj.(*corev1.Pod)
 	pod.Generation = 1
-	pod.Status = corev1.PodStatus{Phase: corev1.PodPending}
-	// Quantities beyond int64 would make the comparisons of qosClass run
-	// for minutes; validation refuses such a pod.
-	if len(resourcevalidation.ValidateQuantityMagnitudes(&pod.Spec, nil)) == 0 {
-		pod.Status.QOSClass = qosClass(&pod.Spec)
+	pod.Status = corev1.PodStatus{
+		Phase:    corev1.PodPending,
+		QOSClass: qosClass(&pod.Spec),
 	}
 }
 
@@ -177,7 +175,10 @@ func qosClass(spec *corev1.PodSpec) corev1.PodQOSClass {
 			if (hasRequest && !request.IsZero()) || (hasLimit && !limit.IsZero()) {
 				anySet = true
 			}
-			if !hasLimit || limit.IsZero() || (hasRequest && request.Cmp(limit) != 0) {
+			// A quantity beyond int64 (refused by validation) is not
+			// compared: that would compute 10^exponent.
+			if !hasLimit || limit.IsZero() || !resourcevalidation.QuantityFitsInt64(limit) ||
+				(hasRequest && (!resourcevalidation.QuantityFitsInt64(request) || request.Cmp(limit) != 0)) {
 				guaranteed = false
 			}
 		}
