@@ -2,8 +2,13 @@ package app
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
+	genericfeatures "k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 )
 
 func TestDefaultDataDir(t *testing.T) {
@@ -71,4 +76,37 @@ func TestCompleteUsesTheDataDirCA(t *testing.T) {
 	if want := filepath.Join(o.DataDir, "pki", "ca.crt"); o.Authentication.ClientCert.ClientCA != want {
 		t.Errorf("client CA %q, want %q", o.Authentication.ClientCert.ClientCA, want)
 	}
+}
+
+// TestWatchCacheDefaults: events have no watch cache and the watch cache
+// keeps no snapshots, unless the flags say otherwise.
+func TestWatchCacheDefaults(t *testing.T) {
+	tests := map[string]struct {
+		args          []string
+		wantSnapshots bool
+		wantSizes     []string
+	}{
+		"defaults":      {wantSizes: []string{"events#0"}},
+		"snapshots on":  {args: []string{"--feature-gates=ListFromCacheSnapshot=true"}, wantSnapshots: true, wantSizes: []string{"events#0"}},
+		"sizes replace": {args: []string{"--watch-cache-sizes=pods#0"}, wantSizes: []string{"pods#0"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			for _, f := range o.Flags().FlagSets {
+				fs.AddFlagSet(f)
+			}
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if got := utilfeature.DefaultFeatureGate.Enabled(genericfeatures.ListFromCacheSnapshot); got != tc.wantSnapshots {
+				t.Errorf("ListFromCacheSnapshot = %v, want %v", got, tc.wantSnapshots)
+			}
+			if !slices.Equal(o.Etcd.WatchCacheSizes, tc.wantSizes) {
+				t.Errorf("watch cache sizes %q, want %q", o.Etcd.WatchCacheSizes, tc.wantSizes)
+			}
+		})
+	}
+	NewOptions() // back to the defaults for the other tests
 }
