@@ -57,6 +57,19 @@ type standalone struct{}
 func (standalone) String() string { return "standalone" }
 
 func (standalone) RecordGenerated(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, generated []corev1.PodResourceClaimStatus, fieldManager string) error {
+	// An update of the pod as the controller saw it costs the server less
+	// than half of what a server-side apply does. It fails with a
+	// conflict if the pod changed meanwhile; the apply then does it
+	// without looking at the rest of the status.
+	update := pod.DeepCopy()
+	update.Status.ResourceClaimStatuses = generated
+	_, err := client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager})
+	switch {
+	case err == nil:
+		return nil
+	case !apierrors.IsConflict(err):
+		return fmt.Errorf("update status.resourceClaimStatuses of pod %s: %w", klog.KObj(pod), err)
+	}
 	statuses := make([]*corev1apply.PodResourceClaimStatusApplyConfiguration, 0, len(generated))
 	for _, status := range generated {
 		apply := corev1apply.PodResourceClaimStatus().WithName(status.Name)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -279,6 +280,60 @@ func TestRecordGenerated(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.check(t, pod)
+		})
+	}
+}
+
+// TestStandaloneRecordGeneratedWrites: the claim statuses are written with
+// an update of the pod as seen; a pod that changed meanwhile gets them by
+// a server-side apply, which keeps the newer rest of the status.
+func TestStandaloneRecordGeneratedWrites(t *testing.T) {
+	generated := []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptrTo("pod-gpu-abc")}}
+	tests := map[string]struct {
+		changed   bool // the pod changed after the controller saw it
+		wantVerbs []string
+	}{
+		"pod as seen":       {wantVerbs: []string{"update"}},
+		"pod changed since": {changed: true, wantVerbs: []string{"update", "patch"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			stored := hostPod()
+			stored.Status.Message = "newer"
+			client := kubefake.NewClientset(stored)
+			if tc.changed {
+				// The server refuses an update based on an older
+				// resourceVersion.
+				client.PrependReactor("update", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewConflict(corev1.Resource("pods"), "pod", errors.New("changed"))
+				})
+			}
+			client.ClearActions()
+			seen := hostPod()
+			if err := Standalone.RecordGenerated(ctx, client, seen, generated, "test"); err != nil {
+				t.Fatal(err)
+			}
+			var verbs []string
+			for _, action := range client.Actions() {
+				if action.GetSubresource() != "status" {
+					t.Errorf("unexpected %s of %q", action.GetVerb(), action.GetSubresource())
+				}
+				verbs = append(verbs, action.GetVerb())
+			}
+			if !slices.Equal(verbs, tc.wantVerbs) {
+				t.Errorf("writes %v, want %v", verbs, tc.wantVerbs)
+			}
+			pod, err := client.CoreV1().Pods("ns").Get(ctx, "pod", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(pod.Status.ResourceClaimStatuses, generated) {
+				t.Errorf("status %v, want %v", pod.Status.ResourceClaimStatuses, generated)
+			}
+			if tc.changed && pod.Status.Message != "newer" {
+				t.Errorf("the newer status message is gone: %q", pod.Status.Message)
+			}
 		})
 	}
 }
