@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -404,5 +405,35 @@ func BenchmarkDeviceInputMatches(b *testing.B) {
 		if ok, _, err := result.DeviceInputMatches(ctx, input); err != nil || !ok {
 			b.Fatal(ok, err)
 		}
+	}
+}
+
+// TestCompileForValidation: validation compiles an expression once, keeps
+// failures and does not keep long expressions.
+func TestCompileForValidation(t *testing.T) {
+	compiler := newCompiler(8, attributesByDomainType)
+	first := compiler.CompileForValidation(`device.driver == "a"`)
+	if first.Error != nil || first.MaxCost == math.MaxUint64 {
+		t.Fatalf("want a program with an estimated cost, got %+v", first)
+	}
+	if again := compiler.CompileForValidation(`device.driver == "a"`); again.Program != first.Program {
+		t.Error("the second validation of the same expression compiled it again")
+	}
+	if compiler.cache.len() != 0 {
+		t.Error("validation filled the evaluation cache")
+	}
+	bad := compiler.CompileForValidation(`device.nope`)
+	if bad.Error == nil {
+		t.Fatal("want a compile error")
+	}
+	if again := compiler.CompileForValidation(`device.nope`); again.Error != bad.Error {
+		t.Error("the failure was not remembered")
+	}
+	long := `device.driver == "` + strings.Repeat("a", validationCacheMaxLength) + `"`
+	if result := compiler.CompileForValidation(long); result.Error != nil {
+		t.Fatal(result.Error)
+	}
+	if n := compiler.validated.len(); n != 2 {
+		t.Errorf("validation cache holds %d entries, want 2 (the long expression is not kept)", n)
 	}
 }

@@ -87,8 +87,8 @@ func main() {
 	flag.IntVar(&c.poolEvents, "pool-events", 500, "Claims allocated and released per round of the resourcepools benchmark")
 	flag.StringVar(&c.only, "only", "", "Run only this part: claims, pods, resourcepools")
 	flag.IntVar(&c.startups, "startups", 5, "Fresh starts and restarts whose median time to /readyz is reported")
-	flag.StringVar(&c.profile.dir, "profile-dir", "", "Save the server's CPU profile of the pods phase and heap profiles after it into this directory")
-	flag.IntVar(&c.profile.seconds, "profile-seconds", 10, "Length of the CPU profile taken from the first pod create (-profile-dir)")
+	flag.StringVar(&c.profile.dir, "profile-dir", "", "Save the server's CPU profiles of the concurrent claim creates and of the pods phase, and heap profiles after the pods phase, into this directory")
+	flag.IntVar(&c.profile.seconds, "profile-seconds", 10, "Length of the CPU profiles, taken from the first concurrent claim create and from the first pod create (-profile-dir)")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
@@ -213,7 +213,9 @@ func benchClaims(c config, s *server) error {
 		return err
 	}
 	report("stored size of one claim in etcd", fmt.Sprintf("%d bytes", size))
+	cpuProfile := c.profile.cpu(ctx, s, "cpu-claims.pprof")
 	parallel, err := createClaims(ctx, s, "bench-claims", "parallel", c.parallelClaims, c.clients)
+	cpuProfile()
 	if err != nil {
 		return err
 	}

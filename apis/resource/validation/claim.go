@@ -12,7 +12,6 @@ import (
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	apiservercel "k8s.io/apiserver/pkg/cel"
-	"k8s.io/apiserver/pkg/cel/environment"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	dracel "github.com/draplane/draplane/cel"
@@ -52,8 +51,7 @@ func validateCELExpression(expression string, fldPath *field.Path, stored stored
 		// Not compiled at all: that is the expensive part.
 		return field.ErrorList{field.TooLong(fldPath, "", resourceapi.CELSelectorExpressionMaxLength)}
 	}
-	envType := environment.NewExpressions
-	result := dracel.GetCompiler().CompileCELExpression(expression, dracel.Options{EnvType: &envType})
+	result := dracel.GetCompiler().CompileForValidation(expression)
 	if result.Error == nil {
 		return nil
 	}
