@@ -480,7 +480,7 @@ func TestSync(t *testing.T) {
 			templates: []*resourcev1.ResourceClaimTemplate{gpuTemplate},
 			reactors: func(kube *kubefake.Clientset, _ *resourcefake.Clientset) {
 				failed := false
-				kube.PrependReactor("patch", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				kube.PrependReactor("update", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
 					if action.GetSubresource() != "status" || failed {
 						return false, nil, nil
 					}
