@@ -108,8 +108,9 @@ func startController(ctx context.Context, t *testing.T, wg *sync.WaitGroup, rest
 	}
 }
 
-// failFirstPodStatusWrite fails the first PATCH of pods/<flaky-...>/status
-// per pod, after the controller has created the pod's claims.
+// failFirstPodStatusWrite fails the first write (PUT or PATCH) of
+// pods/<flaky-...>/status per pod, after the controller has created the
+// pod's claims.
 type failFirstPodStatusWrite struct {
 	next     http.RoundTripper
 	mutex    sync.Mutex
@@ -120,7 +121,7 @@ type failFirstPodStatusWrite struct {
 var podStatusPath = regexp.MustCompile(`/api/v1/namespaces/[^/]+/pods/([^/]+)/status$`)
 
 func (f *failFirstPodStatusWrite) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodPatch {
+	if req.Method == http.MethodPut || req.Method == http.MethodPatch {
 		if match := podStatusPath.FindStringSubmatch(req.URL.Path); match != nil && strings.HasPrefix(match[1], flakyPodPrefix) {
 			f.mutex.Lock()
 			fail := !f.failed[match[1]]
