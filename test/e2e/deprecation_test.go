@@ -29,7 +29,7 @@ spec:
 
 	kubectl := func(t *testing.T, args ...string) (stdout, stderr string) {
 		t.Helper()
-		cmd := exec.Command(kubectlPath, append([]string{"--kubeconfig", s.Kubeconfig, "--request-timeout=60s"}, args...)...)
+		cmd := exec.Command(kubectlPath, append(s.kubectlFlags(), args...)...)
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		if err := cmd.Run(); err != nil {

@@ -165,7 +165,7 @@ func requireKubectl(t testing.TB) {
 func (s *testServer) Kubectl(t testing.TB, stdin string, args ...string) (string, error) {
 	t.Helper()
 	requireKubectl(t)
-	cmd := exec.Command(kubectlPath, append([]string{"--kubeconfig", s.Kubeconfig, "--request-timeout=60s"}, args...)...)
+	cmd := exec.Command(kubectlPath, append(s.kubectlFlags(), args...)...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
@@ -176,6 +176,14 @@ func (s *testServer) Kubectl(t testing.TB, stdin string, args ...string) (string
 		return stdout.String() + stderr.String(), fmt.Errorf("kubectl %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
 	return stdout.String(), nil
+}
+
+// kubectlFlags point kubectl at the server, with a discovery cache of its
+// own: the shared one in ~/.kube/cache is keyed by host and port, and a
+// port that another API server (e.g. a kube-apiserver serving
+// resource.k8s.io) used before would resolve resource names to its groups.
+func (s *testServer) kubectlFlags() []string {
+	return []string{"--kubeconfig", s.Kubeconfig, "--cache-dir", filepath.Join(filepath.Dir(s.Kubeconfig), "kubectl-cache"), "--request-timeout=60s"}
 }
 
 // MustKubectl is Kubectl that fails the test on error.

@@ -61,7 +61,7 @@ func TestResourcePools(t *testing.T) {
 	requireKubectl(t)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	cmd := exec.CommandContext(watchCtx, kubectlPath, "--kubeconfig", s.Kubeconfig, "get", "resourcepools", "-w", "--no-headers")
+	cmd := exec.CommandContext(watchCtx, kubectlPath, append(s.kubectlFlags(), "get", "resourcepools", "-w", "--no-headers")...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
