@@ -30,8 +30,11 @@ type EmbeddedEtcdConfig struct {
 type EmbeddedEtcd struct {
 	etcd     *embed.Etcd
 	logLevel zap.AtomicLevel
-	// ClientURL is where the API server's storage connects.
+	// ClientURL is where clients connect: the health checks, and the API
+	// server's storage unless it uses InProcessRESTOptions.
 	ClientURL string
+	// inProcess is the storage client of InProcessRESTOptions, if used.
+	inProcess *inProcessEtcd
 }
 
 // startEmbeddedEtcd starts a one-member etcd with its data in dir. It
@@ -117,6 +120,9 @@ func (e *EmbeddedEtcd) Close() {
 		return
 	}
 	e.logLevel.SetLevel(zap.FatalLevel)
+	if e.inProcess != nil {
+		e.inProcess.close()
+	}
 	e.etcd.Close()
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/admission"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/klog/v2"
 
@@ -207,7 +208,29 @@ func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, sche
 	if err := etcdOptions.ApplyWithStorageFactoryTo(storageFactory, &generic.Config); err != nil {
 		return fmt.Errorf("etcd storage: %w", err)
 	}
+	if etcd != nil {
+		cached, err := watchCached(&etcdOptions)
+		if err != nil {
+			return err
+		}
+		// The embedded etcd is called directly, not over gRPC.
+		generic.RESTOptionsGetter = etcd.InProcessRESTOptions(generic.RESTOptionsGetter, cached)
+	}
 	return nil
+}
+
+// watchCached says which resources have a watch cache, as the generic
+// etcd options decide it: all with --watch-cache, except those that
+// --watch-cache-sizes gives the size 0.
+func watchCached(o *genericoptions.EtcdOptions) (func(schema.GroupResource) bool, error) {
+	sizes, err := genericoptions.ParseWatchCacheSizes(o.WatchCacheSizes)
+	if err != nil {
+		return nil, fmt.Errorf("--watch-cache-sizes: %w", err)
+	}
+	return func(resource schema.GroupResource) bool {
+		size, ok := sizes[resource]
+		return o.EnableWatchCache && (!ok || size > 0)
+	}, nil
 }
 
 // controllerManagerConfig is what runs in-process: the controllers (on
