@@ -256,6 +256,7 @@ func benchPods(c config) error {
 	if err != nil {
 		return err
 	}
+	c.profile.heap(ctx, s, "heap-pods-start.pprof")
 	cpuBegin := s.cpuSeconds()
 	begin := time.Now()
 	cpuProfile := c.profile.cpu(ctx, s, "cpu-pods.pprof")
