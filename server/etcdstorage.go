@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/kubernetes"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	cacherstorage "k8s.io/apiserver/pkg/storage/cacher"
 	"k8s.io/apiserver/pkg/storage/etcd3"
+	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
@@ -78,6 +80,12 @@ func (e *inProcessEtcd) start(config *storagebackend.ConfigForResource) {
 		// recorded for the request's latency breakdown.
 		client.KV = etcd3.NewETCDLatencyTracker(client.KV)
 		e.client = client
+		// The storage asks etcd whether it can request watch progress
+		// (the watch cache needs that for consistent reads and for
+		// watches that start with a list) by calling each endpoint the
+		// client knows. An in-process client knows none, so the
+		// question is asked here, under the listener's address.
+		etcdfeature.DefaultFeatureSupportChecker.CheckClient(client.Ctx(), inProcessEndpoint{client.Client, e.etcd.ClientURL}, storage.RequestWatchProgress)
 		if config.CompactionInterval > 0 {
 			e.compactor = etcd3.StartCompactorPerEndpoint(client.Client, config.CompactionInterval)
 		}
@@ -159,6 +167,15 @@ func (e *inProcessEtcd) rawStorage(config *storagebackend.ConfigForResource, new
 	var once sync.Once
 	return s, func() { once.Do(store.Close) }, nil
 }
+
+// inProcessEndpoint names the in-process client's one endpoint; its
+// status calls reach the embedded etcd whatever endpoint they name.
+type inProcessEndpoint struct {
+	*clientv3.Client
+	url string
+}
+
+func (e inProcessEndpoint) Endpoints() []string { return []string{e.url} }
 
 // close stops the compactor and the client. The shared client outlives
 // each resource's storage and ends with the embedded etcd.

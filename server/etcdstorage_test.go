@@ -18,7 +18,9 @@ import (
 )
 
 // staticRESTOptions stands in for the generic storage factory.
-type staticRESTOptions struct{ config *storagebackend.ConfigForResource }
+type staticRESTOptions struct {
+	config *storagebackend.ConfigForResource
+}
 
 func (o staticRESTOptions) GetRESTOptions(schema.GroupResource, runtime.Object) (generic.RESTOptions, error) {
 	return generic.RESTOptions{StorageConfig: o.config, Decorator: generic.UndecoratedStorage}, nil
@@ -110,6 +112,51 @@ func TestInProcessStorage(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("no watch event")
 			}
+			if cached {
+				expectInitialEvents(ctx, t, store, "/pods/"+tc.name, pod.Name)
+			}
 		})
+	}
+}
+
+// expectInitialEvents: a watch that starts with the current objects (as
+// informers start theirs) gets them and the bookmark that ends them. The
+// watch cache serves it only when etcd can be asked for watch progress.
+func expectInitialEvents(ctx context.Context, t *testing.T, store storage.Interface, key, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	predicate := storage.Everything
+	predicate.AllowWatchBookmarks = true
+	sendInitialEvents := true
+	w, err := store.Watch(ctx, key, storage.ListOptions{Predicate: predicate, Recursive: true, SendInitialEvents: &sendInitialEvents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var got []string
+	for {
+		select {
+		case event, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch closed after %v", got)
+			}
+			object, err := meta.Accessor(event.Object)
+			if err != nil {
+				t.Fatalf("%s %T: %v", event.Type, event.Object, err)
+			}
+			got = append(got, string(event.Type)+" "+object.GetName())
+			if event.Type == watch.Error {
+				t.Fatalf("watch error %v", event.Object)
+			}
+			if event.Type == watch.Bookmark && object.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+				if len(got) != 2 || got[0] != "ADDED "+name {
+					t.Errorf("initial events %v, want ADDED %s and the bookmark", got, name)
+				}
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("no end of the initial events, got %v", got)
+		}
 	}
 }
