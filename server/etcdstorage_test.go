@@ -141,14 +141,14 @@ func expectInitialEvents(ctx context.Context, t *testing.T, store storage.Interf
 			if !ok {
 				t.Fatalf("watch closed after %v", got)
 			}
+			if event.Type == watch.Error {
+				t.Fatalf("watch error after %v: %v", got, event.Object)
+			}
 			object, err := meta.Accessor(event.Object)
 			if err != nil {
 				t.Fatalf("%s %T: %v", event.Type, event.Object, err)
 			}
 			got = append(got, string(event.Type)+" "+object.GetName())
-			if event.Type == watch.Error {
-				t.Fatalf("watch error %v", event.Object)
-			}
 			if event.Type == watch.Bookmark && object.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 				if len(got) != 2 || got[0] != "ADDED "+name {
 					t.Errorf("initial events %v, want ADDED %s and the bookmark", got, name)
