@@ -633,6 +633,8 @@ func (c *Controller) ensureGeneratedClaim(ctx context.Context, pod *corev1.Pod, 
 // newClaimFromTemplate builds the claim for one pod claim: the template's
 // labels, annotations and spec, our annotation and a controller owner
 // reference, which together identify the pod claim it was made for.
+// It carries the delete protection from the start (see
+// generatedClaimFinalizers).
 func newClaimFromTemplate(pod *corev1.Pod, podClaimName string, template *resourcev1.ResourceClaimTemplate) *resourcev1.ResourceClaim {
 	annotations := make(map[string]string, len(template.Spec.Annotations)+1)
 	for key, value := range template.Spec.Annotations {
@@ -653,9 +655,23 @@ func newClaimFromTemplate(pod *corev1.Pod, podClaimName string, template *resour
 			Labels:          labels,
 			Annotations:     annotations,
 			OwnerReferences: []metav1.OwnerReference{podOwnerReference(pod)},
+			Finalizers:      generatedClaimFinalizers(),
 		},
 		Spec: *template.Spec.Spec.DeepCopy(),
 	}
+}
+
+// generatedClaimFinalizers are the finalizers of a claim made for a pod.
+// Upstream's scheduler adds the delete protection with an update of its
+// own just before it writes the allocation. A claim made for a pod is
+// made to be allocated, so it carries the protection from its creation:
+// allocating it takes one write (the status) instead of two, and that
+// write does not conflict with a cache that has not seen the finalizer
+// yet. A claim deleted before it was allocated loses the finalizer in
+// syncClaim; one that is released loses it once it is deallocated, as
+// upstream's.
+func generatedClaimFinalizers() []string {
+	return []string{resourceapi.Finalizer}
 }
 
 // podOwnerReference makes the pod the controller of a claim made for it,
@@ -881,7 +897,9 @@ func (c *Controller) syncClaim(ctx context.Context, namespace, name string) erro
 		}
 	case len(remaining) == 0 && claim.DeletionTimestamp != nil && slices.Contains(claim.Finalizers, resourceapi.Finalizer):
 		// Deleted while unused (or its consumers are gone already):
-		// release the devices and let the deletion finish.
+		// release the devices and let the deletion finish. This also
+		// covers a claim made for a pod that was never allocated: it
+		// carries the finalizer from its creation.
 		if claim.Status.Allocation != nil {
 			claim = claim.DeepCopy()
 			claim.Status.Allocation = nil

@@ -137,6 +137,14 @@ func allocatedFor(node string) claimOption {
 	}
 }
 
+// protected: the delete protection alone, as a claim made for a pod
+// has it before it is allocated.
+func protected() claimOption {
+	return func(claim *resourcev1.ResourceClaim) {
+		claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+	}
+}
+
 func deallocated() claimOption {
 	return func(claim *resourcev1.ResourceClaim) {
 		claim.Finalizers = nil
@@ -191,11 +199,13 @@ func makeTemplate(name string) *resourcev1.ResourceClaimTemplate {
 
 // expectedGenerated is the claim that the controller generates from
 // makeTemplate for a pod claim, with the name that the fake server gives
-// the n-th created claim.
+// the n-th created claim. It is protected against deletion from the
+// start, so that its allocation needs no update of its own.
 func expectedGenerated(pod *corev1.Pod, podClaimName string, n int) *resourcev1.ResourceClaim {
 	claim := makeClaim(generatedName(claimGenerateName(pod.Name, podClaimName), n), generatedFor(pod, podClaimName))
 	claim.GenerateName = claimGenerateName(pod.Name, podClaimName)
 	claim.UID = ""
+	claim.Finalizers = []string{resourceapi.Finalizer}
 	claim.Labels = map[string]string{"app": "inference"}
 	claim.Annotations["team"] = "ml"
 	return claim
@@ -237,6 +247,36 @@ func serverLikeClaims(client *resourcefake.Clientset) {
 		nextRV++
 		claim.ResourceVersion = strconv.Itoa(nextRV)
 		return false, nil, nil
+	})
+}
+
+// finalizersHonoured makes deletion of claims work as on the server: a
+// claim with finalizers only gets its deletionTimestamp, and goes once an
+// update removes the last finalizer.
+func finalizersHonoured(client *resourcefake.Clientset) {
+	client.PrependReactor("delete", "resourceclaims", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		deleteAction := action.(k8stesting.DeleteAction)
+		stored, err := client.Tracker().Get(claimsResource, deleteAction.GetNamespace(), deleteAction.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		claim := stored.(*resourcev1.ResourceClaim)
+		if len(claim.Finalizers) == 0 {
+			return false, nil, nil
+		}
+		claim = claim.DeepCopy()
+		if claim.DeletionTimestamp == nil {
+			now := metav1.Now()
+			claim.DeletionTimestamp = &now
+		}
+		return true, claim, client.Tracker().Update(claimsResource, claim, claim.Namespace)
+	})
+	client.PrependReactor("update", "resourceclaims", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		claim := action.(k8stesting.UpdateAction).GetObject().(*resourcev1.ResourceClaim)
+		if claim.DeletionTimestamp == nil || len(claim.Finalizers) > 0 {
+			return false, nil, nil
+		}
+		return true, claim, client.Tracker().Delete(claimsResource, claim.Namespace, claim.Name)
 	})
 }
 
@@ -730,6 +770,22 @@ func TestSync(t *testing.T) {
 			claims:         []*resourcev1.ResourceClaim{claimA},
 			expectedClaims: []*resourcev1.ResourceClaim{claimA},
 		},
+		"release deleted generated claim that was never allocated": {
+			keys:           []string{claimKey("pod-a-gpu-abcde")},
+			pods:           []*corev1.Pod{podAWithStatus},
+			claims:         []*resourcev1.ResourceClaim{makeClaim("pod-a-gpu-abcde", generatedFor(podA, "gpu"), protected(), withClaimDeletion())},
+			expectedClaims: []*resourcev1.ResourceClaim{makeClaim("pod-a-gpu-abcde", generatedFor(podA, "gpu"), withClaimDeletion())},
+		},
+		"generated claim of pod gone before allocation: deleted, then released": {
+			keys:     []string{claimKey("pod-a-gpu-abcde"), claimKey("pod-a-gpu-abcde")},
+			claims:   []*resourcev1.ResourceClaim{makeClaim("pod-a-gpu-abcde", generatedFor(podA, "gpu"), protected())},
+			reactors: func(_ *kubefake.Clientset, resource *resourcefake.Clientset) { finalizersHonoured(resource) },
+			beforeSync: func(t *testing.T, i int, env *testEnv) {
+				if i == 1 {
+					env.catchUpClaim(t, "pod-a-gpu-abcde")
+				}
+			},
+		},
 		"claim gone": {
 			keys: []string{claimKey("shared")},
 		},
@@ -829,7 +885,7 @@ func runSyncTest(t *testing.T, tc testCase) {
 	createsBefore := createCounts(t)
 	kubeClient.ClearActions()
 
-	env := &testEnv{kubeClient: kubeClient, resourceClient: resourceClient, podInformer: podInformer.Informer(), templateInformer: templateInformer.Informer()}
+	env := &testEnv{kubeClient: kubeClient, resourceClient: resourceClient, podInformer: podInformer.Informer(), templateInformer: templateInformer.Informer(), claimInformer: claimInformer.Informer()}
 	for i, key := range tc.keys {
 		if tc.beforeSync != nil {
 			tc.beforeSync(t, i, env)
@@ -937,6 +993,19 @@ type testEnv struct {
 	resourceClient   *resourcefake.Clientset
 	podInformer      cache.SharedIndexInformer
 	templateInformer cache.SharedIndexInformer
+	claimInformer    cache.SharedIndexInformer
+}
+
+// catchUpClaim copies the claim from the server into the informer.
+func (env *testEnv) catchUpClaim(t *testing.T, name string) {
+	t.Helper()
+	claim, err := env.resourceClient.ResourceV1().ResourceClaims(testNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get claim %s: %v", name, err)
+	}
+	if err := env.claimInformer.GetStore().Update(claim); err != nil {
+		t.Fatalf("update claim %s in informer: %v", name, err)
+	}
 }
 
 // catchUpPod copies the pod from the server into the informer.

@@ -165,6 +165,7 @@ func (c *Controller) createExtendedResourceClaim(ctx context.Context, pod *corev
 			Namespace:       pod.Namespace,
 			Annotations:     map[string]string{podclaims.ExtendedResourceClaimAnnotation: "true"},
 			OwnerReferences: []metav1.OwnerReference{podOwnerReference(pod)},
+			Finalizers:      generatedClaimFinalizers(),
 		},
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: requests}},
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/podclaims"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
@@ -65,6 +66,7 @@ func expectedExtendedClaim(pod *corev1.Pod, n int) *resourcev1.ResourceClaim {
 	claim := makeClaim(generatedName(generateName, n), extendedClaimFor(pod))
 	claim.GenerateName = generateName
 	claim.UID = ""
+	claim.Finalizers = []string{resourceapi.Finalizer}
 	return claim
 }
 
