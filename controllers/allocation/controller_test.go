@@ -145,6 +145,14 @@ func reservedFor(pods ...*corev1.Pod) claimOption {
 	}
 }
 
+// protected: the delete protection without an allocation, as a claim
+// made for a pod carries it from its creation.
+func protected() claimOption {
+	return func(claim *resourcev1.ResourceClaim) {
+		claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+	}
+}
+
 func withResourceVersion(rv string) claimOption {
 	return func(claim *resourcev1.ResourceClaim) { claim.ResourceVersion = rv }
 }
@@ -331,6 +339,9 @@ type testCase struct {
 	expectedAttempts map[string]int
 	// expectNoClaimWrites: the sync must not write claims.
 	expectNoClaimWrites bool
+	// expectedClaimWrites, when not nil, are the claim writes of the
+	// syncs in order, as "<verb> <name>[/<subresource>]".
+	expectedClaimWrites []string
 }
 
 func TestSyncPod(t *testing.T) {
@@ -349,6 +360,29 @@ func TestSyncPod(t *testing.T) {
 			expectedNodes:       map[string]string{"pod-1": "node-a"},
 			expectedAllocations: map[string]string{"pod-1-gpu": "node-a/gpu-0"},
 			expectedReservedFor: map[string][]string{"pod-1-gpu": {"pod-1"}},
+			expectedEvents:      []string{"Normal Scheduled"},
+			expectedPending:     1,
+			expectedAttempts:    map[string]int{resultPlaced: 1},
+		},
+		"claim protected from its creation: the allocation is the only write": {
+			nodes: three, slices: threeSlices,
+			pods:                []*corev1.Pod{pod1},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu", protected())},
+			expectedNodes:       map[string]string{"pod-1": "node-a"},
+			expectedAllocations: map[string]string{"pod-1-gpu": "node-a/gpu-0"},
+			expectedReservedFor: map[string][]string{"pod-1-gpu": {"pod-1"}},
+			expectedClaimWrites: []string{"update pod-1-gpu/status"},
+			expectedEvents:      []string{"Normal Scheduled"},
+			expectedPending:     1,
+			expectedAttempts:    map[string]int{resultPlaced: 1},
+		},
+		"claim without the protection gets it first, then the allocation": {
+			nodes: three, slices: threeSlices,
+			pods:                []*corev1.Pod{pod1},
+			claims:              []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
+			expectedNodes:       map[string]string{"pod-1": "node-a"},
+			expectedAllocations: map[string]string{"pod-1-gpu": "node-a/gpu-0"},
+			expectedClaimWrites: []string{"update pod-1-gpu", "update pod-1-gpu/status"},
 			expectedEvents:      []string{"Normal Scheduled"},
 			expectedPending:     1,
 			expectedAttempts:    map[string]int{resultPlaced: 1},
@@ -972,6 +1006,12 @@ func runSyncTest(t *testing.T, tc testCase) {
 		}
 	}
 
+	if tc.expectedClaimWrites != nil {
+		if got := claimWrites(c.resourceClient.Actions()); !slices.Equal(got, tc.expectedClaimWrites) {
+			t.Errorf("claim writes: expected %q, got %q", tc.expectedClaimWrites, got)
+		}
+	}
+
 	attemptsAfter := attemptCounts(t)
 	for _, result := range []string{resultPlaced, resultAllocated, resultUnschedulable, resultError} {
 		if delta := attemptsAfter[result] - attemptsBefore[result]; delta != tc.expectedAttempts[result] {
@@ -985,6 +1025,34 @@ func runSyncTest(t *testing.T, tc testCase) {
 	if delta := int(histogramCount(t) - latenciesBefore); delta != placed {
 		t.Errorf("binding latencies observed: expected %d, got %d", placed, delta)
 	}
+}
+
+// claimWrites describes the writes of claims among actions.
+func claimWrites(actions []k8stesting.Action) []string {
+	var writes []string
+	for _, action := range actions {
+		if action.GetResource().Resource != "resourceclaims" {
+			continue
+		}
+		var name string
+		switch action := action.(type) {
+		case k8stesting.UpdateAction:
+			name = action.GetObject().(metav1.Object).GetName()
+		case k8stesting.PatchAction:
+			name = action.GetName()
+		case k8stesting.CreateAction:
+			name = action.GetObject().(metav1.Object).GetName()
+		case k8stesting.DeleteAction:
+			name = action.GetName()
+		default:
+			continue
+		}
+		if sub := action.GetSubresource(); sub != "" {
+			name += "/" + sub
+		}
+		writes = append(writes, action.GetVerb()+" "+name)
+	}
+	return writes
 }
 
 func attemptCounts(t *testing.T) map[string]int {

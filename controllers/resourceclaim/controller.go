@@ -923,14 +923,14 @@ func (c *Controller) syncClaim(ctx context.Context, namespace, name string) erro
 }
 
 // removeFinalizer drops the delete protection from a claim that is not
-// allocated.
+// allocated (every copy of it: a client that added it again to a claim
+// made with it would otherwise keep the claim forever).
 func (c *Controller) removeFinalizer(ctx context.Context, claim *resourcev1.ResourceClaim) (*resourcev1.ResourceClaim, error) {
-	index := slices.Index(claim.Finalizers, resourceapi.Finalizer)
-	if index < 0 || claim.Status.Allocation != nil {
+	if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) || claim.Status.Allocation != nil {
 		return claim, nil
 	}
 	claim = claim.DeepCopy()
-	claim.Finalizers = slices.Delete(claim.Finalizers, index, index+1)
+	claim.Finalizers = slices.DeleteFunc(claim.Finalizers, func(finalizer string) bool { return finalizer == resourceapi.Finalizer })
 	updated, err := c.resourceClient.ResourceV1().ResourceClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, fmt.Errorf("remove finalizer from claim %s: %w", klog.KObj(claim), err)

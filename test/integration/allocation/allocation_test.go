@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2/ktesting"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
@@ -214,9 +215,15 @@ func waitWarning(ctx context.Context, t *testing.T, e *Env, namespace, name, rea
 func testTemplateClaim(ctx context.Context, t *testing.T, e *Env) {
 	tc := setUp(ctx, t, e, "one-pod", 3, func(int) []resourcev1.Device { return GPUs(2, nil) })
 	e.CreateTemplate(ctx, t, tc.namespace, "gpu", OneDevice("gpu"))
+	claimWatch, err := e.Resource.ResourceV1().ResourceClaims(tc.namespace).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("watch claims: %v", err)
+	}
+	defer claimWatch.Stop()
 	tc.createPod(ctx, t, e, PodWithTemplate(tc.namespace, "trainer", "gpu", tc.selector))
 
 	pod := waitBound(ctx, t, e, tc.namespace, "trainer")
+	checkWrittenOnceToAllocate(t, claimWatch)
 	if !slices.Contains(tc.nodes, pod.Spec.NodeName) {
 		t.Fatalf("pod bound to %s, not one of its nodes %v", pod.Spec.NodeName, tc.nodes)
 	}
@@ -226,6 +233,32 @@ func testTemplateClaim(ctx context.Context, t *testing.T, e *Env) {
 	claims := claimsOf(ctx, t, e, pod)
 	if results := checkAllocatedFor(t, claims[0], pod); len(results) != 1 {
 		t.Errorf("expected one device, got %v", results)
+	}
+}
+
+// checkWrittenOnceToAllocate: the claim generated from the template is
+// created with the delete protection, so the allocation and reservation
+// are the first and only write of it that follows.
+func checkWrittenOnceToAllocate(t *testing.T, claimWatch watch.Interface) {
+	t.Helper()
+	var writes []string
+	for event := range claimWatch.ResultChan() {
+		claim, ok := event.Object.(*resourcev1.ResourceClaim)
+		if !ok {
+			t.Fatalf("unexpected watch event %s: %T", event.Type, event.Object)
+		}
+		writes = append(writes, fmt.Sprintf("%s finalizers=%v allocated=%v reservedFor=%d", event.Type, claim.Finalizers, claim.Status.Allocation != nil, len(claim.Status.ReservedFor)))
+		if claim.Status.Allocation != nil {
+			break
+		}
+	}
+	protected := fmt.Sprintf("finalizers=[%s]", resourceapi.Finalizer)
+	want := []string{
+		fmt.Sprintf("%s %s allocated=false reservedFor=0", watch.Added, protected),
+		fmt.Sprintf("%s %s allocated=true reservedFor=1", watch.Modified, protected),
+	}
+	if !slices.Equal(writes, want) {
+		t.Errorf("claim writes until allocated:\n got  %q\n want %q", writes, want)
 	}
 }
 

@@ -70,6 +70,7 @@ func TestResourceClaimController(t *testing.T) {
 	t.Run("pod with two template claims", func(t *testing.T) { testTwoTemplateClaims(ctx, t, e) })
 	t.Run("shared claim used by three pods", func(t *testing.T) { testSharedClaim(ctx, t, e) })
 	t.Run("claim of deleted pod", func(t *testing.T) { testDeletedPod(ctx, t, e) })
+	t.Run("generated claim deleted before allocation", func(t *testing.T) { testDeletedUnallocatedClaim(ctx, t, e) })
 }
 
 // startController runs the controller as the server would, except that
@@ -357,6 +358,15 @@ func testDeletedPod(ctx context.Context, t *testing.T, e *env) {
 		claimName = *current.Status.ResourceClaimStatuses[0].ResourceClaimName
 		return true, nil
 	})
+	// Made to be allocated, the claim is protected from the start; the
+	// deletion of a claim that never was allocated must still finish.
+	claim, err := e.resource.ResourceV1().ResourceClaims(namespace).Get(ctx, claimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get claim: %v", err)
+	}
+	if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) || claim.Status.Allocation != nil {
+		t.Fatalf("claim %s: expected unallocated with the delete protection, got allocated=%v finalizers=%v", claimName, claim.Status.Allocation != nil, claim.Finalizers)
+	}
 	if err := e.kube.CoreV1().Pods(namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete pod: %v", err)
 	}
@@ -366,6 +376,57 @@ func testDeletedPod(ctx context.Context, t *testing.T, e *env) {
 			return true, nil
 		}
 		return false, err
+	})
+}
+
+// testDeletedUnallocatedClaim: a user deletes the claim generated for a
+// pod that waits for its allocation. The claim carries the delete
+// protection from its creation; the controller lifts it, since nothing
+// is allocated, the claim goes and the pod gets a new one.
+func testDeletedUnallocatedClaim(ctx context.Context, t *testing.T, e *env) {
+	createTemplate(ctx, t, e, "waiting-template")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "waiting", Namespace: namespace},
+		Spec: corev1.PodSpec{
+			Containers:     []corev1.Container{{Name: "ctr", Image: "busybox"}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr("waiting-template")}},
+		},
+	}
+	pod, err := e.kube.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	var first *resourcev1.ResourceClaim
+	waitFor(ctx, t, "claim generated", func() (bool, error) {
+		for _, claim := range claimsOwnedBy(ctx, t, e, pod) {
+			first = claim
+		}
+		return first != nil, nil
+	})
+	if !slices.Contains(first.Finalizers, resourceapi.Finalizer) {
+		t.Fatalf("claim %s: generated without the delete protection: %v", first.Name, first.Finalizers)
+	}
+	if err := e.resource.ResourceV1().ResourceClaims(namespace).Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete claim: %v", err)
+	}
+	waitFor(ctx, t, "claim "+first.Name+" gone", func() (bool, error) {
+		current, err := e.resource.ResourceV1().ResourceClaims(namespace).Get(ctx, first.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil:
+			return false, err
+		default:
+			return current.UID != first.UID, nil
+		}
+	})
+	waitFor(ctx, t, "a new claim for the pod", func() (bool, error) {
+		for _, claim := range claimsOwnedBy(ctx, t, e, pod) {
+			if claim.UID != first.UID && claim.DeletionTimestamp == nil {
+				return slices.Contains(claim.Finalizers, resourceapi.Finalizer), nil
+			}
+		}
+		return false, nil
 	})
 }
 
@@ -394,7 +455,8 @@ func createTemplate(ctx context.Context, t *testing.T, e *env, name string) {
 }
 
 // allocate does what the allocation controller does: protect the claim
-// with the finalizer, then write the allocation.
+// with the finalizer unless it is already (a claim made for a pod is
+// protected from its creation), then write the allocation.
 func allocate(ctx context.Context, t *testing.T, e *env, name string) {
 	t.Helper()
 	claims := e.resource.ResourceV1().ResourceClaims(namespace)
@@ -402,10 +464,12 @@ func allocate(ctx context.Context, t *testing.T, e *env, name string) {
 	if err != nil {
 		t.Fatalf("get claim %s: %v", name, err)
 	}
-	claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
-	claim, err = claims.Update(ctx, claim, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("add finalizer to claim %s: %v", name, err)
+	if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+		claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+		claim, err = claims.Update(ctx, claim, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatalf("add finalizer to claim %s: %v", name, err)
+		}
 	}
 	now := metav1.Now()
 	claim.Status.Allocation = &resourcev1.AllocationResult{
