@@ -28,6 +28,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,10 +66,16 @@ const (
 	DefaultDriver = "gpu.sim.draplane.dev"
 	// DefaultDevicesPerNode is how many GPUs each simulated node has.
 	DefaultDevicesPerNode = 8
-	// DefaultHeartbeatInterval is how often the nodes' Ready condition is
-	// renewed. Nothing here times nodes out, so it only has to show that
-	// the node is alive; a kubelet reports an unchanged status every 5m.
+	// DefaultHeartbeatInterval is how often the nodes are checked: a
+	// deleted node is registered again and a status that differs from
+	// the simulated one (NotReady, other capacity) is reported again.
 	DefaultHeartbeatInterval = time.Minute
+	// StatusReportInterval bounds the age of an unchanged node status:
+	// a heartbeat writes it only when it would be older than that at the
+	// next check, as a kubelet reports an unchanged status every 5m
+	// (nodeStatusReportFrequency). Nothing here times nodes out, so the
+	// heartbeat only has to show that the node is alive.
+	StatusReportInterval = 5 * time.Minute
 	// LabelSimulatedBy marks the nodes and slices the simulator owns; its
 	// value is the driver name. Only objects with it are removed when
 	// they are no longer simulated.
@@ -511,8 +518,30 @@ func (s *Simulator) reportReady(ctx context.Context, node *corev1.Node) error {
 	return nil
 }
 
+// reportedRecently: the node's status is the simulated one, Ready, and
+// its heartbeat is still young enough at the next check (see
+// StatusReportInterval), so writing it again would change nothing but
+// the heartbeat time.
+func (s *Simulator) reportedRecently(node *corev1.Node) bool {
+	desired := s.desiredNode(node.Name).Status
+	if !equality.Semantic.DeepEqual(node.Status.Capacity, desired.Capacity) ||
+		!equality.Semantic.DeepEqual(node.Status.Allocatable, desired.Allocatable) ||
+		!equality.Semantic.DeepEqual(node.Status.Addresses, desired.Addresses) ||
+		node.Status.NodeInfo != desired.NodeInfo {
+		return false
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			age := s.clock.Since(c.LastHeartbeatTime.Time)
+			return c.Status == corev1.ConditionTrue && c.Reason == ReasonSimulated && age >= 0 && age+s.opts.HeartbeatInterval <= StatusReportInterval
+		}
+	}
+	return false
+}
+
 // heartbeat renews the Ready condition of every node and registers nodes
-// that were deleted again, as a kubelet would.
+// that were deleted again, as a kubelet would. An unchanged status is
+// written only every StatusReportInterval.
 func (s *Simulator) heartbeat(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	err := s.forEachNode(ctx, func(ctx context.Context, name string) error {
@@ -524,7 +553,7 @@ func (s *Simulator) heartbeat(ctx context.Context) {
 				// again, owned by the new one.
 				s.publisher.Update(s.pools()...)
 			}
-		} else if err == nil {
+		} else if err == nil && !s.reportedRecently(node) {
 			err = s.reportReady(ctx, node)
 		}
 		if err != nil && ctx.Err() == nil {

@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"slices"
+	"sort"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -236,6 +238,79 @@ func TestHeartbeat(t *testing.T) {
 		if !nodeReady(node) {
 			t.Errorf("node %s not Ready after heartbeat: %+v", name, node.Status.Conditions)
 		}
+	}
+}
+
+// TestHeartbeatWritesOnlyWhatChanged: a node whose status is the
+// simulated one and was reported recently is not written again; its
+// heartbeat is renewed before it gets StatusReportInterval old, and a
+// status that differs is reported at once.
+func TestHeartbeatWritesOnlyWhatChanged(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	h := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver},
+		[]runtime.Object{simNode("sim-node-0", corev1.ConditionTrue), simNode("sim-node-1", corev1.ConditionTrue)}, nil)
+	s, kube, ctx := h.sim, h.kube, h.ctx
+	fakeClock := testingclock.NewFakeClock(now)
+	s.clock = fakeClock
+	statusWrites := func() []string {
+		var names []string
+		for _, action := range kube.Actions() {
+			if action.GetVerb() == "update" && action.GetResource().Resource == "nodes" && action.GetSubresource() == "status" {
+				names = append(names, action.(k8stesting.UpdateAction).GetObject().(*corev1.Node).Name)
+			}
+		}
+		sort.Strings(names)
+		kube.ClearActions()
+		return names
+	}
+
+	// Ready, but not with the simulated status: both are reported.
+	s.heartbeat(ctx)
+	if got, want := statusWrites(), []string{"sim-node-0", "sim-node-1"}; !slices.Equal(got, want) {
+		t.Fatalf("first heartbeat: status writes %v, want %v", got, want)
+	}
+	fakeClock.Step(time.Minute)
+	s.heartbeat(ctx)
+	if got := statusWrites(); len(got) != 0 {
+		t.Errorf("heartbeat a minute after the report: status writes %v, want none", got)
+	}
+
+	// Someone marks a node NotReady: reported again at the next check.
+	node, err := kube.CoreV1().Nodes().Get(ctx, "sim-node-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Conditions[0].Status = corev1.ConditionFalse
+	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kube.ClearActions()
+	fakeClock.Step(time.Minute)
+	s.heartbeat(ctx)
+	if got, want := statusWrites(), []string{"sim-node-1"}; !slices.Equal(got, want) {
+		t.Errorf("heartbeat after NotReady: status writes %v, want %v", got, want)
+	}
+
+	// sim-node-0 was reported 2m ago: renewed once the next check would
+	// find it older than StatusReportInterval.
+	for step := 0; step < 2; step++ {
+		fakeClock.Step(time.Minute)
+		s.heartbeat(ctx)
+		if got := statusWrites(); len(got) != 0 {
+			t.Errorf("heartbeat %d: status writes %v, want none", step, got)
+		}
+	}
+	fakeClock.Step(time.Minute)
+	s.heartbeat(ctx)
+	if got, want := statusWrites(), []string{"sim-node-0"}; !slices.Equal(got, want) {
+		t.Errorf("heartbeat 5m after the report: status writes %v, want %v", got, want)
+	}
+	node, err = kube.CoreV1().Nodes().Get(ctx, "sim-node-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hb := node.Status.Conditions[0].LastHeartbeatTime.Time; !hb.Equal(fakeClock.Now()) {
+		t.Errorf("heartbeat time %v, want %v", hb, fakeClock.Now())
 	}
 }
 

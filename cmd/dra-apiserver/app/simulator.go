@@ -67,7 +67,7 @@ func (o *SimulatorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.PodDuration, "simulate-pod-duration", o.PodDuration,
 		"When positive, pods on simulated nodes with restartPolicy Never or OnFailure Succeed this long after they started (their claims are then released). 0 keeps pods Running.")
 	fs.DurationVar(&o.HeartbeatInterval, "simulate-heartbeat-interval", o.HeartbeatInterval,
-		"How often the simulated nodes renew their Ready condition.")
+		"How often the simulated nodes are checked: a deleted one is registered again, a status that differs from the simulated one is reported again at once, an unchanged one every 5m (as a kubelet does).")
 	fs.StringVar(&o.BindingCondition, "simulate-binding-condition", o.BindingCondition,
 		"When set, every simulated device lists this condition in bindingConditions: a pod that gets one is bound only once the simulated driver sets it True in the claim's status.devices, --simulate-binding-delay after the allocation.")
 	fs.StringVar(&o.BindingFailureCondition, "simulate-binding-failure-condition", o.BindingFailureCondition,
