@@ -545,7 +545,11 @@ func (s *Simulator) reportedRecently(node *corev1.Node) bool {
 func (s *Simulator) heartbeat(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	err := s.forEachNode(ctx, func(ctx context.Context, name string) error {
-		node, err := s.kubeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		// From the watch cache: most checks only find the node as it
+		// was reported, and a node the cache misses is looked up again
+		// by registerNode. A write on a stale copy fails with a
+		// conflict and is tried again at the next check.
+		node, err := s.kubeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 		if apierrors.IsNotFound(err) {
 			logger.Info("Simulated node was deleted, registering it again", "node", name)
 			if err = s.registerNode(ctx, name); err == nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	applyv1 "github.com/draplane/draplane/generated/applyconfiguration/resource/v1"
 	"github.com/draplane/draplane/generated/clientset/versioned"
@@ -777,6 +779,53 @@ func TestAdversarialControllers(t *testing.T) {
 		}
 		pending(t, podName, "adv-no-such-class")
 		deletePod(t, podName)
+	})
+
+	t.Run("a generated claim deleted before it was allocated", func(t *testing.T) {
+		// The claim is protected from its creation; kubectl delete of it
+		// (waiting for it to go) must still finish, and the pod that
+		// still waits gets a new one, which goes with the pod.
+		if _, err := pods.Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "adv-unallocated"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}},
+				ResourceClaims: []corev1.PodResourceClaim{{Name: "dev", ResourceClaimTemplateName: new("adv-template")}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		generatedClaim := func(t *testing.T, not types.UID) *resourcev1.ResourceClaim {
+			t.Helper()
+			var found *resourcev1.ResourceClaim
+			waitFor(t, "claim generated for pod adv-unallocated", func(ctx context.Context) (bool, error) {
+				list, err := claims.List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, err
+				}
+				for i := range list.Items {
+					claim := &list.Items[i]
+					owners := claim.OwnerReferences
+					if len(owners) == 1 && owners[0].Name == "adv-unallocated" && claim.UID != not && claim.DeletionTimestamp == nil {
+						found = claim
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			return found
+		}
+		first := generatedClaim(t, "")
+		if !slices.Contains(first.Finalizers, resourceapi.Finalizer) || first.Status.Allocation != nil {
+			t.Fatalf("claim %s: expected unallocated and protected, got allocated=%v finalizers=%v", first.Name, first.Status.Allocation != nil, first.Finalizers)
+		}
+		s.MustKubectl(t, "", "delete", "resourceclaims.resource.draplane.dev", first.Name, "-n", "default", "--wait=true", "--timeout=2m")
+		if claim, err := claims.Get(ctx, first.Name, metav1.GetOptions{}); err == nil && claim.UID == first.UID {
+			t.Fatalf("claim %s still there after kubectl delete: %+v", first.Name, claim.ObjectMeta)
+		}
+		second := generatedClaim(t, first.UID)
+		deletePod(t, "adv-unallocated")
+		waitFor(t, "claim "+second.Name+" deleted with its pod", func(ctx context.Context) (bool, error) {
+			_, err := claims.Get(ctx, second.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
 	})
 
 	t.Run("a taint rule on every device", func(t *testing.T) {
