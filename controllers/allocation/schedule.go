@@ -680,11 +680,13 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 	return nil
 }
 
-// writeAllocation protects the claim with the finalizer, then writes the
-// allocation together with the pod's reservation. Nobody else can have
-// reserved a claim that is not allocated, so one status update sets
-// both; its resourceVersion makes sure that the claim was not allocated
-// meanwhile. Conflicts caused by other changes are retried.
+// writeAllocation protects the claim with the finalizer unless it is
+// already (a claim made for a pod carries it from its creation, so its
+// allocation is a single write), then writes the allocation together
+// with the pod's reservation. Nobody else can have reserved a claim that
+// is not allocated, so one status update sets both; its resourceVersion
+// makes sure that the claim was not allocated meanwhile. Conflicts
+// caused by other changes are retried.
 func (c *Controller) writeAllocation(ctx context.Context, key string, pod *corev1.Pod, pc *podClaim) error {
 	claims := c.resourceClient.ResourceV1().ResourceClaims(pc.claim.Namespace)
 	allocation := &resourcev1.AllocationResult{}
