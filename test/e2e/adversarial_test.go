@@ -785,10 +785,17 @@ func TestAdversarialControllers(t *testing.T) {
 		// The claim is protected from its creation; kubectl delete of it
 		// (waiting for it to go) must still finish, and the pod that
 		// still waits gets a new one, which goes with the pod.
+		if _, err := resource.ResourceClaimTemplates("default").Create(ctx, &resourcev1.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: "adv-unallocated"},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+				Requests: []resourcev1.DeviceRequest{exactRequest("dev", "adv-no-such-class")}}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := pods.Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "adv-unallocated"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}},
-				ResourceClaims: []corev1.PodResourceClaim{{Name: "dev", ResourceClaimTemplateName: new("adv-template")}}},
+				ResourceClaims: []corev1.PodResourceClaim{{Name: "dev", ResourceClaimTemplateName: new("adv-unallocated")}}},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
