@@ -215,7 +215,11 @@ func waitWarning(ctx context.Context, t *testing.T, e *Env, namespace, name, rea
 func testTemplateClaim(ctx context.Context, t *testing.T, e *Env) {
 	tc := setUp(ctx, t, e, "one-pod", 3, func(int) []resourcev1.Device { return GPUs(2, nil) })
 	e.CreateTemplate(ctx, t, tc.namespace, "gpu", OneDevice("gpu"))
-	claimWatch, err := e.Resource.ResourceV1().ResourceClaims(tc.namespace).Watch(ctx, metav1.ListOptions{})
+	claimList, err := e.Resource.ResourceV1().ResourceClaims(tc.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list claims: %v", err)
+	}
+	claimWatch, err := e.Resource.ResourceV1().ResourceClaims(tc.namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: claimList.ResourceVersion})
 	if err != nil {
 		t.Fatalf("watch claims: %v", err)
 	}
@@ -245,7 +249,7 @@ func checkWrittenOnceToAllocate(t *testing.T, claimWatch watch.Interface) {
 	for event := range claimWatch.ResultChan() {
 		claim, ok := event.Object.(*resourcev1.ResourceClaim)
 		if !ok {
-			t.Fatalf("unexpected watch event %s: %T", event.Type, event.Object)
+			t.Fatalf("unexpected watch event %s: %+v", event.Type, event.Object)
 		}
 		writes = append(writes, fmt.Sprintf("%s finalizers=%v allocated=%v reservedFor=%d", event.Type, claim.Finalizers, claim.Status.Allocation != nil, len(claim.Status.ReservedFor)))
 		if claim.Status.Allocation != nil {
