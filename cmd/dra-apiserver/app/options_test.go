@@ -78,16 +78,16 @@ func TestCompleteUsesTheDataDirCA(t *testing.T) {
 	}
 }
 
-// TestWatchCacheDefaults: events have no watch cache and the watch cache
-// keeps no snapshots, unless the flags say otherwise.
+// TestWatchCacheDefaults: events and claims have no watch cache and the
+// watch cache keeps no snapshots, unless the flags say otherwise.
 func TestWatchCacheDefaults(t *testing.T) {
 	tests := map[string]struct {
 		args          []string
 		wantSnapshots bool
 		wantSizes     []string
 	}{
-		"defaults":      {wantSizes: []string{"events#0"}},
-		"snapshots on":  {args: []string{"--feature-gates=ListFromCacheSnapshot=true"}, wantSnapshots: true, wantSizes: []string{"events#0"}},
+		"defaults":      {wantSizes: []string{"events#0", "resourceclaims.resource.draplane.dev#0"}},
+		"snapshots on":  {args: []string{"--feature-gates=ListFromCacheSnapshot=true"}, wantSnapshots: true, wantSizes: []string{"events#0", "resourceclaims.resource.draplane.dev#0"}},
 		"sizes replace": {args: []string{"--watch-cache-sizes=pods#0"}, wantSizes: []string{"pods#0"}},
 	}
 	for name, tc := range tests {
