@@ -22,26 +22,36 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// inProcessEtcd is the API server's storage client of the embedded etcd:
-// one etcd client that calls the etcd server's request handlers directly
+// inProcessEtcd makes the API server's storage of the embedded etcd on
+// etcd clients that call the etcd server's request handlers directly
 // instead of speaking gRPC over a loopback connection. Requests and
 // responses are passed as Go values: no protobuf encoding, no HTTP/2
-// framing, no socket. The generic storage factory would open a gRPC
-// connection per resource, and that plumbing cost about an eighth of the
-// server's CPU per placed pod.
+// framing, no socket. That plumbing cost about an eighth of the server's
+// CPU per placed pod.
+//
+// Each resource's storage gets a client of its own, as the generic
+// storage factory gives it a connection of its own: a client shares one
+// watch stream among its watches, and etcd answers a watch progress
+// request (which a watch cache makes) on the whole stream, which a
+// resource's uncached watches would pass on to their clients as bookmarks
+// they did not ask for.
 //
 // The health and readiness checks of /healthz and /readyz still connect
 // over the loopback listener, as they would to an external etcd.
 type inProcessEtcd struct {
 	etcd *EmbeddedEtcd
 
-	once      sync.Once
-	client    *kubernetes.Client
+	once sync.Once
+	// admin runs the compactor and answered the feature check.
+	admin     *clientv3.Client
 	compactor etcd3.Compactor
+
+	mutex sync.Mutex
+	// clients are the storages' clients, closed at the latest with etcd.
+	clients []*clientv3.Client
 	// closed is set by close: storages created after it would use a
-	// closed client.
+	// stopped etcd.
 	closed bool
-	mutex  sync.Mutex
 }
 
 // InProcessRESTOptions wraps the REST options of the generic storage
@@ -69,27 +79,38 @@ func (o inProcessRESTOptions) GetRESTOptions(resource schema.GroupResource, exam
 	return opts, nil
 }
 
-// start creates the client and the compactor on first use. Compaction
-// runs on the interval of the first resource's config, which is the same
-// for all (--etcd-compaction-interval).
+// start creates the compactor and checks the server's features on first
+// use. Compaction runs on the interval of the first resource's config,
+// which is the same for all (--etcd-compaction-interval).
 func (e *inProcessEtcd) start(config *storagebackend.ConfigForResource) {
 	e.once.Do(func() {
-		client := &kubernetes.Client{Client: v3client.New(e.etcd.etcd.Server)}
-		client.Kubernetes = client
-		// As the generic factory does: the latency of each etcd call is
-		// recorded for the request's latency breakdown.
-		client.KV = etcd3.NewETCDLatencyTracker(client.KV)
-		e.client = client
+		e.admin = v3client.New(e.etcd.etcd.Server)
 		// The storage asks etcd whether it can request watch progress
 		// (the watch cache needs that for consistent reads and for
-		// watches that start with a list) by calling each endpoint the
+		// watches that start with a list) by calling each endpoint its
 		// client knows. An in-process client knows none, so the
 		// question is asked here, under the listener's address.
-		etcdfeature.DefaultFeatureSupportChecker.CheckClient(client.Ctx(), inProcessEndpoint{client.Client, e.etcd.ClientURL}, storage.RequestWatchProgress)
+		etcdfeature.DefaultFeatureSupportChecker.CheckClient(e.admin.Ctx(), inProcessEndpoint{e.admin, e.etcd.ClientURL}, storage.RequestWatchProgress)
 		if config.CompactionInterval > 0 {
-			e.compactor = etcd3.StartCompactorPerEndpoint(client.Client, config.CompactionInterval)
+			e.compactor = etcd3.StartCompactorPerEndpoint(e.admin, config.CompactionInterval)
 		}
 	})
+}
+
+// newClient is a storage's client.
+func (e *inProcessEtcd) newClient() (*kubernetes.Client, error) {
+	e.mutex.Lock()
+	defer e.mutex.Unlock()
+	if e.closed {
+		return nil, fmt.Errorf("the embedded etcd is stopped")
+	}
+	client := &kubernetes.Client{Client: v3client.New(e.etcd.etcd.Server)}
+	client.Kubernetes = client
+	// As the generic factory does: the latency of each etcd call is
+	// recorded for the request's latency breakdown.
+	client.KV = etcd3.NewETCDLatencyTracker(client.KV)
+	e.clients = append(e.clients, client.Client)
+	return client, nil
 }
 
 // decorator creates a resource's storage on the in-process client and,
@@ -136,13 +157,11 @@ func (e *inProcessEtcd) decorator(cached bool) generic.StorageDecorator {
 // rawStorage is the etcd3 store of k8s.io/apiserver on the in-process
 // client, set up as its storage factory sets it up.
 func (e *inProcessEtcd) rawStorage(config *storagebackend.ConfigForResource, newFunc, newListFunc func() runtime.Object, resourcePrefix string) (storage.Interface, factory.DestroyFunc, error) {
-	e.mutex.Lock()
-	closed := e.closed
-	e.mutex.Unlock()
-	if closed {
-		return nil, nil, fmt.Errorf("storage of %s: the embedded etcd is stopped", config.GroupResource)
-	}
 	e.start(config)
+	client, err := e.newClient()
+	if err != nil {
+		return nil, nil, fmt.Errorf("storage of %s: %w", config.GroupResource, err)
+	}
 
 	transformer := config.Transformer
 	if transformer == nil {
@@ -155,9 +174,10 @@ func (e *inProcessEtcd) rawStorage(config *storagebackend.ConfigForResource, new
 		transformer = etcd3.WithCorruptObjErrorHandlingTransformer(transformer)
 		decoder = etcd3.WithCorruptObjErrorHandlingDecoder(decoder)
 	}
-	store, err := etcd3.New(e.client, e.compactor, config.Codec, newFunc, newListFunc, config.Prefix, resourcePrefix,
+	store, err := etcd3.New(client, e.compactor, config.Codec, newFunc, newListFunc, config.Prefix, resourcePrefix,
 		config.GroupResource, transformer, config.LeaseManagerConfig, decoder, versioner)
 	if err != nil {
+		_ = client.Close()
 		return nil, nil, fmt.Errorf("storage of %s: %w", config.GroupResource, err)
 	}
 	var s storage.Interface = store
@@ -165,7 +185,12 @@ func (e *inProcessEtcd) rawStorage(config *storagebackend.ConfigForResource, new
 		s = etcd3.NewStoreWithUnsafeCorruptObjectDeletion(s, config.GroupResource)
 	}
 	var once sync.Once
-	return s, func() { once.Do(store.Close) }, nil
+	return s, func() {
+		once.Do(func() {
+			store.Close()
+			_ = client.Close()
+		})
+	}, nil
 }
 
 // inProcessEndpoint names the in-process client's one endpoint; its
@@ -177,8 +202,9 @@ type inProcessEndpoint struct {
 
 func (e inProcessEndpoint) Endpoints() []string { return []string{e.url} }
 
-// close stops the compactor and the client. The shared client outlives
-// each resource's storage and ends with the embedded etcd.
+// close stops the compactor and every client. The storages' destroy
+// functions close theirs first when the API server shuts down properly;
+// closing a client again does nothing.
 func (e *inProcessEtcd) close() {
 	e.mutex.Lock()
 	defer e.mutex.Unlock()
@@ -188,7 +214,10 @@ func (e *inProcessEtcd) close() {
 			c.Stop()
 		}
 	}
-	if e.client != nil {
-		_ = e.client.Close()
+	if e.admin != nil {
+		_ = e.admin.Close()
+	}
+	for _, c := range e.clients {
+		_ = c.Close()
 	}
 }

@@ -160,3 +160,4 @@ func expectInitialEvents(ctx context.Context, t *testing.T, store storage.Interf
 		}
 	}
 }
+
