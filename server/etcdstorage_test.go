@@ -160,4 +160,3 @@ func expectInitialEvents(ctx context.Context, t *testing.T, store storage.Interf
 		}
 	}
 }
-
