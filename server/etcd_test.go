@@ -43,3 +43,23 @@ func TestEmbeddedEtcdServes(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbeddedEtcdElectionTimeout: the one member elects itself within an
+// election timeout of its start, and nothing is served before; the
+// timeout is 100 ms (etcd's default of 1 s made every start wait 0.1 to
+// 1 s), and fsync stays on.
+func TestEmbeddedEtcdElectionTimeout(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	e, err := startEmbeddedEtcd(ctx, t.TempDir(), &EmbeddedEtcdConfig{QuotaBackendBytes: 1 << 28, LogLevel: "error"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	cfg := e.etcd.Server.Cfg
+	if timeout := time.Duration(cfg.ElectionTicks) * time.Duration(cfg.TickMs) * time.Millisecond; timeout > 100*time.Millisecond {
+		t.Errorf("election timeout %v, want at most 100ms", timeout)
+	}
+	if cfg.UnsafeNoFsync {
+		t.Error("fsync is off")
+	}
+}

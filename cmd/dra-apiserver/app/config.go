@@ -130,7 +130,7 @@ func (s *startingEtcd) wait() (*server.EmbeddedEtcd, error) {
 
 // applyServing signs a serving certificate by the data dir's CA unless one
 // is given, binds a free port for --secure-port=0 and applies the serving
-// options.
+// options and the loopback client.
 func (o *Options) applyServing(generic *genericapiserver.RecommendedConfig) error {
 	if o.SecureServing.ServerCert.CertKey.CertFile == "" && o.SecureServing.ServerCert.GeneratedCert == nil {
 		dnsNames, ips := o.Aggregated.servingNames(servingNames(o.SecureServing.BindAddress))
@@ -155,10 +155,10 @@ func (o *Options) applyServing(generic *genericapiserver.RecommendedConfig) erro
 		o.SecureServing.Listener = listener
 		o.SecureServing.BindPort = listener.Addr().(*net.TCPAddr).Port
 	}
-	if err := o.SecureServing.ApplyToConfig(&generic.Config); err != nil {
+	if err := o.SecureServing.SecureServingOptions.ApplyTo(&generic.SecureServing); err != nil {
 		return fmt.Errorf("secure serving: %w", err)
 	}
-	return nil
+	return server.ApplyLoopbackClient(&generic.Config)
 }
 
 // externalAddress sets the address clients reach the server at and
