@@ -90,15 +90,15 @@ func (m *ControllerManager) sharedInformers(loopback *rest.Config) (*Informers, 
 
 // clients returns the clients of the controller manager: resource.draplane.dev
 // through loopback, pods, nodes, events and leases through the host when
-// there is one.
-func (m *ControllerManager) clients(loopback *rest.Config, useHost bool) (kubernetes.Interface, versioned.Interface, error) {
+// there is one. Each makes at most qps requests per second, with bursts.
+func (m *ControllerManager) clients(loopback *rest.Config, useHost bool, qps float32, burst int) (kubernetes.Interface, versioned.Interface, error) {
 	config := InProcessConfig(loopback, false)
-	config.QPS, config.Burst = m.config.ClientQPS, m.config.ClientBurst
+	config.QPS, config.Burst = qps, burst
 	kubeConfig := InProcessConfig(loopback, true)
-	kubeConfig.QPS, kubeConfig.Burst = m.config.ClientQPS, m.config.ClientBurst
+	kubeConfig.QPS, kubeConfig.Burst = qps, burst
 	if useHost && m.config.Host != nil {
 		kubeConfig = rest.CopyConfig(m.config.Host)
-		kubeConfig.QPS, kubeConfig.Burst = m.config.ClientQPS, m.config.ClientBurst
+		kubeConfig.QPS, kubeConfig.Burst = qps, burst
 	}
 	kubeClient, err := kubernetes.NewForConfig(kubeConfig)
 	if err != nil {
@@ -115,7 +115,7 @@ func (m *ControllerManager) clients(loopback *rest.Config, useHost bool) (kubern
 // controllers' Lease when leader election is on, until ctx ends or the
 // leases are released.
 func (m *ControllerManager) StartControllers(ctx context.Context, loopback *rest.Config) error {
-	kubeClient, resourceClient, err := m.clients(loopback, true)
+	kubeClient, resourceClient, err := m.clients(loopback, true, m.config.ClientQPS, m.config.ClientBurst)
 	if err != nil {
 		return fmt.Errorf("controllers: %w", err)
 	}

@@ -59,7 +59,8 @@ func (m *ControllerManager) StartSimulator(ctx context.Context, loopback *rest.C
 	if m.config.Simulator == nil {
 		return errors.New("simulator: not configured")
 	}
-	kubeClient, resourceClient, err := m.clients(loopback, false)
+	qps, burst := m.simulatorClientBudget()
+	kubeClient, resourceClient, err := m.clients(loopback, false, qps, burst)
 	if err != nil {
 		return fmt.Errorf("simulator: %w", err)
 	}
@@ -86,6 +87,23 @@ func (m *ControllerManager) StartSimulator(ctx context.Context, loopback *rest.C
 		})
 	})
 	return nil
+}
+
+// A kubelet's default client budget (upstream's kubeAPIQPS and
+// kubeAPIBurst).
+const (
+	kubeletQPS   = 50
+	kubeletBurst = 100
+)
+
+// simulatorClientBudget is the rate limit of the simulator's clients. It
+// plays kubelet and driver for every simulated node, so it gets the budget
+// of that many kubelets, and at least the controllers': with the
+// controllers' alone, registering 5,000 nodes and their slices waited
+// about 30 s for the client-side rate limiter.
+func (m *ControllerManager) simulatorClientBudget() (float32, int) {
+	nodes := m.config.Simulator.Options.Nodes
+	return max(m.config.ClientQPS, kubeletQPS*float32(nodes)), max(m.config.ClientBurst, kubeletBurst*nodes)
 }
 
 // runSimulator builds the simulator and runs it until ctx ends: on the

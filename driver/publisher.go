@@ -86,6 +86,10 @@ type Options struct {
 	// WritesPerSecond bounds the publisher's API writes; 0 means 10/s with
 	// bursts of 50.
 	WritesPerSecond float64
+	// Workers is how many pools a pass writes at once (within
+	// WritesPerSecond); 0 means one. A publisher of many pools waits for
+	// one write at a time otherwise.
+	Workers int
 	// SliceName, if set, names the slice at a position of a pool (from
 	// 0); names must stay the same for the same pool and position.
 	// Nil: SliceNamePrefix followed by the position.
@@ -226,8 +230,6 @@ func (p *Publisher) Sync(ctx context.Context) (Counts, error) {
 			existing[slice.Spec.Pool.Name] = append(existing[slice.Spec.Pool.Name], slice)
 		}
 	}
-	var counts Counts
-	var errs []error
 	names := make([]string, 0, len(pools)+len(existing))
 	for name := range pools {
 		names = append(names, name)
@@ -238,21 +240,48 @@ func (p *Publisher) Sync(ctx context.Context) (Counts, error) {
 		}
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		pool, desired := pools[name]
-		if !desired {
-			for _, slice := range existing[name] {
-				if err := p.delete(ctx, slice, &counts); err != nil {
-					errs = append(errs, err)
-				}
+	// Every pool has its own slices: pools are written independently,
+	// Workers at a time.
+	counts := make([]Counts, len(names))
+	errs := make([]error, len(names))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(max(p.opts.Workers, 1), len(names)) {
+		wg.Go(func() {
+			for i := range next {
+				errs[i] = p.syncPoolByName(ctx, names[i], pools, existing[names[i]], &counts[i])
 			}
-			continue
-		}
-		if err := p.syncPool(ctx, pool, existing[name], &counts); err != nil {
-			errs = append(errs, fmt.Errorf("pool %s: %w", name, err))
-		}
+		})
 	}
-	return counts, errors.Join(errs...)
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var total Counts
+	for _, c := range counts {
+		total.Created, total.Updated, total.Deleted = total.Created+c.Created, total.Updated+c.Updated, total.Deleted+c.Deleted
+	}
+	return total, errors.Join(errs...)
+}
+
+// syncPoolByName writes one pool of a pass: the desired pool's slices, or
+// no slices for a pool that is no longer desired.
+func (p *Publisher) syncPoolByName(ctx context.Context, name string, pools map[string]Pool, current []*resourcev1.ResourceSlice, counts *Counts) error {
+	pool, desired := pools[name]
+	if !desired {
+		var errs []error
+		for _, slice := range current {
+			if err := p.delete(ctx, slice, counts); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if err := p.syncPool(ctx, pool, current, counts); err != nil {
+		return fmt.Errorf("pool %s: %w", name, err)
+	}
+	return nil
 }
 
 // manages says whether a listed slice is the publisher's to keep or

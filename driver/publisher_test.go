@@ -18,7 +18,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/generated/clientset/versioned"
 	"github.com/draplane/draplane/generated/clientset/versioned/fake"
+	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
 )
 
 const testDriver = "gpu.example.com"
@@ -410,4 +412,97 @@ func TestPublisherRateLimit(t *testing.T) {
 	if got := client.reset(); fmt.Sprint(got) != fmt.Sprint(map[string]int{"create": 1}) {
 		t.Errorf("writes %v, want the one create the budget allows", got)
 	}
+}
+
+// TestPublisherWorkers: with Workers, a pass writes that many pools at
+// once (every create below waits until as many are in flight, which never
+// happens one at a time), and the counts and slices are those of a pass
+// of one worker.
+func TestPublisherWorkers(t *testing.T) {
+	const workers, pools = 4, 12
+	fakeClient := fake.NewSimpleClientset()
+	giveUp := make(chan struct{})
+	timer := time.AfterFunc(10*time.Second, func() { close(giveUp) })
+	defer timer.Stop()
+	client := &concurrentCreates{Interface: fakeClient, allIn: make(chan struct{}), want: workers, giveUp: giveUp}
+	p, err := NewPublisher(client, Options{DriverName: testDriver, WritesPerSecond: 1000, Workers: workers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []Pool
+	for i := range pools {
+		name := fmt.Sprintf("node-%d", i)
+		want = append(want, Pool{Name: name, NodeName: name, Devices: devices(2, "a"),
+			Owner: NodeOwner(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid"}})})
+	}
+	p.Update(want...)
+	_, ctx := ktesting.NewTestContext(t)
+	counts, err := p.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if client.maxInFlight != workers {
+		t.Errorf("at most %d creates at once, want %d", client.maxInFlight, workers)
+	}
+	if counts != (Counts{Created: pools}) {
+		t.Errorf("counts %+v, want %d created", counts, pools)
+	}
+	list, err := fakeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != pools {
+		t.Errorf("%d slices, want %d", len(list.Items), pools)
+	}
+}
+
+// concurrentCreates is a clientset whose slice creates wait until want of
+// them are in flight at once (or until giveUp closes), and which counts how
+// many were at most. The fake clientset runs one request at a time, so
+// the waiting happens before it.
+type concurrentCreates struct {
+	versioned.Interface
+	mu                    sync.Mutex
+	inFlight, maxInFlight int
+	want                  int
+	allIn, giveUp         chan struct{}
+	allInClosed           bool
+}
+
+func (c *concurrentCreates) ResourceV1() resourcev1client.ResourceV1Interface {
+	return concurrentCreatesV1{c.Interface.ResourceV1(), c}
+}
+
+type concurrentCreatesV1 struct {
+	resourcev1client.ResourceV1Interface
+	c *concurrentCreates
+}
+
+func (v concurrentCreatesV1) ResourceSlices() resourcev1client.ResourceSliceInterface {
+	return concurrentCreatesSlices{v.ResourceV1Interface.ResourceSlices(), v.c}
+}
+
+type concurrentCreatesSlices struct {
+	resourcev1client.ResourceSliceInterface
+	c *concurrentCreates
+}
+
+func (s concurrentCreatesSlices) Create(ctx context.Context, slice *resourcev1.ResourceSlice, opts metav1.CreateOptions) (*resourcev1.ResourceSlice, error) {
+	c := s.c
+	c.mu.Lock()
+	c.inFlight++
+	c.maxInFlight = max(c.maxInFlight, c.inFlight)
+	if c.inFlight == c.want && !c.allInClosed {
+		close(c.allIn)
+		c.allInClosed = true
+	}
+	c.mu.Unlock()
+	select {
+	case <-c.allIn:
+	case <-c.giveUp:
+	}
+	c.mu.Lock()
+	c.inFlight--
+	c.mu.Unlock()
+	return s.ResourceSliceInterface.Create(ctx, slice, opts)
 }

@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -92,6 +91,9 @@ const (
 	PCIeRootsPerNode = 2
 	// ReasonSimulated is the reason on the conditions the simulator sets.
 	ReasonSimulated = "Simulated"
+	// nodeAgentWritesPerSecond is a node agent's slice publishing budget
+	// (the driver library's default).
+	nodeAgentWritesPerSecond = 10
 )
 
 // Options say what is simulated.
@@ -223,9 +225,13 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 	}
 	publisher, err := dra.NewPublisher(resourceClient, dra.Options{
 		DriverName: opts.Driver,
-		// Seeding hundreds of nodes should not wait for a budget meant
-		// for one driver on one node.
-		WritesPerSecond: 1000,
+		// The simulator publishes for as many node agents as it
+		// simulates: it gets the budget of all of them (a node agent's
+		// default is 10 writes/s), and at least one that does not make
+		// seeding hundreds of nodes wait. The nodes' pools are written
+		// as concurrently as the nodes are registered.
+		WritesPerSecond: max(1000, nodeAgentWritesPerSecond*float64(opts.Nodes)),
+		Workers:         opts.SeedWorkers,
 		SliceName: func(poolName string, index int) string {
 			if index == 0 {
 				return SliceName(poolName, opts.Driver)
@@ -315,7 +321,7 @@ func (s *Simulator) Run(ctx context.Context, workers int) {
 func (s *Simulator) Seed(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	start := s.clock.Now()
-	generations, err := s.removeStale(ctx)
+	generations, existing, err := s.removeStale(ctx)
 	if err != nil {
 		return err
 	}
@@ -327,7 +333,7 @@ func (s *Simulator) Seed(ctx context.Context) error {
 	var done atomic.Int64
 	total := int64(s.opts.Nodes)
 	err = s.forEachNode(ctx, func(ctx context.Context, name string) error {
-		if err := s.registerNode(ctx, name); err != nil {
+		if err := s.registerNode(ctx, name, existing[name]); err != nil {
 			return err
 		}
 		// Progress in tenths, so 500 nodes log ten lines, not 500.
@@ -351,15 +357,21 @@ func (s *Simulator) Seed(ctx context.Context) error {
 // forEachNode runs f for every simulated node on SeedWorkers goroutines
 // and returns the first error.
 func (s *Simulator) forEachNode(ctx context.Context, f func(context.Context, string) error) error {
+	return forEach(ctx, s.opts.SeedWorkers, s.opts.Nodes, func(ctx context.Context, i int) error { return f(ctx, NodeName(i)) })
+}
+
+// forEach runs f for 0 .. n-1 on at most workers goroutines and returns
+// the first error; an error stops the items not started yet.
+func forEach(ctx context.Context, workers, n int, f func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	names := make(chan string)
-	errs := make(chan error, s.opts.SeedWorkers)
+	items := make(chan int)
+	errs := make(chan error, workers)
 	var wg sync.WaitGroup
-	for range min(s.opts.SeedWorkers, s.opts.Nodes) {
+	for range min(workers, n) {
 		wg.Go(func() {
-			for name := range names {
-				if err := f(ctx, name); err != nil {
+			for i := range items {
+				if err := f(ctx, i); err != nil {
 					errs <- err
 					cancel()
 					return
@@ -368,14 +380,14 @@ func (s *Simulator) forEachNode(ctx context.Context, f func(context.Context, str
 		})
 	}
 feed:
-	for i := range s.opts.Nodes {
+	for i := range n {
 		select {
-		case names <- NodeName(i):
+		case items <- i:
 		case <-ctx.Done():
 			break feed
 		}
 	}
-	close(names)
+	close(items)
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
@@ -386,20 +398,38 @@ feed:
 
 // removeStale deletes the driver's slices on the simulated nodes (a node
 // agent starts from a clean slate) and the slices and nodes of an earlier
-// run that are no longer simulated. It returns the highest pool generation
-// seen per node, so the new slices supersede the old ones.
-func (s *Simulator) removeStale(ctx context.Context) (map[string]int64, error) {
+// run that are no longer simulated, SeedWorkers at a time. It returns the
+// highest pool generation seen per node, so the new slices supersede the
+// old ones, and the simulated nodes that exist already.
+func (s *Simulator) removeStale(ctx context.Context) (map[string]int64, map[string]*corev1.Node, error) {
 	logger := klog.FromContext(ctx)
-	slices, err := s.resourceClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+	generations, removedSlices, err := s.removeStaleSlices(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	existing, removedNodes, err := s.removeStaleNodes(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if removedSlices > 0 || removedNodes > 0 {
+		logger.Info("Removed stale objects of the simulated driver", "slices", removedSlices, "nodes", removedNodes)
+	}
+	return generations, existing, nil
+}
+
+// removeStaleSlices deletes the driver's slices on the simulated nodes
+// and its slices on nodes no longer simulated.
+func (s *Simulator) removeStaleSlices(ctx context.Context) (map[string]int64, int, error) {
+	list, err := s.resourceClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.driver", s.opts.Driver).String(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list slices of driver %s: %w", s.opts.Driver, err)
+		return nil, 0, fmt.Errorf("list slices of driver %s: %w", s.opts.Driver, err)
 	}
 	generations := map[string]int64{}
-	removed := 0
-	for i := range slices.Items {
-		slice := &slices.Items[i]
+	var stale []*resourcev1.ResourceSlice
+	for i := range list.Items {
+		slice := &list.Items[i]
 		nodeName := ptr.Deref(slice.Spec.NodeName, "")
 		ours := slice.Labels[LabelSimulatedBy] == s.opts.Driver
 		if slice.Spec.Driver != s.opts.Driver || !(s.nodes[nodeName] || ours) {
@@ -410,56 +440,74 @@ func (s *Simulator) removeStale(ctx context.Context) (map[string]int64, error) {
 		if s.nodes[nodeName] {
 			generations[nodeName] = max(generations[nodeName], slice.Spec.Pool.Generation)
 		}
+		stale = append(stale, slice)
+	}
+	err = forEach(ctx, s.opts.SeedWorkers, len(stale), func(ctx context.Context, i int) error {
+		slice := stale[i]
 		err := s.resourceClient.ResourceV1().ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &slice.UID},
 		})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return nil, fmt.Errorf("remove stale slice %s: %w", slice.Name, err)
+			return fmt.Errorf("remove stale slice %s: %w", slice.Name, err)
 		}
-		removed++
-	}
-	nodes, err := s.kubeClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{LabelSimulatedBy: s.opts.Driver}).String(),
+		return nil
 	})
+	return generations, len(stale), err
+}
+
+// removeStaleNodes deletes the nodes an earlier run simulated that this
+// one does not, and returns the simulated nodes that exist already.
+func (s *Simulator) removeStaleNodes(ctx context.Context) (map[string]*corev1.Node, int, error) {
+	list, err := s.kubeClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("list simulated nodes: %w", err)
+		return nil, 0, fmt.Errorf("list nodes: %w", err)
 	}
-	removedNodes := 0
-	for i := range nodes.Items {
-		node := &nodes.Items[i]
-		if s.nodes[node.Name] || node.Labels[LabelSimulatedBy] != s.opts.Driver {
-			continue
+	existing := map[string]*corev1.Node{}
+	var stale []*corev1.Node
+	for i := range list.Items {
+		node := &list.Items[i]
+		switch {
+		case s.nodes[node.Name]:
+			existing[node.Name] = node
+		case node.Labels[LabelSimulatedBy] == s.opts.Driver:
+			stale = append(stale, node)
 		}
+	}
+	err = forEach(ctx, s.opts.SeedWorkers, len(stale), func(ctx context.Context, i int) error {
+		node := stale[i]
 		err := s.kubeClient.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &node.UID},
 		})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return nil, fmt.Errorf("remove node %s that is no longer simulated: %w", node.Name, err)
+			return fmt.Errorf("remove node %s that is no longer simulated: %w", node.Name, err)
 		}
-		removedNodes++
-	}
-	if removed > 0 || removedNodes > 0 {
-		logger.Info("Removed stale objects of the simulated driver", "slices", removed, "nodes", removedNodes)
-	}
-	return generations, nil
+		return nil
+	})
+	return existing, len(stale), err
 }
 
-// registerNode creates the node if needed, makes sure it carries the
-// simulator's labels and reports it Ready.
-func (s *Simulator) registerNode(ctx context.Context, name string) error {
+// registerNode makes sure the node exists with the simulator's labels and
+// reports it Ready. A node that does not exist yet (existing is nil) is
+// created Ready in one request, as a kubelet registers its node with its
+// status; one that exists gets the missing labels and a fresh status.
+func (s *Simulator) registerNode(ctx context.Context, name string, existing *corev1.Node) error {
 	nodes := s.kubeClient.CoreV1().Nodes()
-	node, err := nodes.Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		node, err = nodes.Create(ctx, s.desiredNode(name), metav1.CreateOptions{FieldManager: ControllerName})
-		if apierrors.IsAlreadyExists(err) {
-			node, err = nodes.Get(ctx, name, metav1.GetOptions{})
-		}
-		if err != nil {
+	node := existing
+	if node == nil {
+		desired := s.desiredNode(name)
+		now := metav1.NewTime(s.clock.Now())
+		desired.Status.Conditions = []corev1.NodeCondition{readyCondition(now, now)}
+		created, err := nodes.Create(ctx, desired, metav1.CreateOptions{FieldManager: ControllerName})
+		switch {
+		case err == nil:
+			s.setOwner(name, created.UID)
+			return nil
+		case !apierrors.IsAlreadyExists(err):
 			return fmt.Errorf("register node %s: %w", name, err)
 		}
-	case err != nil:
-		return fmt.Errorf("get node %s: %w", name, err)
+		if node, err = nodes.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("get node %s: %w", name, err)
+		}
 	}
 	if missing := missingLabels(node.Labels, s.nodeLabels(name)); len(missing) > 0 {
 		node = node.DeepCopy()
@@ -469,14 +517,33 @@ func (s *Simulator) registerNode(ctx context.Context, name string) error {
 		for key, value := range missing {
 			node.Labels[key] = value
 		}
+		var err error
 		if node, err = nodes.Update(ctx, node, metav1.UpdateOptions{FieldManager: ControllerName}); err != nil {
 			return fmt.Errorf("label node %s: %w", name, err)
 		}
 	}
-	s.mu.Lock()
-	s.owners[name] = node.UID
-	s.mu.Unlock()
+	s.setOwner(name, node.UID)
 	return s.reportReady(ctx, node)
+}
+
+// setOwner records the UID of a registered node, for its slices' owner
+// reference.
+func (s *Simulator) setOwner(name string, uid types.UID) {
+	s.mu.Lock()
+	s.owners[name] = uid
+	s.mu.Unlock()
+}
+
+// readyCondition is the Ready condition the simulator reports.
+func readyCondition(heartbeat, transition metav1.Time) corev1.NodeCondition {
+	return corev1.NodeCondition{
+		Type:               corev1.NodeReady,
+		Status:             corev1.ConditionTrue,
+		Reason:             ReasonSimulated,
+		Message:            "simulated by dra-apiserver --simulate-nodes",
+		LastHeartbeatTime:  heartbeat,
+		LastTransitionTime: transition,
+	}
 }
 
 // reportReady writes the node status a kubelet would: capacity, address
@@ -489,14 +556,7 @@ func (s *Simulator) reportReady(ctx context.Context, node *corev1.Node) error {
 	node.Status.Allocatable = desired.Allocatable
 	node.Status.Addresses = desired.Addresses
 	node.Status.NodeInfo = desired.NodeInfo
-	ready := corev1.NodeCondition{
-		Type:               corev1.NodeReady,
-		Status:             corev1.ConditionTrue,
-		Reason:             ReasonSimulated,
-		Message:            "simulated by dra-apiserver --simulate-nodes",
-		LastHeartbeatTime:  now,
-		LastTransitionTime: now,
-	}
+	ready := readyCondition(now, now)
 	found := false
 	for i := range node.Status.Conditions {
 		c := &node.Status.Conditions[i]
@@ -552,7 +612,7 @@ func (s *Simulator) heartbeat(ctx context.Context) {
 		node, err := s.kubeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 		if apierrors.IsNotFound(err) {
 			logger.Info("Simulated node was deleted, registering it again", "node", name)
-			if err = s.registerNode(ctx, name); err == nil {
+			if err = s.registerNode(ctx, name, nil); err == nil {
 				// The slices went with the old node; publish them
 				// again, owned by the new one.
 				s.publisher.Update(s.pools()...)

@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"testing"
@@ -529,4 +530,73 @@ func TestEnqueueConsumers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSeedNodeRequests: seeding lists the nodes once; a node that does not
+// exist is registered Ready in one create, as a kubelet registers its node
+// with its status, and one that exists gets one status update; no node is
+// read one by one.
+func TestSeedNodeRequests(t *testing.T) {
+	tests := []struct {
+		name        string
+		kubeObjects []runtime.Object
+		want        map[string]int // verb[/subresource] -> requests on nodes
+	}{
+		{
+			name: "fresh store",
+			want: map[string]int{"list": 1, "create": 3},
+		},
+		{
+			name: "nodes of an earlier run",
+			kubeObjects: []runtime.Object{
+				labelled(simNode("sim-node-0", corev1.ConditionFalse)), labelled(simNode("sim-node-1", corev1.ConditionTrue)), labelled(simNode("sim-node-2", corev1.ConditionTrue)),
+			},
+			want: map[string]int{"list": 1, "update/status": 3},
+		},
+		{
+			name:        "a node registered by hand without the labels",
+			kubeObjects: []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "sim-node-1"}}},
+			want:        map[string]int{"list": 1, "create": 2, "update": 1, "update/status": 1},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newSimulator(t, Options{Nodes: 3, DevicesPerNode: 1, Driver: driver}, tc.kubeObjects, nil)
+			h.kube.ClearActions()
+			if err := h.sim.Seed(h.ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			for _, action := range h.kube.Actions() {
+				if action.GetResource().Resource != "nodes" {
+					continue
+				}
+				key := action.GetVerb()
+				if sub := action.GetSubresource(); sub != "" {
+					key += "/" + sub
+				}
+				got[key]++
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("requests on nodes %v, want %v", got, tc.want)
+			}
+			nodes, err := h.kube.CoreV1().Nodes().List(h.ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, node := range nodes.Items {
+				if !nodeReady(&node) || node.Labels[LabelSimulatedBy] != driver || len(node.Status.Capacity) == 0 {
+					t.Errorf("node %s not registered Ready with the labels and capacity: %+v", node.Name, node)
+				}
+			}
+		})
+	}
+}
+
+// labelled gives a node every label the simulator sets.
+func labelled(node *corev1.Node) *corev1.Node {
+	node.Labels = map[string]string{
+		corev1.LabelHostname: node.Name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64", LabelSimulatedBy: driver,
+	}
+	return node
 }
