@@ -85,7 +85,7 @@ func main() {
 	flag.IntVar(&c.totalClaims, "total-claims", 10000, "Claims in the store when the last RSS is taken")
 	flag.IntVar(&c.pools, "pools", 5000, "Pools (one slice each) for the resourcepools benchmark")
 	flag.IntVar(&c.poolEvents, "pool-events", 500, "Claims allocated and released per round of the resourcepools benchmark")
-	flag.StringVar(&c.only, "only", "", "Run only this part: claims, pods, resourcepools")
+	flag.StringVar(&c.only, "only", "", "Run only this part: startups, claims, pods, resourcepools")
 	flag.IntVar(&c.startups, "startups", 5, "Fresh starts and restarts whose median time to /readyz is reported")
 	flag.StringVar(&c.profile.dir, "profile-dir", "", "Save the server's CPU profiles of the concurrent claim creates and of the pods phase, and heap profiles after the pods phase, into this directory")
 	flag.IntVar(&c.profile.seconds, "profile-seconds", 10, "Length of the CPU profiles, taken from the first concurrent claim create and from the first pod create (-profile-dir)")
@@ -114,6 +114,8 @@ func run(c config) error {
 	c.startups = max(c.startups, 1)
 	report("machine", fmt.Sprintf("%d CPUs; data dirs in %s", runtime.NumCPU(), c.workDir))
 	switch c.only {
+	case "startups":
+		return benchStartups(c)
 	case "resourcepools":
 		return benchResourcePools(c)
 	case "pods":
@@ -180,6 +182,24 @@ func benchStartup(c config) (*server, error) {
 	report("exec to /readyz, fresh data dir (median)", medianReport(fresh))
 	report("exec to /readyz, restart on the same data dir (median)", medianReport(restart))
 	return s, nil
+}
+
+// benchStartups measures only the starts: plain (fresh and restart, as in
+// step 1) and once with the simulated nodes of the pods benchmark.
+func benchStartups(c config) error {
+	s, err := benchStartup(c)
+	if err != nil {
+		return err
+	}
+	s.stop()
+	s, err = startServer(c.binary, filepath.Join(c.workDir, "simulated"), "-v=1",
+		fmt.Sprintf("--simulate-nodes=%d", c.nodes), fmt.Sprintf("--simulate-devices-per-node=%d", c.devices))
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	report(fmt.Sprintf("exec to /readyz with %d simulated nodes x %d GPUs", c.nodes, c.devices), seconds(s.ready))
+	return nil
 }
 
 // medianReport is the median of ds with all the values, in seconds.
