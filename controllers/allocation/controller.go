@@ -146,6 +146,10 @@ type Controller struct {
 	inventoryGeneration int64
 	// slices caches converted slices by UID and resourceVersion.
 	slices map[types.UID]convertedSlice
+	// nodesGeneration counts node events that can change which nodes are
+	// candidates; nodes is rebuilt when it moved on (nodeSetLocked).
+	nodesGeneration atomic.Int64
+	nodes           *nodeSet
 
 	// clusterEvents counts events that may make unschedulable pods fit;
 	// an attempt that saw it change meanwhile is retried instead of
@@ -239,8 +243,9 @@ func NewController(
 	}
 	c.extendedResources = opts.ExtendedResources
 	taintRuleInformer = c.useTaintRules(taintRuleInformer)
-	// The inventory is built on first use.
+	// The inventory and the node set are built on first use.
 	c.snapshotGeneration.Store(1)
+	c.nodesGeneration.Store(1)
 
 	if err := c.podIndexer.AddIndexers(cache.Indexers{podsByClaimIndex: podsByClaimIndexFunc}); err != nil {
 		return nil, fmt.Errorf("add pod indexer: %w", err)
@@ -300,7 +305,9 @@ func (c *Controller) addEventHandlers(logger klog.Logger,
 		{"node", nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onNode(logger, nil, obj) },
 			UpdateFunc: func(oldObj, obj any) { c.onNode(logger, oldObj, obj) },
-			// A node that goes away frees nothing.
+			// A node that goes away frees nothing, it only stops being a
+			// candidate.
+			DeleteFunc: func(any) { c.onNodeDeleted() },
 		}},
 		{"claim", claimInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onClaim(logger, obj, false) },
@@ -455,7 +462,9 @@ func (c *Controller) boundPodNeedsWork(pod *corev1.Pod) bool {
 }
 
 // onNode: a node that becomes usable or changes labels, taints or
-// schedulability may fit pods that did not fit before.
+// schedulability may fit pods that did not fit before. Other updates
+// (heartbeats, other status) change nothing that node selection reads, so
+// they keep the node set as it is.
 func (c *Controller) onNode(logger klog.Logger, oldObj, obj any) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
@@ -469,8 +478,12 @@ func (c *Controller) onNode(logger klog.Logger, oldObj, obj any) {
 			return
 		}
 	}
+	c.nodesGeneration.Add(1)
 	c.requeueUnschedulable(logger, "node changed", klog.KObj(node), "")
 }
+
+// onNodeDeleted: the node is no candidate any more.
+func (c *Controller) onNodeDeleted() { c.nodesGeneration.Add(1) }
 
 // onClaim keeps the allocation tracker current and queues the pods that
 // use the claim. A claim that releases devices may let unschedulable

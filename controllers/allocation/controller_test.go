@@ -794,6 +794,7 @@ type testController struct {
 	resourceClient *resourcefake.Clientset
 	podStore       cache.Store
 	claimStore     cache.Store
+	nodeStore      cache.Store
 	recorder       *record.FakeRecorder
 	// t and logger are set by tests of the event handlers.
 	t      *testing.T
@@ -879,7 +880,8 @@ func newTestController(t *testing.T, logger klog.Logger, tc testCase) *testContr
 		mustAdd(t, taintRuleInformer.Informer().GetStore(), rule)
 	}
 	return &testController{Controller: c, kubeClient: kubeClient, resourceClient: resourceClient,
-		podStore: podInformer.Informer().GetStore(), claimStore: claimInformer.Informer().GetStore(), recorder: recorder}
+		podStore: podInformer.Informer().GetStore(), claimStore: claimInformer.Informer().GetStore(),
+		nodeStore: nodeInformer.Informer().GetStore(), recorder: recorder}
 }
 
 func runSyncTest(t *testing.T, tc testCase) {
@@ -1099,5 +1101,12 @@ func mustAdd(t *testing.T, store cache.Store, obj any) {
 	t.Helper()
 	if err := store.Add(obj); err != nil {
 		t.Fatalf("add to informer store: %v", err)
+	}
+}
+
+func mustUpdate(t *testing.T, store cache.Store, obj any) {
+	t.Helper()
+	if err := store.Update(obj); err != nil {
+		t.Fatalf("update in informer store: %v", err)
 	}
 }

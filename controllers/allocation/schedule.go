@@ -395,6 +395,7 @@ func (f nodeFilter) total() int {
 
 // candidateNodes lists the nodes the pod may go to, sorted by name. A pod
 // with spec.nodeName has exactly that node (which need not be known).
+// Callers hold the tracker mutex and must not modify the list.
 func (c *Controller) candidateNodes(logger klog.Logger, pod *corev1.Pod, allocated []*corev1.NodeSelector) ([]*corev1.Node, nodeFilter, error) {
 	var filter nodeFilter
 	if pod.Spec.NodeName != "" {
@@ -411,19 +412,7 @@ func (c *Controller) candidateNodes(logger klog.Logger, pod *corev1.Pod, allocat
 		filter.candidates++
 		return []*corev1.Node{node}, filter, nil
 	}
-	all, err := c.nodeLister.List(labels.Everything())
-	if err != nil {
-		return nil, filter, fmt.Errorf("list nodes from cache: %w", err)
-	}
-	nodes := make([]*corev1.Node, 0, len(all))
-	for _, node := range all {
-		if candidateNode(logger, pod, node, allocated, &filter) {
-			nodes = append(nodes, node)
-		}
-	}
-	filter.candidates = len(nodes)
-	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
-	return nodes, filter, nil
+	return c.candidatesLocked(logger, pod, allocated)
 }
 
 // currentInventoryLocked returns the prepared inventory, rebuilding it
