@@ -62,6 +62,10 @@ func (u *InUse) SetClaim(uid types.UID, alloc *resourceapi.AllocationResult) {
 	}
 }
 
+// Claim returns the allocation recorded for the claim with this UID, nil
+// if none.
+func (u *InUse) Claim(uid types.UID) *resourceapi.AllocationResult { return u.byClaim[uid] }
+
 // AddAllocation records the devices of one allocation that is not tracked
 // by claim. Admin access does not make a device busy, so such results are
 // not recorded.
@@ -210,6 +214,66 @@ func (inv *Inventory) State(u *InUse) *State {
 		s.capUsed[d.index] = used
 	}
 	return s
+}
+
+// Refresh brings the state up to date with u for the devices of the given
+// allocations, after u changed for them (the allocation a claim had and
+// the one it has now): afterwards the state is what the inventory's State
+// would build from u, without looking at every allocation again. The
+// allocation controller keeps one state current this way. It must not
+// run concurrently with Allocate or SelectNode on the same State.
+func (s *State) Refresh(u *InUse, allocs ...*resourceapi.AllocationResult) {
+	for _, alloc := range allocs {
+		if alloc == nil {
+			continue
+		}
+		for _, r := range alloc.Devices.Results {
+			id := DeviceID{r.Driver, r.Pool, r.Device}
+			if d := s.inv.byID[id]; d != nil {
+				s.refreshDevice(u, id, d)
+			}
+		}
+	}
+}
+
+// refreshDevice recomputes one device's part of the state from u, as
+// State does.
+func (s *State) refreshDevice(u *InUse, id DeviceID, d *device) {
+	i := d.index
+	if n := u.admin[id]; n > 0 {
+		if s.admin == nil {
+			s.admin = make(map[int]int)
+		}
+		s.admin[i] = n
+	} else if s.admin != nil {
+		delete(s.admin, i)
+		if len(s.admin) == 0 {
+			s.admin = nil
+		}
+	}
+	consumed := s.busy[i] || s.shared[i]
+	use := u.shared[id]
+	s.busy[i], s.shared[i] = u.exclusive[id] > 0, use != nil
+	if now := s.busy[i] || s.shared[i]; now != consumed {
+		sign := int64(1)
+		if !now {
+			sign = -1
+		}
+		for _, c := range d.counters {
+			s.counterFree[c.counter] -= sign * c.amount
+		}
+	}
+	if use == nil {
+		delete(s.capUsed, i)
+		return
+	}
+	used := make([]int64, len(d.caps))
+	for name, q := range use.consumed {
+		if ci := capacityIndex(d, name); ci >= 0 {
+			used[ci] += q.MilliValue()
+		}
+	}
+	s.capUsed[i] = used
 }
 
 // AddAllocation folds one more allocation into the state, as if it had

@@ -333,14 +333,18 @@ func (c *Controller) releaseClaim(ctx context.Context, key string, pod *corev1.P
 // nothing else fits, with them: the pod goes elsewhere if it can, and
 // tries the same device again if it must.
 func (c *Controller) selectNode(ctx context.Context, pod *corev1.Pod, inv *allocator.Inventory, claims []*resourceapi.ResourceClaim, nodes []*corev1.Node) (allocator.Selection, error) {
-	inUse := c.tracker.inUseLocked()
-	avoiding, ok := c.waits.addAvoided(pod.UID, inUse)
-	selection, err := c.allocator.SelectNode(ctx, inv.State(avoiding), claims, nodes)
+	state := c.tracker.stateLocked(inv)
+	avoiding, ok := c.waits.addAvoided(pod.UID, c.tracker.inUseLocked())
+	first := state
+	if ok {
+		first = inv.State(avoiding)
+	}
+	selection, err := c.allocator.SelectNode(ctx, first, claims, nodes)
 	if !ok || err != nil || selection.Chosen != nil {
 		return selection, err
 	}
 	klog.FromContext(ctx).V(4).Info("Nothing fits without the devices whose binding conditions failed, trying them again")
-	return c.allocator.SelectNode(ctx, inv.State(inUse), claims, nodes)
+	return c.allocator.SelectNode(ctx, state, claims, nodes)
 }
 
 // bindingWaits is the controller's memory of pods and claims waiting for

@@ -28,6 +28,11 @@ type allocationTracker struct {
 	// is kept up to date on every change of seen or pending, so that a
 	// decision does not count every allocation in the cluster again.
 	inUse *allocator.InUse
+	// state is inUse folded into stateInventory, refreshed with inUse
+	// per claim, so that a decision does not fold every allocation in
+	// again either (stateLocked).
+	state          *allocator.State
+	stateInventory *allocator.Inventory
 }
 
 // pendingAllocation is an allocation that the controller made and may not
@@ -56,7 +61,14 @@ func newAllocationTracker() *allocationTracker {
 // countLocked brings inUse up to date for one claim after seen or pending
 // changed for it. Callers hold the mutex.
 func (t *allocationTracker) countLocked(uid types.UID) {
-	t.inUse.SetClaim(uid, t.allocationLocked(uid))
+	old, allocation := t.inUse.Claim(uid), t.allocationLocked(uid)
+	if old == allocation {
+		return
+	}
+	t.inUse.SetClaim(uid, allocation)
+	if t.state != nil {
+		t.state.Refresh(t.inUse, old, allocation)
+	}
 }
 
 // observe records what the informer says about a claim; a nil allocation
@@ -100,6 +112,16 @@ func (t *allocationTracker) allocationLocked(uid types.UID) *resourceapi.Allocat
 // read it (Clone it to count more).
 func (t *allocationTracker) inUseLocked() *allocator.InUse {
 	return t.inUse
+}
+
+// stateLocked is the accounting of inUseLocked folded into the inventory,
+// the tracker's own, kept up to date in place: callers hold the mutex and
+// only read it.
+func (t *allocationTracker) stateLocked(inv *allocator.Inventory) *allocator.State {
+	if t.state == nil || t.stateInventory != inv {
+		t.state, t.stateInventory = inv.State(t.inUse), inv
+	}
+	return t.state
 }
 
 // addPendingLocked records allocations made for a pod before they are

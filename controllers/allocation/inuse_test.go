@@ -3,6 +3,7 @@ package allocation
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"testing"
 
@@ -15,7 +16,8 @@ import (
 // TestTrackerCountsIncrementally: after any sequence of informer events,
 // pending allocations, writes, drops and deletions, the accounting the
 // tracker keeps up to date counts exactly the devices that counting every
-// known allocation from scratch does.
+// known allocation from scratch does, and the allocator state it keeps up
+// to date with it is the state built from that count.
 func TestTrackerCountsIncrementally(t *testing.T) {
 	const claims, devices, steps = 8, 6, 3000
 	allocation := func(device int) *resourceapi.AllocationResult {
@@ -35,10 +37,20 @@ func TestTrackerCountsIncrementally(t *testing.T) {
 		}
 		return u
 	}
+	node := "node-a"
+	slice := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: testDriver, NodeName: &node,
+		Pool: resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}}}
+	for d := range devices - 1 { // one device the inventory does not know
+		slice.Spec.Devices = append(slice.Spec.Devices, resourceapi.Device{Name: fmt.Sprintf("gpu-%d", d)})
+	}
+	inv := allocator.New(allocator.Options{}).Prepare(allocator.Snapshot{Slices: []*resourceapi.ResourceSlice{slice}})
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			random := rand.New(rand.NewPCG(seed, 1))
 			tracker := newAllocationTracker()
+			tracker.mutex.Lock()
+			tracker.stateLocked(inv)
+			tracker.mutex.Unlock()
 			rv := 0
 			for step := range steps {
 				uid := types.UID(fmt.Sprintf("claim-%d", random.IntN(claims)))
@@ -79,6 +91,9 @@ func TestTrackerCountsIncrementally(t *testing.T) {
 					if got.Allocated(id) != want.Allocated(id) {
 						t.Fatalf("step %d (%s %s): gpu-%d allocated=%v, counted from scratch %v", step, op, uid, d, got.Allocated(id), want.Allocated(id))
 					}
+				}
+				if got, want := tracker.stateLocked(inv), inv.State(want); !reflect.DeepEqual(got, want) {
+					t.Fatalf("step %d (%s %s): state %+v, built from scratch %+v", step, op, uid, got, want)
 				}
 				tracker.mutex.Unlock()
 			}
