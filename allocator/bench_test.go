@@ -67,6 +67,10 @@ func simpleWorkload(numNodes, perNode int, fill string) workload {
 		useDevices(u, slices, perNode, func(n, d int) bool { return d >= perNode/2 })
 	case "fullButOne":
 		useDevices(u, slices, perNode, func(n, d int) bool { return n == numNodes/2 && d == perNode-1 })
+	case "inOrder":
+		// As MostAllocated fills nodes sorted by name: the first half
+		// full, the next node partly, the rest empty.
+		useDevices(u, slices, perNode, func(n, d int) bool { return n > numNodes/2 || n == numNodes/2 && d >= perNode/2 })
 	}
 	return workload{
 		classes: classes(benchClass()), slices: slices, nodes: nodes, inUse: u,
@@ -163,6 +167,7 @@ var workloads = []struct {
 	{"500x8/halfFull", func() workload { return simpleWorkload(500, 8, "half") }},
 	{"500x8/fullButOne", func() workload { return simpleWorkload(500, 8, "fullButOne") }},
 	{"5000x8/halfFull", func() workload { return simpleWorkload(5000, 8, "half") }},
+	{"5000x8/inOrder", func() workload { return simpleWorkload(5000, 8, "inOrder") }},
 	{"500x8/celSelector", celWorkload},
 	{"500x8/matchAttribute4", matchAttributeWorkload},
 	{"500x14/partitionable", func() workload { return partitionableWorkload(500) }},
@@ -174,6 +179,34 @@ var workloads = []struct {
 func BenchmarkSelectNode(b *testing.B) {
 	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) { benchmarkSelectNode(b, w.make(), false) })
+	}
+}
+
+// BenchmarkChooseNode is BenchmarkSelectNode with ChooseNode, which
+// passes over nodes that cannot fit or cannot be chosen.
+func BenchmarkChooseNode(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) { benchmarkChooseNode(b, w.make()) })
+	}
+}
+
+func benchmarkChooseNode(b *testing.B, w workload) {
+	a := New(Options{NewShareID: func() types.UID { return "share" }})
+	inv := a.Prepare(Snapshot{Classes: w.classes, Slices: w.slices})
+	ctx := context.Background()
+	st := inv.State(w.inUse)
+	sel, err := a.ChooseNode(ctx, st, w.claims, w.nodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if sel.Chosen == nil {
+		b.Fatalf("no node fits: %s", sel.Summary())
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.ChooseNode(ctx, st, w.claims, w.nodes); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -445,6 +445,8 @@ type nodeView struct {
 	// allocations: then any devices that pass the per-device checks can be
 	// allocated together, and their order carries no preference.
 	plain bool
+	// multi is set when some device allows multiple allocations.
+	multi bool
 }
 
 // view returns the node's devices, computed once per node (and again when
@@ -472,6 +474,7 @@ func (inv *Inventory) view(node *corev1.Node) *nodeView {
 		if len(d.counters) > 0 || d.multi {
 			v.plain = false
 		}
+		v.multi = v.multi || d.multi
 		if d.pool != last {
 			last = d.pool
 			if d.pool.unusable() {

@@ -19,6 +19,8 @@ type Selection struct {
 	Score float64
 	// Rejected holds the nodes that don't fit, in the order given.
 	Rejected []Result
+	// searched counts the nodes searched, for tests.
+	searched int
 }
 
 // Summary says in one line which node was chosen or why none fits,
@@ -58,18 +60,49 @@ func (s *Selection) Summary() string {
 // the choice only depends on the input, not on its order. Only the chosen
 // node gets AllocationResults; the others are only scored.
 func (a *Allocator) SelectNode(ctx context.Context, st *State, claims []*resourceapi.ResourceClaim, nodes []*corev1.Node) (Selection, error) {
+	return a.selectNode(ctx, st, claims, nodes, false)
+}
+
+// ChooseNode chooses the node that SelectNode chooses, with the same
+// score and allocations, but when one fits it does not explain the others:
+// Rejected is then empty, and nodes that cannot fit or cannot beat the
+// best node found so far are passed over without a search (see
+// plan.bounds). When no node fits, it is SelectNode. Nodes sorted by name
+// and filled in that order, as the allocation controller's are, are
+// passed over the most.
+func (a *Allocator) ChooseNode(ctx context.Context, st *State, claims []*resourceapi.ResourceClaim, nodes []*corev1.Node) (Selection, error) {
+	sel, err := a.selectNode(ctx, st, claims, nodes, true)
+	if err == nil && sel.Chosen == nil {
+		return a.SelectNode(ctx, st, claims, nodes)
+	}
+	return sel, err
+}
+
+func (a *Allocator) selectNode(ctx context.Context, st *State, claims []*resourceapi.ResourceClaim, nodes []*corev1.Node, choose bool) (Selection, error) {
 	var sel Selection
 	if len(claims) > 64 {
 		return sel, fmt.Errorf("%d claims, at most 64 can be allocated together", len(claims))
 	}
 	s := newSearch(ctx, st, newPlan(st.inv, claims))
+	var b bounds
+	if choose {
+		b = s.p.bounds()
+	}
 	best := -1
 	for i, node := range nodes {
-		ok, expl, err := s.onNode(node)
+		view := st.inv.view(node)
+		if b.ok && s.passOver(b, view, node, best >= 0, sel.Score, a.policy, nodes, best) {
+			continue
+		}
+		sel.searched++
+		ok, expl, err := s.onView(node, view)
 		if err != nil {
 			return Selection{}, err
 		}
 		if !ok {
+			if choose {
+				continue
+			}
 			if sel.Rejected == nil {
 				sel.Rejected = make([]Result, 0, len(nodes)-i)
 			}
@@ -105,6 +138,82 @@ func (a *Allocator) SelectNode(ctx context.Context, st *State, claims []*resourc
 		sel.Chosen = &Result{Node: nodes[best].Name, Allocations: a.results(s, nodes[best])}
 	}
 	return sel, nil
+}
+
+// bounds are what a plan takes of a node at least and at most, for
+// ChooseNode to pass over nodes without searching them.
+type bounds struct {
+	// ok is set when the plan has no problems and only requests for a
+	// number of devices without admin access: each of its picks then takes
+	// a device that no allocation holds exclusively.
+	ok bool
+	// need is how many picks the plan makes at least (each request's
+	// smallest alternative), most how many at most (its largest).
+	need, most int
+}
+
+func (p *plan) bounds() bounds {
+	if len(p.problems) > 0 {
+		return bounds{}
+	}
+	b := bounds{ok: true}
+	for _, g := range p.groups {
+		least, most := -1, 0
+		for _, sl := range g.slots {
+			if sl.all || sl.admin {
+				return bounds{}
+			}
+			if least < 0 || sl.count < least {
+				least = sl.count
+			}
+			most = max(most, sl.count)
+		}
+		b.need += max(least, 0)
+		b.most += most
+	}
+	return b
+}
+
+// passOver reports whether a node can be left out without changing the
+// choice: it cannot fit, or with the best score it could reach it would
+// still not be chosen over the best node so far (index best, with score).
+//
+// A pick never takes a device that an allocation holds exclusively, and
+// two picks only share a device that allows multiple allocations; on a
+// node without such devices the plan thus needs b.need free devices. The
+// score counts the devices in use after the picks; they add at most
+// b.most, and never go beyond all of the node's devices. With
+// LeastAllocated the score is at least what is in use already.
+func (s *search) passOver(b bounds, view *nodeView, node *corev1.Node, haveBest bool, bestScore float64, policy Policy, nodes []*corev1.Node, best int) bool {
+	total := len(view.devices)
+	if total == 0 {
+		return false
+	}
+	used, free := 0, 0
+	for _, d := range view.devices {
+		switch {
+		case s.st.busy[d.index]:
+			used++
+		case s.st.shared[d.index]:
+			used++
+			free++
+		default:
+			free++
+		}
+	}
+	if !view.multi && free < b.need {
+		return true
+	}
+	if !haveBest {
+		return false
+	}
+	var reach float64
+	if policy == LeastAllocated {
+		reach = float64(used) / float64(total)
+		return reach > bestScore || reach == bestScore && node.Name > nodes[best].Name
+	}
+	reach = float64(min(used+b.most, total)) / float64(total)
+	return reach < bestScore || reach == bestScore && node.Name > nodes[best].Name
 }
 
 // score is the fraction of the node's devices that are allocated once the

@@ -179,7 +179,12 @@ func (a *Allocator) Allocate(ctx context.Context, st *State, claims []*resourcea
 // onNode runs the whole allocation on one node. On success the picks hold
 // the solution.
 func (s *search) onNode(node *corev1.Node) (bool, *Explanation, error) {
-	s.view = s.st.inv.view(node)
+	return s.onView(node, s.st.inv.view(node))
+}
+
+// onView is onNode with the node's view looked up already.
+func (s *search) onView(node *corev1.Node, view *nodeView) (bool, *Explanation, error) {
+	s.view = view
 	var expl *Explanation
 	if len(s.p.problems) > 0 {
 		expl = &Explanation{Requests: slices.Clone(s.p.problems)}

@@ -331,7 +331,8 @@ func (c *Controller) releaseClaim(ctx context.Context, key string, pod *corev1.P
 // selectNode runs the allocator for the pod, first without the devices
 // whose binding conditions failed or timed out for it, then, when
 // nothing else fits, with them: the pod goes elsewhere if it can, and
-// tries the same device again if it must.
+// tries the same device again if it must. The rejected nodes are only
+// explained when no node fits (ChooseNode).
 func (c *Controller) selectNode(ctx context.Context, pod *corev1.Pod, inv *allocator.Inventory, claims []*resourceapi.ResourceClaim, nodes []*corev1.Node) (allocator.Selection, error) {
 	state := c.tracker.stateLocked(inv)
 	avoiding, ok := c.waits.addAvoided(pod.UID, c.tracker.inUseLocked())
@@ -339,12 +340,12 @@ func (c *Controller) selectNode(ctx context.Context, pod *corev1.Pod, inv *alloc
 	if ok {
 		first = inv.State(avoiding)
 	}
-	selection, err := c.allocator.SelectNode(ctx, first, claims, nodes)
+	selection, err := c.allocator.ChooseNode(ctx, first, claims, nodes)
 	if !ok || err != nil || selection.Chosen != nil {
 		return selection, err
 	}
 	klog.FromContext(ctx).V(4).Info("Nothing fits without the devices whose binding conditions failed, trying them again")
-	return c.allocator.SelectNode(ctx, state, claims, nodes)
+	return c.allocator.ChooseNode(ctx, state, claims, nodes)
 }
 
 // bindingWaits is the controller's memory of pods and claims waiting for
