@@ -160,6 +160,9 @@ type State struct {
 	counterFree []int64
 	// admin counts admin-access allocations per device index.
 	admin map[int]int
+	// nodeBusy and nodeUsed count, per node with devices of its own
+	// (device.local), those that are busy, and busy or shared.
+	nodeBusy, nodeUsed []int32
 }
 
 // State combines the inventory with the in-use accounting. Devices that the
@@ -171,6 +174,8 @@ func (inv *Inventory) State(u *InUse) *State {
 		shared:      make([]bool, len(inv.devices)),
 		capUsed:     make(map[int][]int64),
 		counterFree: append([]int64(nil), inv.counterTotals...),
+		nodeBusy:    make([]int32, inv.localNodes),
+		nodeUsed:    make([]int32, inv.localNodes),
 	}
 	if u == nil {
 		return s
@@ -213,7 +218,36 @@ func (inv *Inventory) State(u *InUse) *State {
 		}
 		s.capUsed[d.index] = used
 	}
+	for _, d := range inv.devices {
+		s.countLocal(d, false, false)
+	}
 	return s
+}
+
+// setFlags marks a device busy and shared or not, keeping the per-node
+// counts.
+func (s *State) setFlags(d *device, busy, shared bool) {
+	wasBusy, wasShared := s.busy[d.index], s.shared[d.index]
+	s.busy[d.index], s.shared[d.index] = busy, shared
+	s.countLocal(d, wasBusy, wasShared)
+}
+
+// countLocal moves a device's part of the per-node counts from the flags
+// it had to the flags it has.
+func (s *State) countLocal(d *device, wasBusy, wasShared bool) {
+	if d.local < 0 {
+		return
+	}
+	busy, shared := s.busy[d.index], s.shared[d.index]
+	s.nodeBusy[d.local] += count(busy) - count(wasBusy)
+	s.nodeUsed[d.local] += count(busy || shared) - count(wasBusy || wasShared)
+}
+
+func count(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Refresh brings the state up to date with u for the devices of the given
@@ -253,7 +287,7 @@ func (s *State) refreshDevice(u *InUse, id DeviceID, d *device) {
 	}
 	consumed := s.busy[i] || s.shared[i]
 	use := u.shared[id]
-	s.busy[i], s.shared[i] = u.exclusive[id] > 0, use != nil
+	s.setFlags(d, u.exclusive[id] > 0, use != nil)
 	if now := s.busy[i] || s.shared[i]; now != consumed {
 		sign := int64(1)
 		if !now {
@@ -299,10 +333,10 @@ func (s *State) AddAllocation(alloc *resourceapi.AllocationResult) {
 			}
 		}
 		if r.ShareID == nil {
-			s.busy[d.index] = true
+			s.setFlags(d, true, s.shared[d.index])
 			continue
 		}
-		s.shared[d.index] = true
+		s.setFlags(d, s.busy[d.index], true)
 		used := s.capUsed[d.index]
 		if used == nil {
 			used = make([]int64, len(d.caps))

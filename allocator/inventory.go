@@ -98,6 +98,10 @@ func sliceCountProblem(generation, have, want int64) string {
 // needs precomputed.
 type device struct {
 	index int
+	// local numbers the node of a device of a usable pool that is
+	// available on that node only (State counts them per node); -1 for
+	// the others.
+	local int32
 	id    DeviceID
 	api   *resourceapi.Device
 	slice *resourceapi.ResourceSlice
@@ -142,6 +146,10 @@ type Inventory struct {
 
 	byNode   map[string][]*device
 	floating []*device // devices usable on more than one node
+	// localIndex numbers the nodes in byNode (device.local);
+	// localNodes is how many there are.
+	localIndex map[string]int32
+	localNodes int
 
 	// withoutBindingConditions: see Snapshot.
 	withoutBindingConditions bool
@@ -149,6 +157,8 @@ type Inventory struct {
 
 	viewsMu sync.Mutex
 	views   map[string]*nodeView
+	// lastViews are the views of the node list ChooseNode was given last.
+	lastViews *viewList
 
 	exprsMu sync.RWMutex
 	exprs   map[string]*exprCache
@@ -203,7 +213,24 @@ func (a *Allocator) Prepare(snap Snapshot) *Inventory {
 	for _, id := range ids {
 		inv.addPool(id, grouped[id], snap.TaintRules, snap.WithoutDeviceTaints)
 	}
+	inv.numberLocal()
 	return inv
+}
+
+// numberLocal numbers the nodes with devices of their own, and their
+// devices of usable pools with it.
+func (inv *Inventory) numberLocal() {
+	inv.localIndex = make(map[string]int32, len(inv.byNode))
+	for name, devices := range inv.byNode {
+		local := int32(len(inv.localIndex))
+		inv.localIndex[name] = local
+		for _, d := range devices {
+			if !d.pool.unusable() {
+				d.local = local
+			}
+		}
+	}
+	inv.localNodes = len(inv.localIndex)
 }
 
 // addPool adds the devices of a pool's newest generation; a pool whose
@@ -300,6 +327,7 @@ func (inv *Inventory) newDevice(p *pool, s *resourceapi.ResourceSlice, api *reso
 	id := p.id
 	d := &device{
 		index: len(inv.devices),
+		local: -1,
 		id:    DeviceID{id.Driver, id.Pool, api.Name},
 		api:   api,
 		slice: s,
@@ -447,6 +475,9 @@ type nodeView struct {
 	plain bool
 	// multi is set when some device allows multiple allocations.
 	multi bool
+	// local is the node's number (device.local) when its devices are
+	// all its own, so that State counts them; -1 otherwise.
+	local int32
 }
 
 // view returns the node's devices, computed once per node (and again when
@@ -458,7 +489,7 @@ func (inv *Inventory) view(node *corev1.Node) *nodeView {
 	if ok && v.resourceVersion == node.ResourceVersion {
 		return v
 	}
-	v = &nodeView{resourceVersion: node.ResourceVersion}
+	v = &nodeView{resourceVersion: node.ResourceVersion, local: -1}
 	local := inv.byNode[node.Name]
 	all := make([]*device, 0, len(local))
 	all = append(all, local...)
@@ -466,6 +497,9 @@ func (inv *Inventory) view(node *corev1.Node) *nodeView {
 		if d.allNodes || NodeSelectorMatches(d.nodeSelector, node) {
 			all = append(all, d)
 		}
+	}
+	if i, ok := inv.localIndex[node.Name]; ok && len(all) == len(local) {
+		v.local = i
 	}
 	slices.SortFunc(all, func(a, b *device) int { return a.index - b.index })
 	var last *pool
@@ -489,6 +523,43 @@ func (inv *Inventory) view(node *corev1.Node) *nodeView {
 	inv.views[node.Name] = v
 	inv.viewsMu.Unlock()
 	return v
+}
+
+// viewList holds the views of a list of nodes, in its order, with what
+// ChooseNode reads of each in arrays of their own.
+type viewList struct {
+	nodes []*corev1.Node
+	views []*nodeView
+	local []int32
+	total []int32
+	multi []bool
+	// sorted: the node names do not descend.
+	sorted bool
+}
+
+// viewsOf returns the views of the nodes. The list of the previous call is
+// kept: the same node objects again, as the allocation controller passes
+// them while no node changes, cost one comparison each.
+func (inv *Inventory) viewsOf(nodes []*corev1.Node) *viewList {
+	inv.viewsMu.Lock()
+	last := inv.lastViews
+	inv.viewsMu.Unlock()
+	if last != nil && slices.Equal(last.nodes, nodes) {
+		return last
+	}
+	l := &viewList{nodes: slices.Clone(nodes), views: make([]*nodeView, len(nodes)),
+		local: make([]int32, len(nodes)), total: make([]int32, len(nodes)), multi: make([]bool, len(nodes)), sorted: true}
+	for i, node := range nodes {
+		v := inv.view(node)
+		l.views[i], l.local[i], l.total[i], l.multi[i] = v, v.local, int32(len(v.devices)), v.multi
+		if i > 0 && node.Name < nodes[i-1].Name {
+			l.sorted = false
+		}
+	}
+	inv.viewsMu.Lock()
+	inv.lastViews = l
+	inv.viewsMu.Unlock()
+	return l
 }
 
 // exprCache remembers one selector expression's result per device.

@@ -404,7 +404,8 @@ func TestStateAddAllocation(t *testing.T) {
 			got.AddAllocation(p)
 		}
 		if !reflect.DeepEqual(got.busy, want.busy) || !reflect.DeepEqual(got.shared, want.shared) ||
-			!reflect.DeepEqual(got.counterFree, want.counterFree) || !reflect.DeepEqual(got.capUsed, want.capUsed) {
+			!reflect.DeepEqual(got.counterFree, want.counterFree) || !reflect.DeepEqual(got.capUsed, want.capUsed) ||
+			!reflect.DeepEqual(got.nodeBusy, want.nodeBusy) || !reflect.DeepEqual(got.nodeUsed, want.nodeUsed) {
 			t.Fatalf("seed %d: state differs\n got %+v\nwant %+v", seed, *got, *want)
 		}
 	}

@@ -88,11 +88,20 @@ func (a *Allocator) selectNode(ctx context.Context, st *State, claims []*resourc
 	if choose {
 		b = s.p.bounds()
 	}
+	var views *viewList
+	if b.ok {
+		views = st.inv.viewsOf(nodes)
+	}
 	best := -1
 	for i, node := range nodes {
-		view := st.inv.view(node)
-		if b.ok && s.passOver(b, view, node, best >= 0, sel.Score, a.policy, nodes, best) {
-			continue
+		var view *nodeView
+		if views != nil {
+			if s.passOver(b, views, i, best, sel.Score, a.policy) {
+				continue
+			}
+			view = views.views[i]
+		} else {
+			view = st.inv.view(node)
 		}
 		sel.searched++
 		ok, expl, err := s.onView(node, view)
@@ -174,9 +183,10 @@ func (p *plan) bounds() bounds {
 	return b
 }
 
-// passOver reports whether a node can be left out without changing the
-// choice: it cannot fit, or with the best score it could reach it would
-// still not be chosen over the best node so far (index best, with score).
+// passOver reports whether node i of the list can be left out without
+// changing the choice: it cannot fit, or with the best score it could
+// reach it would still not be chosen over the best node so far (index
+// best, with bestScore).
 //
 // A pick never takes a device that an allocation holds exclusively, and
 // two picks only share a device that allows multiple allocations; on a
@@ -184,36 +194,44 @@ func (p *plan) bounds() bounds {
 // score counts the devices in use after the picks; they add at most
 // b.most, and never go beyond all of the node's devices. With
 // LeastAllocated the score is at least what is in use already.
-func (s *search) passOver(b bounds, view *nodeView, node *corev1.Node, haveBest bool, bestScore float64, policy Policy, nodes []*corev1.Node, best int) bool {
-	total := len(view.devices)
+func (s *search) passOver(b bounds, views *viewList, i, best int, bestScore float64, policy Policy) bool {
+	total := int(views.total[i])
 	if total == 0 {
 		return false
 	}
-	used, free := 0, 0
-	for _, d := range view.devices {
-		switch {
-		case s.st.busy[d.index]:
-			used++
-		case s.st.shared[d.index]:
-			used++
-			free++
-		default:
-			free++
+	var used, free int
+	if local := views.local[i]; local >= 0 {
+		used, free = int(s.st.nodeUsed[local]), total-int(s.st.nodeBusy[local])
+	} else {
+		for _, d := range views.views[i].devices {
+			if !s.st.busy[d.index] {
+				free++
+			}
+			if s.st.busy[d.index] || s.st.shared[d.index] {
+				used++
+			}
 		}
 	}
-	if !view.multi && free < b.need {
+	if !views.multi[i] && free < b.need {
 		return true
 	}
-	if !haveBest {
+	if best < 0 {
 		return false
 	}
-	var reach float64
+	reach := float64(min(used+b.most, total)) / float64(total)
 	if policy == LeastAllocated {
 		reach = float64(used) / float64(total)
-		return reach > bestScore || reach == bestScore && node.Name > nodes[best].Name
+		if reach != bestScore {
+			return reach > bestScore
+		}
+	} else if reach != bestScore {
+		return reach < bestScore
 	}
-	reach = float64(min(used+b.most, total)) / float64(total)
-	return reach < bestScore || reach == bestScore && node.Name > nodes[best].Name
+	// A tie goes to the name that sorts first.
+	if views.sorted {
+		return i > best
+	}
+	return views.nodes[i].Name > views.nodes[best].Name
 }
 
 // score is the fraction of the node's devices that are allocated once the
