@@ -801,7 +801,7 @@ type testController struct {
 	logger klog.Logger
 }
 
-func newTestController(t *testing.T, logger klog.Logger, tc testCase) *testController {
+func newTestController(t testing.TB, logger klog.Logger, tc testCase) *testController {
 	t.Helper()
 	var kubeObjects []runtime.Object
 	for _, pod := range tc.pods {
@@ -1097,7 +1097,7 @@ func describeAllocation(claim *resourcev1.ResourceClaim) string {
 	return strings.Join(devices, ",")
 }
 
-func mustAdd(t *testing.T, store cache.Store, obj any) {
+func mustAdd(t testing.TB, store cache.Store, obj any) {
 	t.Helper()
 	if err := store.Add(obj); err != nil {
 		t.Fatalf("add to informer store: %v", err)

@@ -1,0 +1,49 @@
+package allocation
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+)
+
+// BenchmarkDecide is choosing a node and devices for one pod with a
+// one-GPU claim among nodes of 8 GPUs each, the first half of them full
+// (as MostAllocated fills nodes sorted by name): the controller's part of
+// placing a pod, under its critical section, without API calls.
+func BenchmarkDecide(b *testing.B) {
+	for _, numNodes := range []int{500, 5000} {
+		b.Run(fmt.Sprintf("%dx8", numNodes), func(b *testing.B) {
+			logger, ctx := ktesting.NewTestContext(b)
+			var tc testCase
+			for i := range numNodes {
+				name := fmt.Sprintf("node-%05d", i)
+				tc.nodes = append(tc.nodes, makeNode(name))
+				tc.slices = append(tc.slices, makeSlice(name, 8, "a100"))
+				if i < numNodes/2 {
+					for d := range 8 {
+						tc.claims = append(tc.claims, makeClaim(fmt.Sprintf("%s-%d", name, d), allocatedOn(name, fmt.Sprintf("gpu-%d", d))))
+					}
+				}
+			}
+			pod := makePod("pod", withGeneratedClaim("gpu"))
+			claim := generatedClaim(pod, "gpu")
+			tc.pods, tc.claims = []*corev1.Pod{pod}, append(tc.claims, claim)
+			c := newTestController(b, logger, tc)
+			claims := []*resourcev1.ResourceClaim{claim}
+			b.ReportAllocs()
+			for b.Loop() {
+				d, err := c.decide(ctx, pod, claims)
+				if err != nil || d.unschedulable {
+					b.Fatalf("decide: %v %s", err, d.summary)
+				}
+				// Forget the pending allocation: every round decides for
+				// the same cluster.
+				c.tracker.dropIfWriting(claim.UID)
+			}
+		})
+	}
+}
