@@ -5,11 +5,13 @@
 //
 // The work is split so that repeated calls are cheap: Prepare groups slices
 // into pools once (again when slices, classes or taint rules change),
-// Inventory.State folds in the devices in use once per scheduling round
-// (State.AddAllocation adds what the round allocates), and per node the
-// device list and per device the result of every selector expression are
-// computed once and cached. Allocate answers for one node, SelectNode
-// chooses among nodes.
+// Inventory.State folds in the devices in use once (State.AddAllocation
+// adds what a round allocates, State.Refresh follows changes of the
+// accounting per claim), and per node the device list and per device the
+// result of every selector expression are computed once and cached.
+// Allocate answers for one node, SelectNode chooses among nodes and
+// explains every node that does not fit, ChooseNode makes the same choice
+// without searching the nodes that cannot be chosen.
 //
 // Semantics follow the structured allocator of Kubernetes 1.37; the
 // package's tests compare against an exhaustive search, and
