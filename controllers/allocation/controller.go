@@ -23,8 +23,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -337,11 +335,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
 	defer logger.Info("Shutting down controller", "controller", ControllerName)
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
+	recorder, stopRecording := startShardedRecorder(ctx, c.kubeClient, eventShards)
+	defer stopRecording()
+	c.recorder = recorder
 
 	worker.Run(ctx, c.queue, workers, c.handle, c.synced...)
 }

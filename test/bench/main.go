@@ -305,6 +305,11 @@ func benchPods(c config) error {
 		return err
 	}
 	time.Sleep(5 * time.Second) // let the simulator's Running updates settle
+	scheduled, settled, err := settledEvents(ctx, s, "bench-pods", "Scheduled")
+	if err != nil {
+		return err
+	}
+	report("Scheduled events recorded (events are best effort)", fmt.Sprintf("%d of %d pods, the last %.0fs after the last pod was bound", scheduled, c.pods, time.Since(at).Seconds()-settled.Seconds()))
 	report(fmt.Sprintf("RSS after %d pods bound, %d claims, %d slices", c.pods, c.pods, c.nodes), s.rssReport())
 	c.profile.heap(ctx, s, "heap-pods.pprof")
 
@@ -325,6 +330,42 @@ func benchPods(c config) error {
 
 // createPodTemplate creates the simulated GPUs' class, namespace
 // bench-pods and its one-GPU claim template.
+// settledEvents counts the events of a reason until the count stays the
+// same for 3s (at most 60s), and says how long ago it last changed.
+func settledEvents(ctx context.Context, s *server, namespace, reason string) (int, time.Duration, error) {
+	last, lastChange := -1, time.Now()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		n, err := countEvents(ctx, s, namespace, reason)
+		if err != nil {
+			return 0, 0, err
+		}
+		if n != last {
+			last, lastChange = n, time.Now()
+		} else if time.Since(lastChange) >= 3*time.Second {
+			break
+		}
+	}
+	return last, time.Since(lastChange), nil
+}
+
+// countEvents counts the events of a reason in a namespace, a page at a
+// time.
+func countEvents(ctx context.Context, s *server, namespace, reason string) (int, error) {
+	n := 0
+	opts := metav1.ListOptions{FieldSelector: "reason=" + reason, Limit: 1000}
+	for {
+		list, err := s.kube.CoreV1().Events(namespace).List(ctx, opts)
+		if err != nil {
+			return 0, fmt.Errorf("list events: %w", err)
+		}
+		n += len(list.Items)
+		if list.Continue == "" {
+			return n, nil
+		}
+		opts.Continue = list.Continue
+	}
+}
+
 func createPodTemplate(ctx context.Context, s *server) error {
 	class := &resourcev1.DeviceClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu.sim.draplane.dev"},
