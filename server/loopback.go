@@ -1,9 +1,6 @@
 package server
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -64,31 +61,24 @@ func ApplyLoopbackClient(config *genericapiserver.Config) error {
 // newLoopbackCert returns a self-signed certificate for the loopback
 // server name, which is also the only CA its client trusts, and its key.
 func newLoopbackCert(now time.Time) (certPEM, keyPEM []byte, expires time.Time, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, time.Time{}, err
-	}
 	name := genericapiserver.LoopbackClientServerNameOverride
-	template := &x509.Certificate{
+	expires = now.Add(loopbackCertValidity)
+	der, key, err := selfSigned(&x509.Certificate{
 		SerialNumber:          serialNumber(),
 		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s@%d", name, now.Unix())},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(loopbackCertValidity),
+		NotAfter:              expires,
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		DNSNames:              []string{name},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, key.Public(), key)
+	})
 	if err != nil {
 		return nil, nil, time.Time{}, err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+	if keyPEM, err = ecKeyPEM(key); err != nil {
 		return nil, nil, time.Time{}, err
 	}
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	return certPEM, keyPEM, template.NotAfter, nil
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, expires, nil
 }

@@ -74,12 +74,8 @@ func loadOrCreatePKI(dir string) (*pki, error) {
 		return nil, fmt.Errorf("load CA from %s: certificate: %v, key: %v", dir, certErr, keyErr)
 	}
 
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate CA key: %w", err)
-	}
 	now := time.Now()
-	template := &x509.Certificate{
+	der, key, err := selfSigned(&x509.Certificate{
 		SerialNumber:          serialNumber(),
 		Subject:               pkix.Name{CommonName: fmt.Sprintf("draplane-ca@%d", now.Unix())},
 		NotBefore:             now.Add(-time.Hour),
@@ -87,8 +83,7 @@ func loadOrCreatePKI(dir string) (*pki, error) {
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, key.Public(), key)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("create CA certificate: %w", err)
 	}
@@ -213,12 +208,34 @@ func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer, error)
 	return cert, signer, nil
 }
 
-func writePair(certFile, keyFile string, certPEM []byte, key *ecdsa.PrivateKey) error {
+// selfSigned makes a P-256 key and the certificate of template signed
+// with it.
+func selfSigned(template *x509.Certificate) (der []byte, key *ecdsa.PrivateKey, err error) {
+	key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate key: %w", err)
+	}
+	der, err = x509.CreateCertificate(rand.Reader, template, template, key.Public(), key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return der, key, nil
+}
+
+// ecKeyPEM encodes a private key as PEM.
+func ecKeyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
 	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return fmt.Errorf("marshal key: %w", err)
+		return nil, fmt.Errorf("marshal key: %w", err)
 	}
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: keyutil.ECPrivateKeyBlockType, Bytes: der})
+	return pem.EncodeToMemory(&pem.Block{Type: keyutil.ECPrivateKeyBlockType, Bytes: der}), nil
+}
+
+func writePair(certFile, keyFile string, certPEM []byte, key *ecdsa.PrivateKey) error {
+	keyPEM, err := ecKeyPEM(key)
+	if err != nil {
+		return err
+	}
 	if err := writeFileAtomic(keyFile, keyPEM, 0o600); err != nil {
 		return err
 	}
