@@ -39,7 +39,6 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -299,11 +298,9 @@ func (s *Simulator) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.podSynced, s.claimSynced) {
 		return
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.kubeClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	s.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
+	recorder, stopRecording := worker.StartRecorder(ctx, s.kubeClient, scheme.Scheme, ControllerName, 1)
+	defer stopRecording()
+	s.recorder = recorder
 	go s.publisher.Run(ctx)
 	go wait.UntilWithContext(ctx, s.heartbeat, s.opts.HeartbeatInterval)
 	if s.bindingEnabled() {

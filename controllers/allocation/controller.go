@@ -23,6 +23,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -335,12 +336,17 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
 	defer logger.Info("Shutting down controller", "controller", ControllerName)
 
-	recorder, stopRecording := startShardedRecorder(ctx, c.kubeClient, eventShards)
+	recorder, stopRecording := worker.StartRecorder(ctx, c.kubeClient, scheme.Scheme, ControllerName, eventShards)
 	defer stopRecording()
 	c.recorder = recorder
 
 	worker.Run(ctx, c.queue, workers, c.handle, c.synced...)
 }
+
+// eventShards is how many broadcasters write the controller's events: it
+// records one per placed pod, and one broadcaster lost ~13% of the
+// Scheduled events at 220 pods/s (see worker.StartRecorder).
+const eventShards = 4
 
 // errUnschedulable: the pod waits for a cluster event; its backoff keeps
 // growing so that a busy cluster does not retry it in a hot loop.

@@ -46,7 +46,6 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -359,11 +358,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		"evictionsPerSecond", c.opts.EvictionsPerSecond, "evictionBurst", c.opts.EvictionBurst, "statusUpdateInterval", c.opts.StatusUpdateInterval)
 	defer logger.Info("Shutting down controller", "controller", ControllerName)
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	c.recorder = broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: ControllerName})
+	recorder, stopRecording := worker.StartRecorder(ctx, c.kubeClient, eventScheme(), ControllerName, 1)
+	defer stopRecording()
+	c.recorder = recorder
 
 	worker.Run(ctx, c.queue, workers, c.handle, c.podsSynced, c.claimsSynced, c.slicesSynced, c.rulesSynced)
 }

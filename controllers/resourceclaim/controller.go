@@ -31,7 +31,6 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -265,11 +264,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
 	defer logger.Info("Shutting down controller", "controller", ControllerName)
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
+	recorder, stopRecording := worker.StartRecorder(ctx, c.kubeClient, scheme.Scheme, ControllerName, 1)
+	defer stopRecording()
+	c.recorder = recorder
 
 	synced := []cache.InformerSynced{c.podsSynced, c.claimsSynced, c.templatesSynced}
 	if c.namespacesSynced != nil {

@@ -1,4 +1,4 @@
-package allocation
+package worker
 
 import (
 	"fmt"
@@ -14,8 +14,9 @@ import (
 // TestShardedRecorder: every event of an object goes through the same
 // broadcaster, and the objects are spread over all of them.
 func TestShardedRecorder(t *testing.T) {
-	fakes := make([]*record.FakeRecorder, eventShards)
-	recorder := make(shardedRecorder, eventShards)
+	const shards = 4
+	fakes := make([]*record.FakeRecorder, shards)
+	recorder := make(shardedRecorder, shards)
 	for i := range fakes {
 		fakes[i] = record.NewFakeRecorder(1000)
 		recorder[i] = fakes[i]
@@ -23,9 +24,9 @@ func TestShardedRecorder(t *testing.T) {
 	const pods = 200
 	for i := range pods {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}}
-		recorder.Eventf(pod, corev1.EventTypeNormal, ReasonScheduled, "first of %s", pod.Name)
-		recorder.Event(pod, corev1.EventTypeNormal, ReasonScheduled, "second of "+pod.Name)
-		recorder.AnnotatedEventf(pod, nil, corev1.EventTypeNormal, ReasonScheduled, "third of %s", pod.Name)
+		recorder.Eventf(pod, corev1.EventTypeNormal, "Scheduled", "first of %s", pod.Name)
+		recorder.Event(pod, corev1.EventTypeNormal, "Scheduled", "second of "+pod.Name)
+		recorder.AnnotatedEventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "third of %s", pod.Name)
 	}
 	total := 0
 	for i, fake := range fakes {

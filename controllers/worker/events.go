@@ -1,4 +1,4 @@
-package allocation
+package worker
 
 import (
 	"context"
@@ -8,29 +8,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 )
 
-// eventShards is how many broadcasters write the controller's events.
-// One broadcaster writes one event at a time and drops events once 1,000
-// wait: placing 220 pods/s, one lost ~13% of the Scheduled events.
-const eventShards = 4
-
-// shardedRecorder records each object's events through one of several
-// broadcasters, chosen by the object's UID, so that several events are
-// written at once. All events of an object go through the same
-// broadcaster, whose correlator counts repeats of an event.
-type shardedRecorder []record.EventRecorder
-
-var _ record.EventRecorder = shardedRecorder{}
-
-// startShardedRecorder starts the broadcasters; stop (or the end of ctx)
-// shuts them down.
-func startShardedRecorder(ctx context.Context, client kubernetes.Interface, shards int) (recorder shardedRecorder, stop func()) {
-	recorders := make(shardedRecorder, shards)
-	broadcasters := make([]record.EventBroadcaster, shards)
+// StartRecorder starts the event recording of a controller: events are
+// written through shards broadcasters; stop (or the end of ctx) shuts
+// them down. One broadcaster writes one event at a time and drops events
+// once 1,000 wait, so a controller that records an event per pod at
+// hundreds of pods a second needs several. An object's events always go
+// through the same broadcaster, whose correlator counts repeats of an
+// event.
+func StartRecorder(ctx context.Context, client kubernetes.Interface, scheme *runtime.Scheme, component string, shards int) (recorder record.EventRecorder, stop func()) {
+	recorders := make(shardedRecorder, max(shards, 1))
+	broadcasters := make([]record.EventBroadcaster, len(recorders))
 	for i := range recorders {
 		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 		broadcasters[i] = broadcaster
@@ -38,14 +29,24 @@ func startShardedRecorder(ctx context.Context, client kubernetes.Interface, shar
 			broadcaster.StartStructuredLogging(3)
 		}
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-		recorders[i] = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
+		recorders[i] = broadcaster.NewRecorder(scheme, corev1.EventSource{Component: component})
 	}
-	return recorders, func() {
+	stop = func() {
 		for _, b := range broadcasters {
 			b.Shutdown()
 		}
 	}
+	if len(recorders) == 1 {
+		return recorders[0], stop
+	}
+	return recorders, stop
 }
+
+// shardedRecorder records each object's events through one of several
+// recorders, chosen by the object's UID.
+type shardedRecorder []record.EventRecorder
+
+var _ record.EventRecorder = shardedRecorder{}
 
 // shard picks the recorder of an object.
 func (r shardedRecorder) shard(object runtime.Object) record.EventRecorder {
