@@ -80,10 +80,12 @@ func (o inProcessRESTOptions) GetRESTOptions(resource schema.GroupResource, exam
 }
 
 // start creates the compactor and checks the server's features on first
-// use. Compaction runs on the interval of the first resource's config,
+// use, under the mutex that close takes. Compaction runs on the interval of the first resource's config,
 // which is the same for all (--etcd-compaction-interval).
 func (e *inProcessEtcd) start(config *storagebackend.ConfigForResource) {
 	e.once.Do(func() {
+		e.mutex.Lock()
+		defer e.mutex.Unlock()
 		e.admin = v3client.New(e.etcd.etcd.Server)
 		// The storage asks etcd whether it can request watch progress
 		// (the watch cache needs that for consistent reads and for
