@@ -243,21 +243,12 @@ func (p *Publisher) Sync(ctx context.Context) (Counts, error) {
 	// Every pool has its own slices: pools are written independently,
 	// Workers at a time.
 	counts := make([]Counts, len(names))
-	errs := make([]error, len(names))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(max(p.opts.Workers, 1), len(names)) {
-		wg.Go(func() {
-			for i := range next {
-				errs[i] = p.syncPoolByName(ctx, names[i], pools, existing[names[i]], &counts[i])
-			}
-		})
-	}
-	for i := range names {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	errs := make([]error, len(names)+1)
+	workqueue.ParallelizeUntil(ctx, max(p.opts.Workers, 1), len(names), func(i int) {
+		errs[i] = p.syncPoolByName(ctx, names[i], pools, existing[names[i]], &counts[i])
+	})
+	// Pools not started because ctx ended are not written either.
+	errs[len(names)] = ctx.Err()
 	var total Counts
 	for _, c := range counts {
 		total.Created, total.Updated, total.Deleted = total.Created+c.Created, total.Updated+c.Updated, total.Deleted+c.Deleted
