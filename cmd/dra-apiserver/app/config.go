@@ -68,6 +68,12 @@ func (o *Options) config(etcd *startingEtcd) (*server.Config, error) {
 	if err := o.Authentication.ApplyTo(&generic.Authentication, generic.SecureServing, generic.OpenAPIConfig); err != nil {
 		return nil, fmt.Errorf("authentication: %w", err)
 	}
+	// Without front-proxy authentication, a request's user follows from
+	// its client certificates alone unless it carries a token: remember
+	// each chain's check instead of repeating it on every request.
+	if generic.Authentication.RequestHeaderConfig == nil && generic.Authentication.Authenticator != nil {
+		generic.Authentication.Authenticator = server.CacheClientCertificates(generic.Authentication.Authenticator, server.ClientCertCacheTTL)
+	}
 	if err := o.Authorization.ApplyTo(&generic.Authorization); err != nil {
 		return nil, fmt.Errorf("authorization: %w", err)
 	}
