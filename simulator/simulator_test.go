@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	dra "github.com/draplane/draplane/driver"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
@@ -220,6 +222,49 @@ func TestDesiredSlice(t *testing.T) {
 		if !slices.Equal(roots, tc.wantRoots) {
 			t.Errorf("%d devices: PCIe roots %v, want %v", tc.devices, roots, tc.wantRoots)
 		}
+	}
+}
+
+// TestPoolsShareDevices: the pools of all nodes share one list of
+// devices, which is the node's desired slice's, and a publisher pass
+// leaves it as it was.
+func TestPoolsShareDevices(t *testing.T) {
+	s := &Simulator{
+		opts:   Options{DevicesPerNode: 4, Driver: driver},
+		owners: map[string]types.UID{"sim-node-0": "uid-0", "sim-node-1": "uid-1", "sim-node-2": "uid-2"},
+	}
+	pools := s.pools()
+	if len(pools) != 3 {
+		t.Fatalf("%d pools, want 3", len(pools))
+	}
+	for _, pool := range pools[1:] {
+		if &pool.Devices[0] != &pools[0].Devices[0] {
+			t.Errorf("pool %s has a list of devices of its own", pool.Name)
+		}
+	}
+	want := s.DesiredSlice("sim-node-0", 0).Spec.Devices
+	if !apiequality.Semantic.DeepEqual(pools[0].Devices, want) {
+		t.Errorf("pool devices %+v, want the desired slice's %+v", pools[0].Devices, want)
+	}
+
+	client := resourcefake.NewSimpleClientset()
+	publisher, err := dra.NewPublisher(client, dra.Options{DriverName: driver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publisher.Update(pools...)
+	if _, err := publisher.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(pools[0].Devices, want) {
+		t.Errorf("devices after a publisher pass %+v, want %+v", pools[0].Devices, want)
+	}
+	published, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(published.Items) != 3 {
+		t.Errorf("%d slices published, want 3", len(published.Items))
 	}
 }
 
