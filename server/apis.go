@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -116,14 +117,15 @@ func expirationEvaluator(info version.Info) (genericapiserver.ResourceExpiration
 // versions share one storage (and one watch cache) per resource: objects
 // are stored as v1 and converted on the way in and out. resourcepools
 // (v1 only) are computed from the other resources, through the process's
-// shared informers on the in-process loopback client once the server serves; this
-// hook owns them and shuts them down when the server stops.
+// shared informers on the in-process loopback client (served by inProcess)
+// once the server serves; this hook owns them and shuts them down when the
+// server stops.
 func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter,
-	adminAccess resourceclaim.AdminAccess, shared *controllermanager.SharedInformers) error {
+	adminAccess resourceclaim.AdminAccess, shared *controllermanager.SharedInformers, inProcess http.Handler) error {
 	pools := resourcepool.NewREST(capacity.New(allocator.New(allocator.Options{})))
 	pools.RegisterMetrics()
 	if err := s.AddPostStartHook("start-resourcepools", func(hook genericapiserver.PostStartHookContext) error {
-		informers, err := shared.Get(inProcessConfig(hook.LoopbackClientConfig, s.Handler))
+		informers, err := shared.Get(inProcessConfig(hook.LoopbackClientConfig, inProcess))
 		if err != nil {
 			return err
 		}

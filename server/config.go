@@ -120,13 +120,18 @@ func (c *Config) Complete() CompletedConfig {
 	// front.
 	scheme := c.Extra.Scheme
 	c.Generic.BuildHandlerChainFunc = func(apiHandler http.Handler, generic *genericapiserver.Config) http.Handler {
-		checked := withQueryChecks(patcherrors.WithPatch(apiHandler, scheme, generic.MaxRequestBodyBytes))
-		return genericapiserver.DefaultBuildHandlerChain(checked, generic)
+		return genericapiserver.DefaultBuildHandlerChain(withAPIChecks(apiHandler, scheme, generic), generic)
 	}
 	return CompletedConfig{&completedConfig{
 		Generic: c.Generic.Complete(),
 		Extra:   &c.Extra,
 	}}
+}
+
+// withAPIChecks wraps the API handlers (the generic server's director)
+// in our request checks, inside the generic filters.
+func withAPIChecks(apiHandler http.Handler, scheme patcherrors.Scheme, generic *genericapiserver.Config) http.Handler {
+	return withQueryChecks(patcherrors.WithPatch(apiHandler, scheme, generic.MaxRequestBodyBytes))
 }
 
 // Server is a running-ready dra-apiserver.
@@ -147,7 +152,12 @@ func (c CompletedConfig) New() (*Server, error) {
 	// One set of informers on the loopback client for everything in the
 	// process that watches it.
 	shared := &controllermanager.SharedInformers{}
-	if err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, shared); err != nil {
+	// The clients in the process (informers, controllers, simulator) call
+	// the handlers directly; their requests skip the filters that do
+	// nothing for them (inProcessHandler).
+	inProcess := newInProcessHandler(c.Generic.Config, generic.Handler,
+		withAPIChecks(generic.Handler.Director, c.Extra.Scheme, c.Generic.Config))
+	if err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, shared, inProcess); err != nil {
 		return nil, err
 	}
 	if c.Extra.CoreLite != nil {
@@ -158,7 +168,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if c.Extra.ControllerManager != nil {
 		manager := controllermanager.New(*c.Extra.ControllerManager)
 		manager.UseSharedInformers(shared)
-		if err := c.addControllerManager(generic, manager); err != nil {
+		if err := c.addControllerManager(generic, manager, inProcess); err != nil {
 			return nil, err
 		}
 	}
@@ -184,7 +194,7 @@ func (c CompletedConfig) New() (*Server, error) {
 
 // addControllerManager runs the controllers and the simulator, as
 // configured, once the server serves.
-func (c CompletedConfig) addControllerManager(generic *genericapiserver.GenericAPIServer, manager *controllermanager.ControllerManager) error {
+func (c CompletedConfig) addControllerManager(generic *genericapiserver.GenericAPIServer, manager *controllermanager.ControllerManager, inProcess http.Handler) error {
 	config := c.Extra.ControllerManager
 	// Leader-elected work stops, and hands back its leases, before the
 	// server stops serving: pre-shutdown hooks run while it still does.
@@ -200,7 +210,7 @@ func (c CompletedConfig) addControllerManager(generic *genericapiserver.GenericA
 			// against one is the aggregated mode's job.
 			klog.Background().Info("Not running controllers: they need core-lite (pods, nodes, leases) in this mode")
 		} else if err := generic.AddPostStartHook("start-controllers", func(hook genericapiserver.PostStartHookContext) error {
-			return manager.StartControllers(hook, inProcessConfig(hook.LoopbackClientConfig, generic.Handler))
+			return manager.StartControllers(hook, inProcessConfig(hook.LoopbackClientConfig, inProcess))
 		}); err != nil {
 			return err
 		}
@@ -215,7 +225,7 @@ func (c CompletedConfig) addControllerManager(generic *genericapiserver.GenericA
 			return err
 		}
 		if err := generic.AddPostStartHook("start-simulator", func(hook genericapiserver.PostStartHookContext) error {
-			return manager.StartSimulator(hook, inProcessConfig(hook.LoopbackClientConfig, generic.Handler))
+			return manager.StartSimulator(hook, inProcessConfig(hook.LoopbackClientConfig, inProcess))
 		}); err != nil {
 			return err
 		}
