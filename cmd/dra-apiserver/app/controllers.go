@@ -38,6 +38,17 @@ type ControllerOptions struct {
 	ClientBurst int
 }
 
+// The controllers' client budget. All controllers share one client per
+// API group, and placing a pod takes three requests of the core one
+// (the pod's claim statuses, the binding, the Scheduled event): a budget of
+// 500 requests per second held placement at ~167 pods/s whatever the
+// server could do. This one is above what the server serves on a few
+// cores, so it bounds a controller gone wrong without pacing normal work.
+const (
+	DefaultControllerClientQPS   = 3000
+	DefaultControllerClientBurst = 6000
+)
+
 // NewControllerOptions returns the defaults: controllers on, behind leader
 // election with the timings of kube-controller-manager.
 func NewControllerOptions() *ControllerOptions {
@@ -52,8 +63,8 @@ func NewControllerOptions() *ControllerOptions {
 		Workers:            4,
 		EvictionsPerSecond: devicetainteviction.DefaultEvictionsPerSecond,
 		BindingTimeout:     allocation.DefaultBindingTimeout,
-		ClientQPS:          500,
-		ClientBurst:        1000,
+		ClientQPS:          DefaultControllerClientQPS,
+		ClientBurst:        DefaultControllerClientBurst,
 	}
 }
 
@@ -67,6 +78,8 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace, "Namespace of the leader election Lease.")
 	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "Name of the leader election Lease.")
 	fs.IntVar(&o.Workers, "controller-workers", o.Workers, "Workers per controller.")
+	fs.Float32Var(&o.ClientQPS, "controller-client-qps", o.ClientQPS, "Requests per second the in-process controllers may send, each API group's client (the core one carries three requests per placed pod).")
+	fs.IntVar(&o.ClientBurst, "controller-client-burst", o.ClientBurst, "Requests the in-process controllers may send in a burst above --controller-client-qps, each API group's client.")
 	fs.Float64Var(&o.EvictionsPerSecond, "device-taint-evictions-per-second", o.EvictionsPerSecond, "Upper bound on pods evicted per second because of device taints.")
 	fs.DurationVar(&o.BindingTimeout, "device-binding-timeout", o.BindingTimeout,
 		"How long after the allocation a pod waits for the binding conditions of its devices (KEP-5007) before the claim is deallocated and the pod placed again; upstream's scheduler default.")
@@ -80,6 +93,9 @@ func (o *ControllerOptions) Validate() []error {
 	}
 	if o.LeaderElect && !(o.RetryPeriod > 0 && o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
 		errs = append(errs, errors.New("leader election needs 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration"))
+	}
+	if o.ClientQPS <= 0 || o.ClientBurst < 1 {
+		errs = append(errs, fmt.Errorf("--controller-client-qps must be positive and --controller-client-burst at least 1, got %v and %d", o.ClientQPS, o.ClientBurst))
 	}
 	if o.BindingTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--device-binding-timeout must be positive, got %v", o.BindingTimeout))

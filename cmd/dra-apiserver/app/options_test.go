@@ -47,6 +47,8 @@ func TestOptionsValidate(t *testing.T) {
 		"bad storage media":  {mutate: func(o *Options) { o.Etcd.DefaultStorageMediaType = "text/plain" }, wantErr: "storage-media-type"},
 		"port out of range":  {mutate: func(o *Options) { o.SecureServing.BindPort = 70000 }, wantErr: "secure-port"},
 		"no binding timeout": {mutate: func(o *Options) { o.Controllers.BindingTimeout = 0 }, wantErr: "--device-binding-timeout"},
+		"no client qps":      {mutate: func(o *Options) { o.Controllers.ClientQPS = 0 }, wantErr: "--controller-client-qps"},
+		"no client burst":    {mutate: func(o *Options) { o.Controllers.ClientBurst = 0 }, wantErr: "--controller-client-burst"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
