@@ -19,8 +19,9 @@ import (
 // updates, patches and deletes. They are about six of every seven API
 // requests while pods are placed. Such a request is authenticated and
 // authorized by the server's own authenticator and authorizer, gets its
-// request info, deadline, receive time and warning recorder as the generic
-// filters would set them, counts as in flight for a graceful shutdown, and
+// request info, deadline, receive time, audit context and ID and warning
+// recorder as the generic filters would set them (the handlers need them:
+// a patch without an audit context panics), counts as in flight for a graceful shutdown, and
 // goes to the API handlers (admission, validation, managedFields, storage
 // and the request metrics are all there).
 //
@@ -56,7 +57,7 @@ func newInProcessHandler(config *genericapiserver.Config, full, api http.Handler
 	}
 	return &inProcessHandler{
 		full:        full,
-		api:         genericapifilters.WithWarningRecorder(api),
+		api:         genericapifilters.WithAuditInit(genericapifilters.WithWarningRecorder(api)),
 		authn:       config.Authentication.Authenticator,
 		audiences:   config.Authentication.APIAudiences,
 		authz:       config.Authorization.Authorizer,

@@ -47,6 +47,7 @@ type seen struct {
 	authorization string
 	deadline      time.Duration
 	received      bool
+	audited       bool
 }
 
 type nopAuditBackend struct{ auditinternal.Backend }
@@ -63,15 +64,15 @@ func TestInProcessHandler(t *testing.T) {
 	}{
 		"create": {
 			method: http.MethodPost, url: "/api/v1/namespaces/ns/pods", header: http.Header{"Authorization": {testToken}},
-			wantDirect: true, want: seen{user: user.APIServerUser, verb: "create", deadline: time.Minute, received: true},
+			wantDirect: true, want: seen{user: user.APIServerUser, verb: "create", deadline: time.Minute, received: true, audited: true},
 		},
 		"status update, shorter timeout": {
 			method: http.MethodPut, url: "/apis/resource.draplane.dev/v1/namespaces/ns/resourceclaims/c/status?timeout=10s", header: http.Header{"Authorization": {testToken}},
-			wantDirect: true, want: seen{user: user.APIServerUser, verb: "update", deadline: 10 * time.Second, received: true},
+			wantDirect: true, want: seen{user: user.APIServerUser, verb: "update", deadline: 10 * time.Second, received: true, audited: true},
 		},
 		"list": {
 			method: http.MethodGet, url: "/api/v1/pods", header: http.Header{"Authorization": {testToken}},
-			wantDirect: true, want: seen{user: user.APIServerUser, verb: "list", deadline: time.Minute, received: true},
+			wantDirect: true, want: seen{user: user.APIServerUser, verb: "list", deadline: time.Minute, received: true, audited: true},
 		},
 		"watch":                    {method: http.MethodGet, url: "/api/v1/pods?watch=true", header: http.Header{"Authorization": {testToken}}},
 		"impersonation":            {method: http.MethodPost, url: "/api/v1/namespaces/ns/pods", header: http.Header{"Authorization": {testToken}, "Impersonate-User": {"someone"}}},
@@ -112,6 +113,9 @@ func TestInProcessHandler(t *testing.T) {
 					s.deadline = time.Until(deadline).Round(time.Second)
 				}
 				_, s.received = request.ReceivedTimestampFrom(ctx)
+				// The handlers log patches into the audit context and
+				// panic without one.
+				s.audited = auditinternal.AuditContextFrom(ctx) != nil && auditinternal.GetAuditIDTruncated(ctx) != ""
 				got = &s
 				w.WriteHeader(http.StatusOK)
 			})
