@@ -15,26 +15,27 @@ import (
 )
 
 // inProcessHandler serves the requests of the clients inside the process
-// (controllers, simulator) that do not stream: gets, lists, creates,
-// updates, patches and deletes. They are about six of every seven API
-// requests while pods are placed. Such a request is authenticated and
-// authorized by the server's own authenticator and authorizer, gets its
-// request info, deadline, receive time, audit context and ID and warning
-// recorder as the generic filters would set them (the handlers need them:
-// a patch without an audit context panics), counts as in flight for a graceful shutdown, and
-// goes to the API handlers (admission, validation, managedFields, storage
-// and the request metrics are all there).
+// (controllers, simulator, informers) that do not stream: gets, lists,
+// creates, updates, patches and deletes, six of every seven API requests
+// while pods are placed. Such a request is authenticated and authorized by
+// the server's own authenticator and authorizer; it gets its request info,
+// deadline, receive time, audit context and ID and warning recorder as the
+// generic filters would set them (the handlers need them: a patch without
+// an audit context panics); it counts as in flight for a graceful
+// shutdown; and it goes to the API handlers, where admission, validation,
+// managedFields, storage and the request metrics are.
 //
-// What it skips are the filters that do nothing for a trusted caller in
-// the same process but cost ~14% of the server's CPU while pods are
-// placed: the tracing middleware (which, without a tracing backend, only
+// It skips the filters that do nothing for a trusted caller in the same
+// process: the tracing middleware (which, without a tracing backend, only
 // extracts trace headers nobody sent), the per-request goroutine of the
 // timeout filter, in-flight limits, impersonation, CORS, HSTS, the HTTP
-// logging and the filter latency metrics. Everything else goes through
-// the whole chain: watches and other long-running requests, requests that
-// impersonate, that do not authenticate or are not allowed (so that they
-// fail as they would over the network), and every request when an audit
-// backend is configured.
+// logging and the filter latency metrics. The filters were ~14% of the
+// server's CPU while pods were placed; skipping them for in-process
+// requests saves ~5% of the CPU per placed pod. Everything else goes
+// through the whole chain: watches and other long-running requests,
+// requests that impersonate, that do not authenticate or are not allowed
+// (so that they fail as they would over the network), and every request
+// when an audit backend is configured.
 type inProcessHandler struct {
 	full        http.Handler
 	api         http.Handler
