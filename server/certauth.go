@@ -32,7 +32,7 @@ const clientCertCacheSize = 4096
 // of websocket clients). Front-proxy (request header) authentication
 // reads further headers: the caller must not wrap an authenticator that
 // has it. Only successes are cached; an entry expires after ttl or when
-// the first certificate of its chain does, whichever is sooner.
+// a certificate of its chain does, whichever is sooner.
 func CacheClientCertificates(auth authenticator.Request, ttl time.Duration) authenticator.Request {
 	return newCertCache(auth, ttl, realClock{})
 }
