@@ -61,8 +61,32 @@ func TestAggregatedOptions(t *testing.T) {
 				}
 			},
 		},
-		"unknown mode":    {args: []string{"--mode=cluster"}, wantErr: "--mode must be"},
-		"no service name": {args: []string{"--mode=aggregated", "--service-name="}, wantErr: "--service-name"},
+		"client budget standalone": {
+			check: func(t *testing.T, o *Options) {
+				if o.Controllers.ClientQPS != DefaultControllerClientQPS || o.Controllers.ClientBurst != DefaultControllerClientBurst {
+					t.Errorf("controllers' client budget %v/%d, want %d/%d", o.Controllers.ClientQPS, o.Controllers.ClientBurst, DefaultControllerClientQPS, DefaultControllerClientBurst)
+				}
+			},
+		},
+		"client budget aggregated": {
+			args: []string{"--mode=aggregated", "--kubeconfig=/host.kubeconfig"},
+			check: func(t *testing.T, o *Options) {
+				if o.Controllers.ClientQPS != DefaultAggregatedControllerClientQPS || o.Controllers.ClientBurst != DefaultAggregatedControllerClientBurst {
+					t.Errorf("controllers' client budget %v/%d, want %d/%d", o.Controllers.ClientQPS, o.Controllers.ClientBurst, DefaultAggregatedControllerClientQPS, DefaultAggregatedControllerClientBurst)
+				}
+			},
+		},
+		"client budget given": {
+			args: []string{"--mode=aggregated", "--kubeconfig=/host.kubeconfig", "--controller-client-qps=70", "--controller-client-burst=90"},
+			check: func(t *testing.T, o *Options) {
+				if o.Controllers.ClientQPS != 70 || o.Controllers.ClientBurst != 90 {
+					t.Errorf("controllers' client budget %v/%d, want 70/90", o.Controllers.ClientQPS, o.Controllers.ClientBurst)
+				}
+			},
+		},
+		"negative client budget": {args: []string{"--controller-client-qps=-1"}, wantErr: "--controller-client-qps"},
+		"unknown mode":           {args: []string{"--mode=cluster"}, wantErr: "--mode must be"},
+		"no service name":        {args: []string{"--mode=aggregated", "--service-name="}, wantErr: "--service-name"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -42,11 +42,17 @@ type ControllerOptions struct {
 // API group, and placing a pod takes three requests of the core one
 // (the pod's claim statuses, the binding, the Scheduled event): a budget of
 // 500 requests per second held placement at ~167 pods/s whatever the
-// server could do. This one is above what the server serves on a few
-// cores, so it bounds a controller gone wrong without pacing normal work.
+// server could do. Standalone, the clients call this server in the
+// process, and the budget is above what it serves on a few cores: it
+// bounds a controller gone wrong without pacing normal work. Aggregated,
+// pods, nodes and events are a host cluster's, shared with everything
+// else that runs there, and the budget stays what it was.
 const (
 	DefaultControllerClientQPS   = 3000
 	DefaultControllerClientBurst = 6000
+
+	DefaultAggregatedControllerClientQPS   = 500
+	DefaultAggregatedControllerClientBurst = 1000
 )
 
 // NewControllerOptions returns the defaults: controllers on, behind leader
@@ -63,8 +69,6 @@ func NewControllerOptions() *ControllerOptions {
 		Workers:            4,
 		EvictionsPerSecond: devicetainteviction.DefaultEvictionsPerSecond,
 		BindingTimeout:     allocation.DefaultBindingTimeout,
-		ClientQPS:          DefaultControllerClientQPS,
-		ClientBurst:        DefaultControllerClientBurst,
 	}
 }
 
@@ -78,11 +82,26 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace, "Namespace of the leader election Lease.")
 	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "Name of the leader election Lease.")
 	fs.IntVar(&o.Workers, "controller-workers", o.Workers, "Workers per controller.")
-	fs.Float32Var(&o.ClientQPS, "controller-client-qps", o.ClientQPS, "Requests per second the in-process controllers may send, each API group's client (the core one carries three requests per placed pod).")
-	fs.IntVar(&o.ClientBurst, "controller-client-burst", o.ClientBurst, "Requests the in-process controllers may send in a burst above --controller-client-qps, each API group's client.")
+	fs.Float32Var(&o.ClientQPS, "controller-client-qps", o.ClientQPS, fmt.Sprintf("Requests per second the in-process controllers may send, each API group's client (the core one carries three requests per placed pod). 0: %d standalone, %d aggregated (where the core client is the host cluster's).", DefaultControllerClientQPS, DefaultAggregatedControllerClientQPS))
+	fs.IntVar(&o.ClientBurst, "controller-client-burst", o.ClientBurst, fmt.Sprintf("Requests the in-process controllers may send in a burst above --controller-client-qps, each API group's client. 0: %d standalone, %d aggregated.", DefaultControllerClientBurst, DefaultAggregatedControllerClientBurst))
 	fs.Float64Var(&o.EvictionsPerSecond, "device-taint-evictions-per-second", o.EvictionsPerSecond, "Upper bound on pods evicted per second because of device taints.")
 	fs.DurationVar(&o.BindingTimeout, "device-binding-timeout", o.BindingTimeout,
 		"How long after the allocation a pod waits for the binding conditions of its devices (KEP-5007) before the claim is deallocated and the pod placed again; upstream's scheduler default.")
+}
+
+// complete fills in the client budget the mode calls for where none was
+// given.
+func (o *ControllerOptions) complete(aggregated bool) {
+	qps, burst := float32(DefaultControllerClientQPS), DefaultControllerClientBurst
+	if aggregated {
+		qps, burst = DefaultAggregatedControllerClientQPS, DefaultAggregatedControllerClientBurst
+	}
+	if o.ClientQPS == 0 {
+		o.ClientQPS = qps
+	}
+	if o.ClientBurst == 0 {
+		o.ClientBurst = burst
+	}
 }
 
 // Validate checks the controller options.

@@ -156,6 +156,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 // Complete fills in defaults that depend on the environment.
 func (o *Options) Complete() error {
 	o.Aggregated.complete(o)
+	o.Controllers.complete(o.Aggregated.Aggregated())
 	if o.DataDir == "" {
 		dir, err := DefaultDataDir()
 		if err != nil {

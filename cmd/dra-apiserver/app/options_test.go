@@ -40,15 +40,15 @@ func TestOptionsValidate(t *testing.T) {
 		mutate  func(*Options)
 		wantErr string
 	}{
-		"defaults":           {mutate: func(*Options) {}},
-		"external etcd":      {mutate: func(o *Options) { o.Etcd.StorageConfig.Transport.ServerList = []string{"http://127.0.0.1:1"} }},
-		"bad quota":          {mutate: func(o *Options) { o.EmbeddedEtcd.QuotaBackendBytes = 0 }, wantErr: "quota-backend-bytes"},
-		"bad etcd log level": {mutate: func(o *Options) { o.EmbeddedEtcd.LogLevel = "chatty" }, wantErr: "embedded-etcd-log-level"},
-		"bad storage media":  {mutate: func(o *Options) { o.Etcd.DefaultStorageMediaType = "text/plain" }, wantErr: "storage-media-type"},
-		"port out of range":  {mutate: func(o *Options) { o.SecureServing.BindPort = 70000 }, wantErr: "secure-port"},
-		"no binding timeout": {mutate: func(o *Options) { o.Controllers.BindingTimeout = 0 }, wantErr: "--device-binding-timeout"},
-		"no client qps":      {mutate: func(o *Options) { o.Controllers.ClientQPS = 0 }, wantErr: "--controller-client-qps"},
-		"no client burst":    {mutate: func(o *Options) { o.Controllers.ClientBurst = 0 }, wantErr: "--controller-client-burst"},
+		"defaults":              {mutate: func(*Options) {}},
+		"external etcd":         {mutate: func(o *Options) { o.Etcd.StorageConfig.Transport.ServerList = []string{"http://127.0.0.1:1"} }},
+		"bad quota":             {mutate: func(o *Options) { o.EmbeddedEtcd.QuotaBackendBytes = 0 }, wantErr: "quota-backend-bytes"},
+		"bad etcd log level":    {mutate: func(o *Options) { o.EmbeddedEtcd.LogLevel = "chatty" }, wantErr: "embedded-etcd-log-level"},
+		"bad storage media":     {mutate: func(o *Options) { o.Etcd.DefaultStorageMediaType = "text/plain" }, wantErr: "storage-media-type"},
+		"port out of range":     {mutate: func(o *Options) { o.SecureServing.BindPort = 70000 }, wantErr: "secure-port"},
+		"no binding timeout":    {mutate: func(o *Options) { o.Controllers.BindingTimeout = 0 }, wantErr: "--device-binding-timeout"},
+		"negative client qps":   {mutate: func(o *Options) { o.Controllers.ClientQPS = -1 }, wantErr: "--controller-client-qps"},
+		"negative client burst": {mutate: func(o *Options) { o.Controllers.ClientBurst = -1 }, wantErr: "--controller-client-burst"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
