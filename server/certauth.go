@@ -7,6 +7,7 @@ import (
 
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/utils/clock"
 )
 
 // ClientCertCacheTTL is how long a client certificate chain's
@@ -34,16 +35,12 @@ const clientCertCacheSize = 4096
 // has it. Only successes are cached; an entry expires after ttl or when
 // a certificate of its chain does, whichever is sooner.
 func CacheClientCertificates(auth authenticator.Request, ttl time.Duration) authenticator.Request {
-	return newCertCache(auth, ttl, realClock{})
+	return newCertCache(auth, ttl, clock.RealClock{})
 }
 
 func newCertCache(auth authenticator.Request, ttl time.Duration, clock utilcache.Clock) *certCache {
 	return &certCache{auth: auth, ttl: ttl, clock: clock, cache: utilcache.NewLRUExpireCacheWithClock(clientCertCacheSize, clock)}
 }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
 
 type certCache struct {
 	auth  authenticator.Request

@@ -126,6 +126,10 @@ func (h *inProcessHandler) serveDirect(w http.ResponseWriter, req *http.Request)
 // that is shorter than the server's request timeout, else the latter.
 func (h *inProcessHandler) requestTimeout(req *http.Request) time.Duration {
 	timeout := h.timeout
+	if !strings.Contains(req.URL.RawQuery, "timeout=") {
+		// Most requests have none: no need to parse the query.
+		return timeout
+	}
 	if value := req.URL.Query().Get("timeout"); value != "" {
 		if d, err := time.ParseDuration(value); err == nil && d > 0 && (timeout <= 0 || d < timeout) {
 			timeout = d
@@ -135,9 +139,10 @@ func (h *inProcessHandler) requestTimeout(req *http.Request) time.Duration {
 }
 
 // impersonates reports whether a request asks to act as another user.
+// Header names are canonical (the impersonation filter reads them so too).
 func impersonates(header http.Header) bool {
 	for name := range header {
-		if strings.HasPrefix(strings.ToLower(name), "impersonate-") {
+		if strings.HasPrefix(name, "Impersonate-") {
 			return true
 		}
 	}

@@ -33,7 +33,8 @@ type ControllerOptions struct {
 	// BindingTimeout is how long a pod waits for the binding conditions
 	// of its devices before their claims are deallocated.
 	BindingTimeout time.Duration
-	// ClientQPS and ClientBurst bound the controllers' loopback client.
+	// ClientQPS and ClientBurst bound each of the controllers' clients
+	// (per API group); 0 until complete picks the mode's default.
 	ClientQPS   float32
 	ClientBurst int
 }

@@ -337,18 +337,7 @@ func testSharedClaim(ctx context.Context, t *testing.T, e *env) {
 // testDeletedPod: the server runs no garbage collector, so the controller
 // deletes the claim of a pod that is gone.
 func testDeletedPod(ctx context.Context, t *testing.T, e *env) {
-	createTemplate(ctx, t, e, "short-lived-template")
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "short-lived", Namespace: namespace},
-		Spec: corev1.PodSpec{
-			Containers:     []corev1.Container{{Name: "ctr", Image: "busybox"}},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr("short-lived-template")}},
-		},
-	}
-	pod, err := e.kube.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create pod: %v", err)
-	}
+	pod := createTemplatePod(ctx, t, e, "short-lived")
 	var claimName string
 	waitFor(ctx, t, "claim in the pod status", func() (bool, error) {
 		current, err := e.kube.CoreV1().Pods(namespace).Get(ctx, pod.Name, metav1.GetOptions{})
@@ -384,18 +373,7 @@ func testDeletedPod(ctx context.Context, t *testing.T, e *env) {
 // protection from its creation; the controller lifts it, since nothing
 // is allocated, the claim goes and the pod gets a new one.
 func testDeletedUnallocatedClaim(ctx context.Context, t *testing.T, e *env) {
-	createTemplate(ctx, t, e, "waiting-template")
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "waiting", Namespace: namespace},
-		Spec: corev1.PodSpec{
-			Containers:     []corev1.Container{{Name: "ctr", Image: "busybox"}},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr("waiting-template")}},
-		},
-	}
-	pod, err := e.kube.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create pod: %v", err)
-	}
+	pod := createTemplatePod(ctx, t, e, "waiting")
 	var first *resourcev1.ResourceClaim
 	waitFor(ctx, t, "claim generated", func() (bool, error) {
 		for _, claim := range claimsOwnedBy(ctx, t, e, pod) {
@@ -428,6 +406,25 @@ func testDeletedUnallocatedClaim(ctx context.Context, t *testing.T, e *env) {
 		}
 		return false, nil
 	})
+}
+
+// createTemplatePod creates the template <name>-template and a pod
+// <name> with one claim "gpu" from it.
+func createTemplatePod(ctx context.Context, t *testing.T, e *env, name string) *corev1.Pod {
+	t.Helper()
+	createTemplate(ctx, t, e, name+"-template")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: corev1.PodSpec{
+			Containers:     []corev1.Container{{Name: "ctr", Image: "busybox"}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr(name + "-template")}},
+		},
+	}
+	pod, err := e.kube.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	return pod
 }
 
 func claimSpec() resourcev1.ResourceClaimSpec {
