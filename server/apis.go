@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -145,7 +144,7 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 	if err != nil {
 		return err
 	}
-	info := genericapiserver.NewDefaultAPIGroupInfo(resourceapi.GroupName, scheme, metav1.ParameterCodec, codecs)
+	info := newAPIGroupInfo(resourceapi.GroupName, scheme, codecs)
 	info.VersionedResourcesStorageMap[resourcev1.SchemeGroupVersion.Version] = storage
 	if beta := servedIn(scheme, resourcev1beta1.SchemeGroupVersion, storage, expiration); len(beta) > 0 {
 		info.VersionedResourcesStorageMap[resourcev1beta1.SchemeGroupVersion.Version] = beta

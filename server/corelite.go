@@ -77,7 +77,7 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 	if err != nil {
 		return fmt.Errorf("core/v1 storage: %w", err)
 	}
-	legacyInfo := genericapiserver.NewDefaultAPIGroupInfo("", scheme, metav1.ParameterCodec, codecs)
+	legacyInfo := newAPIGroupInfo("", scheme, codecs)
 	legacyInfo.VersionedResourcesStorageMap["v1"] = legacy
 	if err := s.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &legacyInfo); err != nil {
 		return fmt.Errorf("install core/v1: %w", err)
@@ -87,7 +87,7 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 	if err != nil {
 		return fmt.Errorf("coordination.k8s.io/v1 storage: %w", err)
 	}
-	coordinationInfo := genericapiserver.NewDefaultAPIGroupInfo("coordination.k8s.io", scheme, metav1.ParameterCodec, codecs)
+	coordinationInfo := newAPIGroupInfo("coordination.k8s.io", scheme, codecs)
 	coordinationInfo.VersionedResourcesStorageMap["v1"] = coordination
 	if err := s.InstallAPIGroup(&coordinationInfo); err != nil {
 		return fmt.Errorf("install coordination.k8s.io/v1: %w", err)

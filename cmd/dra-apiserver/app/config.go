@@ -195,10 +195,13 @@ func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, sche
 	if etcd != nil {
 		etcdOptions.StorageConfig.Transport.ServerList = []string{etcd.ClientURL}
 	}
+	// Stored JSON is read with the serving codecs' faster apiVersion and
+	// kind lookup.
+	storageCodecs := server.WithTypeMetaFactory(scheme, codecs, false)
 	storageFactory := serverstorage.NewDefaultStorageFactory(
 		etcdOptions.StorageConfig,
 		etcdOptions.DefaultStorageMediaType,
-		codecs,
+		storageCodecs,
 		serverstorage.NewDefaultResourceEncodingConfigForEffectiveVersion(scheme, generic.EffectiveVersion),
 		generic.MergedResourceConfig,
 		nil,
@@ -209,7 +212,7 @@ func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, sche
 	// written three times each). Values stored as JSON before stay
 	// readable: the storage decoder recognises either encoding.
 	for _, resource := range coreLiteResources {
-		storageFactory.SetSerializer(resource, runtime.ContentTypeProtobuf, codecs)
+		storageFactory.SetSerializer(resource, runtime.ContentTypeProtobuf, storageCodecs)
 	}
 	if err := etcdOptions.ApplyWithStorageFactoryTo(storageFactory, &generic.Config); err != nil {
 		return fmt.Errorf("etcd storage: %w", err)
