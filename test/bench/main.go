@@ -224,17 +224,21 @@ func benchClaims(c config, s *server) error {
 		return err
 	}
 
+	cpuBegin := s.cpuSeconds()
 	serial, err := createClaims(ctx, s, "bench-claims", "serial", c.serialClaims, 1)
 	if err != nil {
 		return err
 	}
+	serialCPU := s.cpuSeconds() - cpuBegin
 	size, err := storedClaimSize(ctx, etcd)
 	if err != nil {
 		return err
 	}
 	report("stored size of one claim in etcd", fmt.Sprintf("%d bytes", size))
 	cpuProfile := c.profile.cpu(ctx, s, "cpu-claims.pprof")
+	cpuBegin = s.cpuSeconds()
 	parallel, err := createClaims(ctx, s, "bench-claims", "parallel", c.parallelClaims, c.clients)
+	parallelCPU := s.cpuSeconds() - cpuBegin
 	cpuProfile()
 	if err != nil {
 		return err
@@ -249,6 +253,8 @@ func benchClaims(c config, s *server) error {
 	}
 	report("claims created/s, 1 client", fmt.Sprintf("%.0f/s (%d claims); raw etcd puts %.0f/s; API/etcd %.2f", serial, c.serialClaims, rawSerial, serial/rawSerial))
 	report(fmt.Sprintf("claims created/s, %d clients", c.clients), fmt.Sprintf("%.0f/s (%d claims); raw etcd puts %.0f/s; API/etcd %.2f", parallel, c.parallelClaims, rawParallel, parallel/rawParallel))
+	report("server CPU per claim created (process utime+stime during the creates / claims)",
+		fmt.Sprintf("%.3f ms with 1 client, %.3f ms with %d clients", serialCPU*1000/float64(c.serialClaims), parallelCPU*1000/float64(c.parallelClaims), c.clients))
 	report(fmt.Sprintf("RSS after %d claims, no slices", c.serialClaims+c.parallelClaims), mib(s.rss()))
 	return nil
 }
