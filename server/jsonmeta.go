@@ -22,15 +22,15 @@ func WithTypeMetaFactory(scheme *runtime.Scheme, codecs serializer.CodecFactory,
 		if info.MediaType != runtime.ContentTypeJSON {
 			continue
 		}
-		serializer := json.NewSerializerWithOptions(typeMetaFactory{}, scheme, scheme, json.SerializerOptions{StreamingCollectionsEncoding: streamingLists})
-		info.Serializer = serializer
+		plain := json.NewSerializerWithOptions(typeMetaFactory{}, scheme, scheme, json.SerializerOptions{StreamingCollectionsEncoding: streamingLists})
+		info.Serializer = plain
 		info.StrictSerializer = json.NewSerializerWithOptions(typeMetaFactory{}, scheme, scheme, json.SerializerOptions{Strict: true, StreamingCollectionsEncoding: streamingLists})
 		if info.PrettySerializer != nil {
 			info.PrettySerializer = json.NewSerializerWithOptions(typeMetaFactory{}, scheme, scheme, json.SerializerOptions{Pretty: true})
 		}
 		if info.StreamSerializer != nil {
 			stream := *info.StreamSerializer
-			stream.Serializer = serializer
+			stream.Serializer = plain
 			info.StreamSerializer = &stream
 		}
 		infos[i] = info
@@ -188,23 +188,12 @@ func (s *jsonScanner) consume(c byte) bool {
 // there is no valid string there, or it has escapes (the content would
 // need unquoting).
 func (s *jsonScanner) str() (content []byte, plain bool) {
-	if !s.consume('"') {
+	start := s.pos
+	if !s.skipString() {
 		return nil, false
 	}
-	start := s.pos
-	for s.pos < len(s.data) {
-		switch c := s.data[s.pos]; {
-		case c == '"':
-			content = s.data[start:s.pos]
-			s.pos++
-			return content, true
-		case c == '\\' || c < 0x20:
-			return nil, false
-		default:
-			s.pos++
-		}
-	}
-	return nil, false
+	content = s.data[start+1 : s.pos-1]
+	return content, bytes.IndexByte(content, '\\') < 0
 }
 
 // skipString passes a valid string at pos, escapes included.
