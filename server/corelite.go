@@ -66,7 +66,21 @@ func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) 
 	if err := plugin.ValidateInitialization(); err != nil {
 		return nil, nil, fmt.Errorf("namespace lifecycle admission: %w", err)
 	}
-	return c, admission.NewChainHandler(plugin), nil
+	return c, admission.NewChainHandler(namespaceLifecycle{plugin}), nil
+}
+
+// namespaceLifecycle is the NamespaceLifecycle plugin asked only about
+// creates and deletes. The plugin allows every update without looking at
+// it, so declining updates changes no answer; what it saves is the API
+// handlers' check that mutating admission left an object's managedFields
+// decodable, which decodes every managedFields entry again on each update
+// and patch, though no plugin that could touch them ran.
+type namespaceLifecycle struct {
+	*lifecycle.Lifecycle
+}
+
+func (l namespaceLifecycle) Handles(operation admission.Operation) bool {
+	return operation != admission.Update && l.Lifecycle.Handles(operation)
 }
 
 // install serves core/v1 and coordination.k8s.io/v1 and adds the hooks

@@ -49,10 +49,17 @@ type Tracker struct {
 	claimPools map[types.UID][]allocator.PoolID
 	poolClaims map[allocator.PoolID]map[types.UID]struct{}
 
+	// inventories holds each pool's prepared devices, with the class
+	// selectors' results the inventory caches, for as long as the pool's
+	// slices, the classes, the rules and the gates stay the same: a claim
+	// event, the most frequent one, then only counts the pool again.
+	inventories map[allocator.PoolID]preparedPool
+
 	pools       map[allocator.PoolID]*allocator.PoolUsage
 	classTotals map[string]ClassTotal
 	revision    uint64
 	recomputes  uint64
+	prepares    uint64
 	listeners   []func(Change)
 }
 
@@ -68,6 +75,7 @@ func New(alloc *allocator.Allocator) *Tracker {
 		claims:      map[types.UID]*resourceapi.AllocationResult{},
 		claimPools:  map[types.UID][]allocator.PoolID{},
 		poolClaims:  map[allocator.PoolID]map[types.UID]struct{}{},
+		inventories: map[allocator.PoolID]preparedPool{},
 		pools:       map[allocator.PoolID]*allocator.PoolUsage{},
 		classTotals: map[string]ClassTotal{},
 	}
@@ -106,6 +114,7 @@ func (t *Tracker) SetSlice(ctx context.Context, s *resourceapi.ResourceSlice) {
 	t.slices[id][s.Name] = s
 	t.slicePool[s.Name] = id
 	d.add(id)
+	t.forget(d)
 	t.recompute(ctx, d)
 }
 
@@ -118,7 +127,9 @@ func (t *Tracker) DeleteSlice(ctx context.Context, name string) {
 		return
 	}
 	t.removeSlice(id, name)
-	t.recompute(ctx, dirty{id: {}})
+	d := dirty{id: {}}
+	t.forget(d)
+	t.recompute(ctx, d)
 }
 
 func (t *Tracker) removeSlice(id allocator.PoolID, name string) {
@@ -212,6 +223,7 @@ func (t *Tracker) SetClass(ctx context.Context, c *resourceapi.DeviceClass) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.classes[c.Name] = c
+	clear(t.inventories)
 	t.recomputeAll(ctx)
 }
 
@@ -223,6 +235,7 @@ func (t *Tracker) DeleteClass(ctx context.Context, name string) {
 		return
 	}
 	delete(t.classes, name)
+	clear(t.inventories)
 	t.recomputeAll(ctx)
 }
 
@@ -237,6 +250,7 @@ func (t *Tracker) SetRule(ctx context.Context, r *resourceapi.DeviceTaintRule) {
 	}
 	t.rules[r.Name] = r
 	t.rulePools(r, d)
+	clear(t.inventories)
 	t.recompute(ctx, d)
 }
 
@@ -251,6 +265,7 @@ func (t *Tracker) DeleteRule(ctx context.Context, name string) {
 	d := dirty{}
 	t.rulePools(old, d)
 	delete(t.rules, name)
+	clear(t.inventories)
 	t.recompute(ctx, d)
 }
 
@@ -268,6 +283,35 @@ func (t *Tracker) rulePools(r *resourceapi.DeviceTaintRule, d dirty) {
 		if (sel.Driver == nil || *sel.Driver == id.Driver) && (sel.Pool == nil || *sel.Pool == id.Pool) {
 			d.add(id)
 		}
+	}
+}
+
+// forget drops the prepared inventories of pools whose slices changed.
+func (t *Tracker) forget(d dirty) {
+	for id := range d {
+		delete(t.inventories, id)
+	}
+}
+
+// preparedPool is one pool's inventory and the gates it was prepared
+// with.
+type preparedPool struct {
+	inv   *allocator.Inventory
+	gates gates
+}
+
+// gates are the feature gates that shape an inventory. They are fixed
+// while the server runs; tests flip them between events.
+type gates struct {
+	rules, bindingConditions, taints, fractionalCapacity bool
+}
+
+func currentGates() gates {
+	return gates{
+		rules:              features.Enabled(features.DRADeviceTaintRules),
+		bindingConditions:  features.Enabled(features.DRADeviceBindingConditions),
+		taints:             features.Enabled(features.DRADeviceTaints),
+		fractionalCapacity: features.Enabled(features.DRAFractionalCapacityRange),
 	}
 }
 
@@ -291,37 +335,27 @@ func (t *Tracker) recompute(ctx context.Context, d dirty) {
 		}
 		return strings.Compare(a.Pool, b.Pool)
 	})
-	var rules []*resourceapi.DeviceTaintRule
-	// As for the allocator, rules taint nothing while their gate is off.
-	if features.Enabled(features.DRADeviceTaintRules) {
-		for _, r := range t.rules {
-			rules = append(rules, r)
-		}
-	}
-	slices.SortFunc(rules, func(a, b *resourceapi.DeviceTaintRule) int { return strings.Compare(a.Name, b.Name) })
+	g := currentGates()
 	for _, id := range ids {
-		t.recomputePool(ctx, id, rules)
+		t.recomputePool(ctx, id, g)
 	}
 }
 
-func (t *Tracker) recomputePool(ctx context.Context, id allocator.PoolID, rules []*resourceapi.DeviceTaintRule) {
+func (t *Tracker) recomputePool(ctx context.Context, id allocator.PoolID, g gates) {
 	old := t.pools[id]
 	var usage *allocator.PoolUsage
 	if byName := t.slices[id]; len(byName) > 0 {
 		t.recomputes++
-		// The same gates as the allocation controller's snapshot.
-		snap := allocator.Snapshot{Classes: t.classes, TaintRules: rules,
-			WithoutBindingConditions: !features.Enabled(features.DRADeviceBindingConditions),
-			WithoutDeviceTaints:      !features.Enabled(features.DRADeviceTaints),
-			WholeUnitCapacitySteps:   !features.Enabled(features.DRAFractionalCapacityRange)}
-		for _, s := range byName {
-			snap.Slices = append(snap.Slices, s)
+		prepared, ok := t.inventories[id]
+		if !ok || prepared.gates != g {
+			prepared = preparedPool{inv: t.prepare(byName, g), gates: g}
+			t.inventories[id] = prepared
 		}
 		inUse := allocator.NewInUse()
 		for uid := range t.poolClaims[id] {
 			inUse.SetClaim(uid, t.claims[uid])
 		}
-		for _, u := range t.alloc.Prepare(snap).State(inUse).Usage(ctx) {
+		for _, u := range prepared.inv.State(inUse).Usage(ctx) {
 			if u.ID == id {
 				usage = &u
 			}
@@ -362,6 +396,28 @@ func (t *Tracker) recomputePool(ctx context.Context, id allocator.PoolID, rules 
 	}
 	t.revision++
 	t.notify(Change{Pool: *usage, Revision: t.revision})
+}
+
+// prepare builds the inventory of one pool's slices with the same gates
+// as the allocation controller's snapshot.
+func (t *Tracker) prepare(byName map[string]*resourceapi.ResourceSlice, g gates) *allocator.Inventory {
+	var rules []*resourceapi.DeviceTaintRule
+	// As for the allocator, rules taint nothing while their gate is off.
+	if g.rules {
+		for _, r := range t.rules {
+			rules = append(rules, r)
+		}
+	}
+	slices.SortFunc(rules, func(a, b *resourceapi.DeviceTaintRule) int { return strings.Compare(a.Name, b.Name) })
+	snap := allocator.Snapshot{Classes: t.classes, TaintRules: rules,
+		WithoutBindingConditions: !g.bindingConditions,
+		WithoutDeviceTaints:      !g.taints,
+		WholeUnitCapacitySteps:   !g.fractionalCapacity}
+	for _, s := range byName {
+		snap.Slices = append(snap.Slices, s)
+	}
+	t.prepares++
+	return t.alloc.Prepare(snap)
 }
 
 func (t *Tracker) notify(c Change) {

@@ -192,3 +192,47 @@ func TestTrackerMatchesFullCount(t *testing.T) {
 		}
 	}
 }
+
+// TestTrackerReusesInventories checks which events prepare a pool's
+// inventory again: claims reuse it, slices, classes, rules and gates do
+// not.
+func TestTrackerReusesInventories(t *testing.T) {
+	ctx := context.Background()
+	tr := New(allocator.New(allocator.Options{}))
+	class := func(expr string) *resourceapi.DeviceClass {
+		return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourceapi.DeviceClassSpec{
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}}}}
+	}
+	tr.SetClass(ctx, class(fmt.Sprintf("device.driver == %q", driver)))
+	tr.SetSlice(ctx, slice("node-0", "gpu-0", "gpu-1"))
+	tr.SetSlice(ctx, slice("node-1", "gpu-0", "gpu-1"))
+	rule := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Spec: resourceapi.DeviceTaintRuleSpec{
+		DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: new(driver), Pool: new("node-0"), Device: new("gpu-1")},
+		Taint:          resourceapi.DeviceTaint{Key: "broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}}}
+
+	for _, step := range []struct {
+		name      string
+		event     func()
+		prepares  uint64
+		classFree int
+	}{
+		{"allocate", func() { tr.SetClaim(ctx, claim("c1", "node-0", "gpu-0")) }, 0, 3},
+		{"allocate more", func() { tr.SetClaim(ctx, claim("c1", "node-0", "gpu-0", "gpu-1")) }, 0, 2},
+		{"release", func() { tr.DeleteClaim(ctx, "c1") }, 0, 4},
+		{"slice changed", func() { tr.SetSlice(ctx, slice("node-0", "gpu-0")) }, 1, 3},
+		{"class changed", func() { tr.SetClass(ctx, class(`device.driver == "other"`)) }, 2, 0},
+		{"class back", func() { tr.SetClass(ctx, class(fmt.Sprintf("device.driver == %q", driver))) }, 2, 3},
+		{"rule added", func() { tr.SetRule(ctx, rule) }, 1, 3},
+		{"allocate after the rule", func() { tr.SetClaim(ctx, claim("c2", "node-1", "gpu-1")) }, 1, 2},
+		{"slice deleted", func() { tr.DeleteSlice(ctx, "node-1-gpus") }, 0, 1},
+	} {
+		before := tr.prepares
+		step.event()
+		if got := tr.prepares - before; got != step.prepares {
+			t.Errorf("%s: %d pools prepared, want %d", step.name, got, step.prepares)
+		}
+		if got := tr.Classes()["gpu"].Free; got != step.classFree {
+			t.Errorf("%s: %d devices of class gpu free, want %d", step.name, got, step.classFree)
+		}
+	}
+}
