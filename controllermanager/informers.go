@@ -15,8 +15,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/codec"
 	"github.com/draplane/draplane/generated/clientset/versioned"
+	clientscheme "github.com/draplane/draplane/generated/clientset/versioned/scheme"
+	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	resourceinternal "github.com/draplane/draplane/generated/informers/externalversions/internalinterfaces"
 	resourcev1informers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
@@ -38,6 +43,51 @@ func InProcessConfig(loopback *rest.Config, kube bool) *rest.Config {
 	return config
 }
 
+// newResourceClient is the resource.draplane.dev clientset for config
+// whose v1 client decodes JSON with codec's serializers: they find an
+// object's apiVersion and kind in one syntax pass where the generated
+// client's own decode the whole object once more just for those two
+// fields, on every watch event and response. Both versions' clients share
+// one connection pool and one rate limiter, as in NewForConfig.
+func newResourceClient(config *rest.Config) (versioned.Interface, error) {
+	config = rest.CopyConfig(config)
+	if config.RateLimiter == nil && config.QPS > 0 {
+		if config.Burst <= 0 {
+			return nil, fmt.Errorf("burst is required to be greater than 0 when RateLimiter is not set and QPS is set to greater than 0")
+		}
+		config.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(config.QPS, config.Burst)
+	}
+	httpClient, err := rest.HTTPClientFor(config)
+	if err != nil {
+		return nil, err
+	}
+	clientset, err := versioned.NewForConfigAndClient(config, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	v1Config := rest.CopyConfig(config)
+	gv := resourcev1.SchemeGroupVersion
+	v1Config.GroupVersion = &gv
+	v1Config.APIPath = "/apis"
+	v1Config.NegotiatedSerializer = codec.WithoutConversion(clientscheme.Scheme, clientscheme.Codecs)
+	if v1Config.UserAgent == "" {
+		v1Config.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	v1, err := rest.RESTClientForConfigAndClient(v1Config, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return resourceClientset{Clientset: clientset, v1: resourcev1client.New(v1)}, nil
+}
+
+// resourceClientset is a generated clientset with another v1 client.
+type resourceClientset struct {
+	*versioned.Clientset
+	v1 resourcev1client.ResourceV1Interface
+}
+
+func (c resourceClientset) ResourceV1() resourcev1client.ResourceV1Interface { return c.v1 }
+
 // Informers are informer factories on the API server's loopback client
 // shared by everything in the process that watches it: the controllers
 // and the simulator (when they are not leader-elected, so that they live
@@ -58,7 +108,7 @@ func NewInformers(loopback *rest.Config) (*Informers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shared informers: kube client: %w", err)
 	}
-	resourceClient, err := versioned.NewForConfig(InProcessConfig(loopback, false))
+	resourceClient, err := newResourceClient(InProcessConfig(loopback, false))
 	if err != nil {
 		return nil, fmt.Errorf("shared informers: resource client: %w", err)
 	}

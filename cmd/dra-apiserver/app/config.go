@@ -16,6 +16,7 @@ import (
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/klog/v2"
 
+	"github.com/draplane/draplane/codec"
 	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/server"
 )
@@ -197,7 +198,7 @@ func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, sche
 	}
 	// Stored JSON is read with the serving codecs' faster apiVersion and
 	// kind lookup.
-	storageCodecs := server.WithTypeMetaFactory(scheme, codecs, false)
+	storageCodecs := codec.WithTypeMetaFactory(scheme, codecs, false)
 	storageFactory := serverstorage.NewDefaultStorageFactory(
 		etcdOptions.StorageConfig,
 		etcdOptions.DefaultStorageMediaType,

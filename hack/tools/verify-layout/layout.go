@@ -24,7 +24,7 @@ var layers = [][]string{
 	{"apis/resource/validation"},
 	{"cel"},
 	{"generated"},
-	{"apis", "features"},
+	{"apis", "features", "codec"},
 }
 
 // apiTier is the first layer of the API definition: validation, CEL,

@@ -1,14 +1,15 @@
-package server
+// Package codec holds the JSON serializers the server and its in-process
+// clients use in place of apimachinery's defaults, where those do work
+// that changes no answer.
+package codec
 
 import (
 	"bytes"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 )
 
 // WithTypeMetaFactory is codecs with JSON serializers that find an
@@ -38,15 +39,29 @@ func WithTypeMetaFactory(scheme *runtime.Scheme, codecs serializer.CodecFactory,
 	return typeMetaCodecs{CodecFactory: codecs, infos: infos}
 }
 
-// newAPIGroupInfo is genericapiserver's default group info with
-// typeMetaFactory in its JSON serializers.
-func newAPIGroupInfo(group string, scheme *runtime.Scheme, codecs serializer.CodecFactory) genericapiserver.APIGroupInfo {
-	info := genericapiserver.NewDefaultAPIGroupInfo(group, scheme, metav1.ParameterCodec, codecs)
-	// The default info's codecs are its own, with streaming list encoding.
-	if own, ok := info.NegotiatedSerializer.(serializer.CodecFactory); ok {
-		info.NegotiatedSerializer = WithTypeMetaFactory(scheme, own, true)
-	}
-	return info
+// WithoutConversion is WithTypeMetaFactory(scheme, codecs, false) for a
+// client, as codecs.WithoutConversion() is codecs for one: objects are
+// encoded and decoded in the version they are in. Generated clientsets set
+// their own codecs; build a client's RESTClient with this instead to
+// decode responses and watch events with typeMetaFactory.
+func WithoutConversion(scheme *runtime.Scheme, codecs serializer.CodecFactory) runtime.NegotiatedSerializer {
+	return withoutConversion{typeMetaCodecs: WithTypeMetaFactory(scheme, codecs, false).(typeMetaCodecs), scheme: scheme}
+}
+
+type withoutConversion struct {
+	typeMetaCodecs
+	scheme *runtime.Scheme
+}
+
+// EncoderForVersion sets the object's apiVersion and kind, and converts
+// nothing, as serializer.WithoutConversionCodecFactory does.
+func (c withoutConversion) EncoderForVersion(e runtime.Encoder, version runtime.GroupVersioner) runtime.Encoder {
+	return runtime.WithVersionEncoder{Version: version, Encoder: e, ObjectTyper: c.scheme}
+}
+
+// DecoderToVersion converts nothing.
+func (c withoutConversion) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
+	return runtime.WithoutVersionDecoder{Decoder: d}
 }
 
 type typeMetaCodecs struct {

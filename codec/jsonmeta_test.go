@@ -1,4 +1,4 @@
-package server
+package codec
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 )
 
@@ -78,7 +77,7 @@ func TestTypeMetaFactory(t *testing.T) {
 }
 
 // FuzzTypeMetaFactory: any input gets SimpleMetaFactory's answer.
-// `go test ./server -run '^$' -fuzz FuzzTypeMetaFactory` explores more.
+// `go test ./codec -run '^$' -fuzz FuzzTypeMetaFactory` explores more.
 func FuzzTypeMetaFactory(f *testing.F) {
 	for _, tc := range typeMetaCases {
 		if len(tc.doc) < 1000 {
@@ -114,49 +113,4 @@ func BenchmarkTypeMetaFactory(b *testing.B) {
 			}
 		})
 	}
-}
-
-// TestAPIGroupInfoCodecs: the API groups' JSON serializers, plain, strict
-// and streaming, find kinds with typeMetaFactory; YAML's and protobuf's
-// are the default ones.
-func TestAPIGroupInfoCodecs(t *testing.T) {
-	scheme, codecs, err := NewScheme(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, ns := range map[string]runtime.NegotiatedSerializer{
-		"API group": newAPIGroupInfo("", scheme, codecs).NegotiatedSerializer,
-		"storage":   WithTypeMetaFactory(scheme, codecs, false),
-	} {
-		for _, info := range ns.SupportedMediaTypes() {
-			want := map[string]string{
-				"application/json":                    "server.typeMetaFactory",
-				"application/yaml":                    "json.SimpleMetaFactory",
-				"application/vnd.kubernetes.protobuf": "",
-			}[info.MediaType]
-			serializers := map[string]runtime.Decoder{"plain": info.Serializer, "strict": info.StrictSerializer}
-			if info.StreamSerializer != nil {
-				serializers["stream"] = info.StreamSerializer.Serializer
-			}
-			for kind, s := range serializers {
-				if got := metaFactoryOf(s); got != want {
-					t.Errorf("%s, %s, %s serializer: meta factory %q, want %q", name, info.MediaType, kind, got, want)
-				}
-			}
-		}
-	}
-}
-
-// metaFactoryOf is the type of a JSON serializer's meta factory, or ""
-// for other serializers.
-func metaFactoryOf(d runtime.Decoder) string {
-	v := reflect.ValueOf(d)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return ""
-	}
-	meta := v.Elem().FieldByName("meta")
-	if !meta.IsValid() || meta.IsNil() {
-		return ""
-	}
-	return meta.Elem().Type().String()
 }
