@@ -41,11 +41,21 @@ func WithTypeMetaFactory(scheme *runtime.Scheme, codecs serializer.CodecFactory,
 
 // WithoutConversion is WithTypeMetaFactory(scheme, codecs, false) for a
 // client, as codecs.WithoutConversion() is codecs for one: objects are
-// encoded and decoded in the version they are in. Generated clientsets set
-// their own codecs; build a client's RESTClient with this instead to
-// decode responses and watch events with typeMetaFactory.
+// encoded and decoded in the version they are in, and JSON watch streams
+// are split into events by jsonFramer. Generated clientsets set their own
+// codecs; build a client's RESTClient with this instead to decode
+// responses and watch events with typeMetaFactory.
 func WithoutConversion(scheme *runtime.Scheme, codecs serializer.CodecFactory) runtime.NegotiatedSerializer {
-	return withoutConversion{typeMetaCodecs: WithTypeMetaFactory(scheme, codecs, false).(typeMetaCodecs), scheme: scheme}
+	c := WithTypeMetaFactory(scheme, codecs, false).(typeMetaCodecs)
+	// Watch events are split with jsonFramer's reader.
+	for i, info := range c.infos {
+		if info.MediaType == runtime.ContentTypeJSON && info.StreamSerializer != nil {
+			stream := *info.StreamSerializer
+			stream.Framer = jsonFramer{}
+			c.infos[i].StreamSerializer = &stream
+		}
+	}
+	return withoutConversion{typeMetaCodecs: c, scheme: scheme}
 }
 
 type withoutConversion struct {

@@ -18,7 +18,8 @@ const claimJSON = `{"kind":"ResourceClaim","apiVersion":"resource.draplane.dev/v
 
 // TestResourceClient: the in-process resource client reads objects,
 // lists and watch events as the generated one does, its v1 client decodes
-// with codec's meta factory, and both versions share one rate limiter.
+// with codec's meta factory and frame reader, and both versions share one
+// rate limiter.
 func TestResourceClient(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -72,8 +73,10 @@ func TestResourceClient(t *testing.T) {
 	}
 
 	v1 := client.ResourceV1().RESTClient().(*rest.RESTClient)
-	if !holdsType(reflect.ValueOf(v1), "codec.typeMetaFactory", 25, map[uintptr]bool{}) {
-		t.Error("the v1 client does not decode with codec's meta factory")
+	for _, name := range []string{"codec.typeMetaFactory", "codec.jsonFramer"} {
+		if !holdsType(reflect.ValueOf(v1), name, 25, map[uintptr]bool{}) {
+			t.Errorf("the v1 client does not decode with %s", name)
+		}
 	}
 	if v1.GetRateLimiter() != client.ResourceV1beta1().RESTClient().GetRateLimiter() {
 		t.Error("the v1 and v1beta1 clients have rate limiters of their own")
