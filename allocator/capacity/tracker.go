@@ -49,10 +49,11 @@ type Tracker struct {
 	claimPools map[types.UID][]allocator.PoolID
 	poolClaims map[allocator.PoolID]map[types.UID]struct{}
 
-	// inventories holds each pool's prepared devices, with the class
+	// inventories holds pools' prepared devices, with the class
 	// selectors' results the inventory caches, for as long as the pool's
 	// slices, the classes, the rules and the gates stay the same: a claim
-	// event, the most frequent one, then only counts the pool again.
+	// event, the most frequent one, then only counts the pool again. At
+	// most maxInventories are kept (about 5 KB each for 8 devices).
 	inventories map[allocator.PoolID]preparedPool
 
 	pools       map[allocator.PoolID]*allocator.PoolUsage
@@ -286,6 +287,10 @@ func (t *Tracker) rulePools(r *resourceapi.DeviceTaintRule, d dirty) {
 	}
 }
 
+// maxInventories bounds the prepared inventories kept: pools with
+// allocations going on are kept, a cluster's every pool need not be.
+const maxInventories = 1024
+
 // forget drops the prepared inventories of pools whose slices changed.
 func (t *Tracker) forget(d dirty) {
 	for id := range d {
@@ -349,6 +354,13 @@ func (t *Tracker) recomputePool(ctx context.Context, id allocator.PoolID, g gate
 		prepared, ok := t.inventories[id]
 		if !ok || prepared.gates != g {
 			prepared = preparedPool{inv: t.prepare(byName, g), gates: g}
+			if _, replaced := t.inventories[id]; !replaced && len(t.inventories) >= maxInventories {
+				// Full: forget one, whichever the map yields first.
+				for other := range t.inventories {
+					delete(t.inventories, other)
+					break
+				}
+			}
 			t.inventories[id] = prepared
 		}
 		inUse := allocator.NewInUse()

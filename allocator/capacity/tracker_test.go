@@ -236,3 +236,25 @@ func TestTrackerReusesInventories(t *testing.T) {
 		}
 	}
 }
+
+// TestTrackerBoundsInventories: with more pools than it keeps prepared,
+// the tracker keeps at most maxInventories and still counts every pool.
+func TestTrackerBoundsInventories(t *testing.T) {
+	ctx := context.Background()
+	tr := New(allocator.New(allocator.Options{}))
+	tr.SetClass(ctx, &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)}}}}})
+	pools := maxInventories + 100
+	for i := range pools {
+		tr.SetSlice(ctx, slice(fmt.Sprintf("node-%d", i), "gpu-0", "gpu-1"))
+	}
+	for i := range pools {
+		tr.SetClaim(ctx, claim(fmt.Sprintf("c%d", i), fmt.Sprintf("node-%d", i), "gpu-0"))
+	}
+	if n := len(tr.inventories); n > maxInventories {
+		t.Errorf("%d inventories kept, want at most %d", n, maxInventories)
+	}
+	if got := tr.Classes()["gpu"]; got.Devices != 2*pools || got.Free != pools {
+		t.Errorf("class gpu %+v, want %d devices, %d free", got, 2*pools, pools)
+	}
+}
