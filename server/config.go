@@ -147,6 +147,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, fmt.Errorf("build generic API server: %w", err)
 	}
 	s := &Server{GenericAPIServer: generic, extra: c.Extra}
+	generic.Handler.GoRestfulContainer.Router(newRouteSelector())
 	optsGetter := c.Generic.RESTOptionsGetter
 	adminAccess := c.Extra.adminAccess()
 	// One set of informers on the loopback client for everything in the
