@@ -61,11 +61,19 @@ func (s *routeSelector) service(ws *restful.WebService) *serviceRoutes {
 		}
 		r.parts = append(r.parts, parts)
 		r.isParam = append(r.isParam, params)
-		r.curly = r.curly || strings.Contains(route.Path, ":") || len(parts) > maxTokens ||
-			reflect.ValueOf(route).Elem().FieldByName("allowedMethodsWithoutContentType").Len() > 0
+		r.curly = r.curly || strings.Contains(route.Path, ":") || len(parts) > maxTokens || !plainContentTypes(route)
 	}
 	actual, _ := s.services.LoadOrStore(ws, r)
 	return actual.(*serviceRoutes)
+}
+
+// plainContentTypes reports whether a route takes requests without a
+// Content-Type for go-restful's default methods only: it has no
+// AllowedMethodsWithoutContentType (an unexported field; a go-restful
+// without it makes every service CurlyRouter's).
+func plainContentTypes(route *restful.Route) bool {
+	f := reflect.ValueOf(route).Elem().FieldByName("allowedMethodsWithoutContentType")
+	return f.IsValid() && f.Kind() == reflect.Slice && f.Len() == 0
 }
 
 // splitPath is go-restful's tokenizePath.
