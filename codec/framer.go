@@ -22,7 +22,8 @@ func (jsonFramer) NewFrameWriter(w io.Writer) io.Writer { return json.Framer.New
 
 func (jsonFramer) NewFrameReader(r io.ReadCloser) io.ReadCloser { return &frameReader{r: r} }
 
-// minFrameRead is how much room a read of the stream gets at least.
+// minFrameRead is how much the buffer grows by when it is short of room;
+// a read of the stream gets at least half of it.
 const minFrameRead = 32 << 10
 
 // frameReader returns one JSON object of the stream per Read, as
