@@ -3,6 +3,7 @@ module github.com/draplane/draplane
 go 1.26.0
 
 require (
+	github.com/emicklei/go-restful/v3 v3.13.0
 	github.com/google/cel-go v0.29.2
 	github.com/google/go-containerregistry v0.21.4
 	go.etcd.io/etcd/server/v3 v3.7.0
@@ -27,7 +28,6 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
-	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
