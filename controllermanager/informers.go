@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/flowcontrol"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/codec"
@@ -47,16 +46,10 @@ func InProcessConfig(loopback *rest.Config, kube bool) *rest.Config {
 // whose v1 client decodes JSON with codec's serializers: they find an
 // object's apiVersion and kind in one syntax pass where the generated
 // client's own decode the whole object once more just for those two
-// fields, on every watch event and response. Both versions' clients share
-// one connection pool and one rate limiter, as in NewForConfig.
+// fields, on every watch event and response. The v1 client shares the
+// connection pool and the rate limiter of the clientset's other version
+// (NewForConfig gives every version one limiter when QPS is set).
 func newResourceClient(config *rest.Config) (versioned.Interface, error) {
-	config = rest.CopyConfig(config)
-	if config.RateLimiter == nil && config.QPS > 0 {
-		if config.Burst <= 0 {
-			return nil, fmt.Errorf("burst is required to be greater than 0 when RateLimiter is not set and QPS is set to greater than 0")
-		}
-		config.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(config.QPS, config.Burst)
-	}
 	httpClient, err := rest.HTTPClientFor(config)
 	if err != nil {
 		return nil, err
@@ -66,6 +59,7 @@ func newResourceClient(config *rest.Config) (versioned.Interface, error) {
 		return nil, err
 	}
 	v1Config := rest.CopyConfig(config)
+	v1Config.RateLimiter = clientset.ResourceV1beta1().RESTClient().GetRateLimiter()
 	gv := resourcev1.SchemeGroupVersion
 	v1Config.GroupVersion = &gv
 	v1Config.APIPath = "/apis"

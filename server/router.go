@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -39,29 +40,27 @@ type serviceRoutes struct {
 	curly  bool
 	root   []string
 	routes []restful.Route
-	parts  [][]string
-	// isParam says which parts are parameters, per route.
-	isParam [][]bool
+	// parts are each route's path split.
+	parts [][]string
 }
 
 func (s *routeSelector) service(ws *restful.WebService) *serviceRoutes {
 	if r, ok := s.services.Load(ws); ok {
 		return r.(*serviceRoutes)
 	}
-	r := &serviceRoutes{root: splitPath(ws.RootPath()), routes: ws.Routes()}
+	r := &serviceRoutes{routes: ws.Routes()}
+	var ok bool
+	if r.root, ok = splitPath(ws.RootPath()); !ok {
+		r.curly = true
+	}
 	for _, token := range r.root {
 		r.curly = r.curly || strings.Contains(token, ":")
 	}
 	for i := range r.routes {
 		route := &r.routes[i]
-		parts := splitPath(route.Path)
-		params := make([]bool, len(parts))
-		for j, part := range parts {
-			params[j] = strings.HasPrefix(part, "{")
-		}
+		parts, ok := splitPath(route.Path)
 		r.parts = append(r.parts, parts)
-		r.isParam = append(r.isParam, params)
-		r.curly = r.curly || strings.Contains(route.Path, ":") || len(parts) > maxTokens || !plainContentTypes(route)
+		r.curly = r.curly || !ok || strings.Contains(route.Path, ":") || !plainContentTypes(route)
 	}
 	actual, _ := s.services.LoadOrStore(ws, r)
 	return actual.(*serviceRoutes)
@@ -76,19 +75,16 @@ func plainContentTypes(route *restful.Route) bool {
 	return f.IsValid() && f.Kind() == reflect.Slice && f.Len() == 0
 }
 
-// splitPath is go-restful's tokenizePath.
-func splitPath(path string) []string {
-	if path == "/" {
-		return nil
-	}
-	if restful.TrimRightSlashEnabled {
-		return strings.Split(strings.Trim(path, "/"), "/")
-	}
-	return strings.Split(strings.TrimLeft(path, "/"), "/")
+// splitPath is go-restful's tokenizePath for paths of at most maxTokens
+// parts; ok is false for longer ones.
+func splitPath(path string) (parts []string, ok bool) {
+	var buf [maxTokens]string
+	n, ok := splitPathInto(path, &buf)
+	return append([]string(nil), buf[:n]...), ok
 }
 
-// splitPathInto is splitPath into tokens, without allocating; ok is false
-// when the path has more than len(tokens) parts.
+// splitPathInto is go-restful's tokenizePath into tokens, without
+// allocating; ok is false when the path has more than len(tokens) parts.
 func splitPathInto(path string, tokens *[maxTokens]string) (n int, ok bool) {
 	if path == "/" {
 		return 0, true
@@ -149,7 +145,7 @@ func (s *routeSelector) SelectRoute(webServices []*restful.WebService, req *http
 		}
 		static, params := 0, 0
 		for j, part := range parts {
-			if bestRoutes.isParam[i][j] {
+			if strings.HasPrefix(part, "{") {
 				params++
 			} else if part == tokens[j] {
 				static++
@@ -247,7 +243,7 @@ func detectRoute(candidates candidateRoutes, req *http.Request) (*restful.Route,
 	if len(routes) == 0 {
 		var allowed []string
 		for _, r := range previous {
-			if !containsString(allowed, r.Method) {
+			if !slices.Contains(allowed, r.Method) {
 				allowed = append(allowed, r.Method)
 			}
 		}
@@ -290,15 +286,6 @@ func filterRoutes(routes []*restful.Route, keep func(*restful.Route) bool) []*re
 		}
 	}
 	return out
-}
-
-func containsString(list []string, s string) bool {
-	for _, each := range list {
-		if each == s {
-			return true
-		}
-	}
-	return false
 }
 
 // eachMediaType calls f with each media type of a header value, without
