@@ -92,9 +92,9 @@ func (m *ControllerManager) sharedInformers(loopback *rest.Config) (*Informers, 
 // through loopback, pods, nodes, events and leases through the host when
 // there is one. Each makes at most qps requests per second, with bursts.
 func (m *ControllerManager) clients(loopback *rest.Config, useHost bool, qps float32, burst int) (kubernetes.Interface, versioned.Interface, error) {
-	config := InProcessConfig(loopback, false)
+	config := InProcessConfig(loopback)
 	config.QPS, config.Burst = qps, burst
-	kubeConfig := InProcessConfig(loopback, true)
+	kubeConfig := InProcessConfig(loopback)
 	kubeConfig.QPS, kubeConfig.Burst = qps, burst
 	if useHost && m.config.Host != nil {
 		kubeConfig = rest.CopyConfig(m.config.Host)

@@ -28,25 +28,22 @@ import (
 
 // InProcessConfig is loopback, tuned for clients that run inside the API
 // server's own process: responses are not compressed (gzip on a loopback
-// connection costs CPU on both ends and saves nothing) and, with kube set,
-// the core types travel as protobuf, which k8s.io/api types support and
-// which decodes several times faster than JSON. resource.draplane.dev has
-// no protobuf encoding: its clients keep JSON.
-func InProcessConfig(loopback *rest.Config, kube bool) *rest.Config {
+// connection costs CPU on both ends and saves nothing) and objects travel
+// as protobuf, which decodes several times faster than JSON (both the core
+// types and resource.draplane.dev have it).
+func InProcessConfig(loopback *rest.Config) *rest.Config {
 	config := rest.CopyConfig(loopback)
 	config.DisableCompression = true
-	if kube {
-		config.ContentType = runtime.ContentTypeProtobuf
-		config.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	}
+	config.ContentType = runtime.ContentTypeProtobuf
+	config.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return config
 }
 
 // newResourceClient is the resource.draplane.dev clientset for config
-// whose v1 client decodes JSON with codec's serializers: they find an
-// object's apiVersion and kind in one syntax pass where the generated
-// client's own decode the whole object once more just for those two
-// fields, on every watch event and response. The v1 client shares the
+// whose v1 client decodes with codec's serializers: when it gets JSON
+// (config asks for protobuf first), they find an object's apiVersion and
+// kind in one syntax pass where the generated client's own decode the
+// whole object once more just for those two fields. The v1 client shares the
 // connection pool and the rate limiter of the clientset's other version
 // (NewForConfig gives every version one limiter when QPS is set).
 func newResourceClient(config *rest.Config) (versioned.Interface, error) {
@@ -98,11 +95,11 @@ type Informers struct {
 // for their informers, add handlers and then call Start; the factories
 // start what was asked for so far, so every user may start them.
 func NewInformers(loopback *rest.Config) (*Informers, error) {
-	kubeClient, err := kubernetes.NewForConfig(InProcessConfig(loopback, true))
+	kubeClient, err := kubernetes.NewForConfig(InProcessConfig(loopback))
 	if err != nil {
 		return nil, fmt.Errorf("shared informers: kube client: %w", err)
 	}
-	resourceClient, err := newResourceClient(InProcessConfig(loopback, false))
+	resourceClient, err := newResourceClient(InProcessConfig(loopback))
 	if err != nil {
 		return nil, fmt.Errorf("shared informers: resource client: %w", err)
 	}

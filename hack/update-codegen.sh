@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates every generated file: deepcopy, defaulters, conversion
-# (apis/), OpenAPI definitions, clientset, listers, informers and apply
-# configurations (generated/). Downloads the modules it needs; works
+# Regenerates every generated file: deepcopy, defaulters, conversion,
+# protobuf (apis/), OpenAPI definitions, clientset, listers, informers and
+# apply configurations (generated/). Downloads the modules it needs; works
 # offline once the module cache is warm.
 set -o errexit -o nounset -o pipefail
 
@@ -23,6 +23,47 @@ source "${CODEGEN_PKG}/kube_codegen.sh"
 BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
 
 kube::codegen::gen_helpers --boilerplate "${BOILERPLATE}" "${ROOT}/apis"
+
+# Protobuf encoding of the served versions (generated.proto and
+# generated.pb.go; go-to-protobuf also writes the protobuf tags of the
+# fields in types.go, keeping the numbers fields already have). It needs
+# protoc, from Debian's protobuf-compiler when missing; protoc-gen-gogo and
+# goimports are pinned as tools in go.mod. go-to-protobuf wants a
+# GOPATH-like tree: the output dir holds this module under its import
+# path, and the imported .proto files are found under theirs.
+if ! command -v protoc >/dev/null; then
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+    apt-get install -y -qq protobuf-compiler >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler >/dev/null; }
+  else
+    echo "protoc is missing: install Debian's protobuf-compiler (or any protoc 3)" >&2
+    exit 1
+  fi
+fi
+protowork="$(mktemp -d)"
+mkdir -p "${protowork}/bin" "${protowork}/src/${MODULE%/*}" "${protowork}/import/k8s.io" "${protowork}/import/github.com/gogo"
+ln -s "${ROOT}" "${protowork}/src/${MODULE}"
+ln -s "$(go list -m -f '{{.Dir}}' k8s.io/api)" "${protowork}/import/k8s.io/api"
+ln -s "$(go list -m -f '{{.Dir}}' k8s.io/apimachinery)" "${protowork}/import/k8s.io/apimachinery"
+gogo="$(go list -m -f '{{.Dir}}' github.com/gogo/protobuf)"
+ln -s "${gogo}" "${protowork}/import/github.com/gogo/protobuf"
+go build -o "${protowork}/bin/go-to-protobuf" k8s.io/code-generator/cmd/go-to-protobuf
+go build -o "${protowork}/bin/protoc-gen-gogo" k8s.io/code-generator/cmd/go-to-protobuf/protoc-gen-gogo
+go build -o "${protowork}/bin/goimports" golang.org/x/tools/cmd/goimports
+proto_pkgs=()
+while IFS= read -r dir; do
+  proto_pkgs+=("${MODULE}/${dir#"${ROOT}/"}")
+done < <(grep -rl --include=doc.go '^// +k8s:protobuf-gen=package' "${ROOT}/apis" | xargs -n1 dirname | sort)
+(
+  cd "${protowork}/src/${MODULE}"
+  PATH="${protowork}/bin:${PATH}" go-to-protobuf \
+    --output-dir "${protowork}/src" \
+    --proto-import "${protowork}/import" \
+    --proto-import "${gogo}/protobuf" \
+    --go-header-file "${BOILERPLATE}" \
+    --apimachinery-packages "-k8s.io/apimachinery/pkg/util/intstr,-k8s.io/apimachinery/pkg/api/resource,-k8s.io/apimachinery/pkg/runtime/schema,-k8s.io/apimachinery/pkg/runtime,-k8s.io/apimachinery/pkg/apis/meta/v1,-k8s.io/api/core/v1" \
+    --packages "$(IFS=,; echo "${proto_pkgs[*]}")"
+)
+rm -rf "${protowork}"
 
 # APILifecycle{Introduced,Deprecated,Removed,Replacement} methods of the
 # packages tagged +k8s:prerelease-lifecycle-gen=true (v1beta1): the API

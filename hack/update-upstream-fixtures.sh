@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Copies upstream's wire fixtures of resource.k8s.io v1 and v1beta1 (JSON;
-# protobuf is not served here) from the k8s.io/api module this repository
-# requires into apis/resource/testdata/upstream/HEAD, with the group
-# renamed to resource.draplane.dev. TestUpstreamFixtures decodes each of
-# them with our types and re-encodes it.
+# Copies upstream's wire fixtures of resource.k8s.io v1 and v1beta1 from
+# the k8s.io/api module this repository requires into
+# apis/resource/testdata/upstream/HEAD: the JSON ones with the group
+# renamed to resource.draplane.dev, the protobuf ones as they are (their
+# envelope keeps resource.k8s.io). TestUpstreamFixtures decodes each JSON
+# one with our types and re-encodes it; TestUpstreamProtobufFixtures
+# decodes each protobuf one with our types' protobuf code.
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +24,11 @@ for version in v1 v1beta1; do
     name="$(basename "${src}")"
     sed 's|"apiVersion": "resource.k8s.io/|"apiVersion": "resource.draplane.dev/|' "${src}" \
       >"${DST}/${name/resource.k8s.io/resource.draplane.dev}"
+  done
+  for src in "${SRC}"/resource.k8s.io."${version}".*.pb; do
+    name="$(basename "${src}")"
+    cp "${src}" "${DST}/${name/resource.k8s.io/resource.draplane.dev}"
+    chmod 0644 "${DST}/${name/resource.k8s.io/resource.draplane.dev}"
   done
 done
 echo "k8s.io/api ${API_VERSION}" >"${DST}/SOURCE"

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/apis/resource/install"
@@ -26,7 +27,8 @@ import (
 
 // The wire format of every served kind is frozen in testdata:
 //   - testdata/HEAD holds what the current code writes for a
-//     deterministically filled object. A change to it is a change to the
+//     deterministically filled object, as JSON, YAML and protobuf (.pb;
+//     v0.1.0 was frozen before protobuf). A change to it is a change to the
 //     wire format: review it, then rewrite the files with
 //     UPDATE_COMPATIBILITY_FIXTURE_DATA=true go test ./apis/resource -run TestCompatibility
 //   - when a release is cut, testdata/HEAD is copied to testdata/<release>
@@ -56,6 +58,7 @@ type fixtureCodecs struct {
 	json    runtime.Serializer
 	yaml    runtime.Serializer
 	compact runtime.Serializer
+	proto   runtime.Serializer
 }
 
 func newFixtureCodecs() fixtureCodecs {
@@ -66,6 +69,7 @@ func newFixtureCodecs() fixtureCodecs {
 		json:    json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme, scheme, json.SerializerOptions{Pretty: true}),
 		yaml:    json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme, scheme, json.SerializerOptions{Yaml: true}),
 		compact: json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme, scheme, json.SerializerOptions{}),
+		proto:   protobuf.NewSerializer(scheme, scheme),
 	}
 }
 
@@ -116,7 +120,7 @@ func TestCompatibility(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for format, s := range map[string]runtime.Serializer{"json": c.json, "yaml": c.yaml} {
+			for format, s := range map[string]runtime.Serializer{"json": c.json, "yaml": c.yaml, "pb": c.proto} {
 				want := encode(t, s, expected)
 				path := filepath.Join(headDir, fixtureName(gvk)+"."+format)
 				got, err := os.ReadFile(path)
@@ -178,8 +182,16 @@ func TestCompatibilityPreviousReleases(t *testing.T) {
 			}
 			checkPreviousFixture(t, c, file, c.json)
 			checkPreviousFixture(t, c, strings.TrimSuffix(file, ".json")+".yaml", c.yaml)
+			if pb := strings.TrimSuffix(file, ".json") + ".pb"; exists(pb) {
+				checkPreviousFixture(t, c, pb, c.proto)
+			}
 		}
 	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func checkPreviousFixture(t *testing.T, c fixtureCodecs, path string, s runtime.Serializer) {

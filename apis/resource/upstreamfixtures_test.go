@@ -1,6 +1,7 @@
 package resource_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -21,10 +22,9 @@ import (
 )
 
 // upstreamFixtures holds upstream's own wire fixtures of resource.k8s.io
-// v1 and v1beta1 (k8s.io/api testdata/HEAD, JSON), with the group renamed;
-// hack/update-upstream-fixtures.sh refreshes them. Upstream fills every
-// field, the alpha ones included. Protobuf is not served here, so only the
-// JSON fixtures are used.
+// v1 and v1beta1 (k8s.io/api testdata/HEAD): JSON with the group renamed,
+// protobuf as upstream wrote it; hack/update-upstream-fixtures.sh
+// refreshes them. Upstream fills every field, the alpha ones included.
 const upstreamFixtures = "testdata/upstream/HEAD"
 
 // alphaGates are the gates of the fields that are alpha upstream. The
@@ -89,6 +89,72 @@ func TestUpstreamFixtures(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("re-encoded %s differs (-upstream +ours):\n%s", gvk, diff)
+			}
+		})
+	}
+}
+
+// TestUpstreamProtobufFixtures decodes the message inside each upstream
+// protobuf fixture with our types' protobuf code and requires the object
+// its JSON twin decodes to: our field numbers are upstream's.
+func TestUpstreamProtobufFixtures(t *testing.T) {
+	for _, gate := range alphaGates {
+		featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, gate, true)
+	}
+	scheme := runtime.NewScheme()
+	install.Install(scheme)
+	strict := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme, scheme, jsonserializer.SerializerOptions{Strict: true})
+	compact := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme, scheme, jsonserializer.SerializerOptions{})
+
+	files, err := filepath.Glob(filepath.Join(upstreamFixtures, "*.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 9 {
+		t.Fatalf("%d upstream protobuf fixtures in %s, want 9 (v1: 5 kinds, v1beta1: 4)", len(files), upstreamFixtures)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var envelope runtime.Unknown
+			if err := envelope.Unmarshal(bytes.TrimPrefix(data, []byte("k8s\x00"))); err != nil {
+				t.Fatalf("envelope: %v", err)
+			}
+			twin, err := os.ReadFile(strings.TrimSuffix(file, ".pb") + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, gvk, err := strict.Decode(twin, nil, nil)
+			if err != nil {
+				t.Fatalf("strict decode of the JSON twin: %v", err)
+			}
+			if upstreamGV := "resource.k8s.io/" + gvk.Version; envelope.APIVersion != upstreamGV || envelope.Kind != gvk.Kind {
+				t.Fatalf("envelope holds %s %s, want %s %s", envelope.APIVersion, envelope.Kind, upstreamGV, gvk.Kind)
+			}
+			obj, err := scheme.New(*gvk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			message, ok := obj.(interface{ Unmarshal([]byte) error })
+			if !ok {
+				t.Fatalf("%T has no protobuf encoding", obj)
+			}
+			if err := message.Unmarshal(envelope.Raw); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			obj.GetObjectKind().SetGroupVersionKind(*gvk)
+			var wantJSON, gotJSON bytes.Buffer
+			if err := compact.Encode(want, &wantJSON); err != nil {
+				t.Fatal(err)
+			}
+			if err := compact.Encode(obj, &gotJSON); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wantJSON.String(), gotJSON.String()); diff != "" {
+				t.Errorf("%s decodes to another object than its JSON twin (-json +protobuf):\n%s", filepath.Base(file), diff)
 			}
 		})
 	}

@@ -5,5 +5,6 @@
 // +k8s:conversion-gen=github.com/draplane/draplane/apis/resource
 // +k8s:defaulter-gen=TypeMeta
 // +k8s:openapi-gen=true
+// +k8s:protobuf-gen=package
 // +groupName=resource.draplane.dev
 package v1

@@ -11,6 +11,7 @@
 // +k8s:conversion-gen=github.com/draplane/draplane/apis/resource
 // +k8s:defaulter-gen=TypeMeta
 // +k8s:openapi-gen=true
+// +k8s:protobuf-gen=package
 // +k8s:prerelease-lifecycle-gen=true
 // +groupName=resource.draplane.dev
 package v1beta1

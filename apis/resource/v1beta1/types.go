@@ -23,55 +23,55 @@ type ResourceSlice struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Spec holds the devices and where they are reachable from.
-	Spec ResourceSliceSpec `json:"spec"`
+	Spec ResourceSliceSpec `json:"spec" protobuf:"bytes,2,name=spec"`
 }
 
 // ResourceSliceSpec describes the devices that one driver offers in one pool.
 type ResourceSliceSpec struct {
 	// Driver is the DNS subdomain name of the driver that owns these devices.
-	Driver string `json:"driver"`
+	Driver string `json:"driver" protobuf:"bytes,1,name=driver"`
 
 	// Pool names the pool this slice belongs to, with its generation and
 	// the number of slices that make it up.
-	Pool ResourcePool `json:"pool"`
+	Pool ResourcePool `json:"pool" protobuf:"bytes,2,name=pool"`
 
 	// NodeName ties every device of the slice to one node.
 	// Exactly one of nodeName, nodeSelector, allNodes and
 	// perDeviceNodeSelection must be set.
 	// +optional
 	// +oneOf=NodeSelection
-	NodeName string `json:"nodeName,omitempty"`
+	NodeName string `json:"nodeName,omitempty" protobuf:"bytes,3,opt,name=nodeName"`
 
 	// NodeSelector names the nodes on which the devices are usable. It must
 	// have exactly one term.
 	// +optional
 	// +oneOf=NodeSelection
-	NodeSelector *corev1.NodeSelector `json:"nodeSelector,omitempty"`
+	NodeSelector *corev1.NodeSelector `json:"nodeSelector,omitempty" protobuf:"bytes,4,opt,name=nodeSelector"`
 
 	// AllNodes marks the devices as usable from every node.
 	// +optional
 	// +oneOf=NodeSelection
-	AllNodes bool `json:"allNodes,omitempty"`
+	AllNodes bool `json:"allNodes,omitempty" protobuf:"bytes,5,opt,name=allNodes"`
 
 	// Devices lists the devices of this slice.
 	// +optional
 	// +listType=atomic
-	Devices []Device `json:"devices,omitempty"`
+	Devices []Device `json:"devices,omitempty" protobuf:"bytes,6,name=devices"`
 
 	// PerDeviceNodeSelection, when true, means every device says itself
 	// where it is usable (nodeName, nodeSelector or allNodes on the device).
 	// +optional
 	// +oneOf=NodeSelection
-	PerDeviceNodeSelection *bool `json:"perDeviceNodeSelection,omitempty"`
+	PerDeviceNodeSelection *bool `json:"perDeviceNodeSelection,omitempty" protobuf:"bytes,7,name=perDeviceNodeSelection"`
 
 	// SharedCounters declares counter sets that devices of the pool consume
 	// from. A slice with shared counters has no devices.
 	// +optional
 	// +listType=atomic
-	SharedCounters []CounterSet `json:"sharedCounters,omitempty"`
+	SharedCounters []CounterSet `json:"sharedCounters,omitempty" protobuf:"bytes,8,name=sharedCounters"`
 
 	// PartitionTypeAttribute names a string device attribute (fully
 	// qualified, e.g. "gpu.example.com/profile") whose value gives each
@@ -82,7 +82,7 @@ type ResourceSliceSpec struct {
 	// Alpha: needs the DRAPartitionableDevicesType feature gate.
 	// +optional
 	// +featureGate=DRAPartitionableDevicesType
-	PartitionTypeAttribute *FullyQualifiedName `json:"partitionTypeAttribute,omitempty"`
+	PartitionTypeAttribute *FullyQualifiedName `json:"partitionTypeAttribute,omitempty" protobuf:"bytes,9,opt,name=partitionTypeAttribute"`
 
 	// SkipNodeOperations lists the node-local operations (gRPC calls of
 	// the kubelet to the driver) that this slice's devices do not need:
@@ -94,7 +94,7 @@ type ResourceSliceSpec struct {
 	// +optional
 	// +listType=set
 	// +featureGate=DRAOptionalNodeOperations
-	SkipNodeOperations []SkipNodeOperation `json:"skipNodeOperations,omitempty"`
+	SkipNodeOperations []SkipNodeOperation `json:"skipNodeOperations,omitempty" protobuf:"bytes,10,rep,name=skipNodeOperations,casttype=SkipNodeOperation"`
 }
 
 // SkipNodeOperation names a node-local operation a device does not need.
@@ -113,101 +113,101 @@ const (
 // CounterSet is a named set of counters that partitionable devices draw on.
 type CounterSet struct {
 	// Name identifies the counter set inside the pool (DNS label).
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,name=name"`
 
 	// Counters maps counter names (DNS labels) to their total amount.
 	// +optional
-	Counters map[string]Counter `json:"counters,omitempty"`
+	Counters map[string]Counter `json:"counters,omitempty" protobuf:"bytes,2,name=counters"`
 }
 
 // ResourcePool identifies the pool a slice belongs to.
 type ResourcePool struct {
 	// Name of the pool, unique per driver. Made of DNS subdomains joined by
 	// slashes, at most 253 characters.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,name=name"`
 
 	// Generation is bumped by the driver whenever the pool changes. Consumers
 	// use only slices of the highest generation they see.
-	Generation int64 `json:"generation"`
+	Generation int64 `json:"generation" protobuf:"bytes,2,name=generation"`
 
 	// ResourceSliceCount is the number of slices in the pool at this
 	// generation. A pool whose newest generation has fewer or more
 	// visible slices is incomplete and not allocated from.
-	ResourceSliceCount int64 `json:"resourceSliceCount"`
+	ResourceSliceCount int64 `json:"resourceSliceCount" protobuf:"bytes,3,name=resourceSliceCount"`
 }
 
 // Device is one allocatable device. In v1beta1 its properties sit in the
 // basic wrapper.
 type Device struct {
 	// Name of the device, a DNS label unique within the pool.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,name=name"`
 
 	// Basic holds the device's attributes, capacities and the rest.
 	// +optional
 	// +oneOf=deviceType
-	Basic *BasicDevice `json:"basic,omitempty"`
+	Basic *BasicDevice `json:"basic,omitempty" protobuf:"bytes,2,opt,name=basic"`
 }
 
 // BasicDevice describes one device.
 type BasicDevice struct {
 	// Attributes describe the device; CEL selectors match on them.
 	// +optional
-	Attributes map[QualifiedName]DeviceAttribute `json:"attributes,omitempty"`
+	Attributes map[QualifiedName]DeviceAttribute `json:"attributes,omitempty" protobuf:"bytes,1,rep,name=attributes"`
 
 	// Capacity lists the amounts the device has of each capacity.
 	// +optional
-	Capacity map[QualifiedName]DeviceCapacity `json:"capacity,omitempty"`
+	Capacity map[QualifiedName]DeviceCapacity `json:"capacity,omitempty" protobuf:"bytes,2,rep,name=capacity"`
 
 	// ConsumesCounters lists the counters this device uses up from the
 	// pool's shared counter sets when allocated.
 	// +optional
 	// +listType=atomic
-	ConsumesCounters []DeviceCounterConsumption `json:"consumesCounters,omitempty"`
+	ConsumesCounters []DeviceCounterConsumption `json:"consumesCounters,omitempty" protobuf:"bytes,3,rep,name=consumesCounters"`
 
 	// NodeName ties this device to one node (needs perDeviceNodeSelection).
 	// +optional
 	// +oneOf=DeviceNodeSelection
-	NodeName *string `json:"nodeName,omitempty"`
+	NodeName *string `json:"nodeName,omitempty" protobuf:"bytes,4,opt,name=nodeName"`
 
 	// NodeSelector selects the nodes this device is usable from (needs
 	// perDeviceNodeSelection).
 	// +optional
 	// +oneOf=DeviceNodeSelection
-	NodeSelector *corev1.NodeSelector `json:"nodeSelector,omitempty"`
+	NodeSelector *corev1.NodeSelector `json:"nodeSelector,omitempty" protobuf:"bytes,5,opt,name=nodeSelector"`
 
 	// AllNodes marks this device usable from every node (needs
 	// perDeviceNodeSelection).
 	// +optional
 	// +oneOf=DeviceNodeSelection
-	AllNodes *bool `json:"allNodes,omitempty"`
+	AllNodes *bool `json:"allNodes,omitempty" protobuf:"bytes,6,opt,name=allNodes"`
 
 	// Taints of the device. Pods whose claims do not tolerate them are not
 	// scheduled onto it (NoSchedule) or are evicted (NoExecute).
 	// +optional
 	// +listType=atomic
-	Taints []DeviceTaint `json:"taints,omitempty"`
+	Taints []DeviceTaint `json:"taints,omitempty" protobuf:"bytes,7,rep,name=taints"`
 
 	// BindsToNode asks the scheduler to pin the allocation to the chosen
 	// node even when the device is reachable from several.
 	// +optional
-	BindsToNode *bool `json:"bindsToNode,omitempty"`
+	BindsToNode *bool `json:"bindsToNode,omitempty" protobuf:"varint,8,opt,name=bindsToNode"`
 
 	// BindingConditions are condition types that must become true in the
 	// claim's device status before a pod using the device is bound.
 	// +optional
 	// +listType=atomic
-	BindingConditions []string `json:"bindingConditions,omitempty"`
+	BindingConditions []string `json:"bindingConditions,omitempty" protobuf:"bytes,9,rep,name=bindingConditions"`
 
 	// BindingFailureConditions are condition types that, when true, make
 	// the binding fail and the allocation be undone.
 	// +optional
 	// +listType=atomic
-	BindingFailureConditions []string `json:"bindingFailureConditions,omitempty"`
+	BindingFailureConditions []string `json:"bindingFailureConditions,omitempty" protobuf:"bytes,10,rep,name=bindingFailureConditions"`
 
 	// AllowMultipleAllocations lets several claims share the device, each
 	// consuming part of its capacity.
 	// +optional
-	AllowMultipleAllocations *bool `json:"allowMultipleAllocations,omitempty"`
+	AllowMultipleAllocations *bool `json:"allowMultipleAllocations,omitempty" protobuf:"bytes,11,opt,name=allowMultipleAllocations"`
 
 	// NodeAllocatableResources maps node-allocatable resource names
 	// ("cpu", "memory", "ephemeral-storage", hugepages; not extended
@@ -217,7 +217,7 @@ type BasicDevice struct {
 	// Alpha: needs the DRANodeAllocatableResources feature gate.
 	// +optional
 	// +featureGate=DRANodeAllocatableResources
-	NodeAllocatableResources map[corev1.ResourceName]NodeAllocatableResource `json:"nodeAllocatableResources,omitempty"`
+	NodeAllocatableResources map[corev1.ResourceName]NodeAllocatableResource `json:"nodeAllocatableResources,omitempty" protobuf:"bytes,14,opt,name=nodeAllocatableResources"`
 }
 
 // NodeAllocatableResource says how much of one node-allocatable resource
@@ -228,14 +228,14 @@ type NodeAllocatableResource struct {
 	// CPU driver's cores); the amount counts once per claim on the node,
 	// and such a claim is not shared by several pods.
 	// +optional
-	Mapping *NodeAllocatableMapping `json:"mapping,omitempty"`
+	Mapping *NodeAllocatableMapping `json:"mapping,omitempty" protobuf:"bytes,3,opt,name=mapping"`
 
 	// Overhead is what the device needs of the resource besides (e.g.
 	// host memory of a GPU); it counts for every pod that uses the claim,
 	// and is subtracted from the node's allocatable even when mapping is
 	// set for the same resource.
 	// +optional
-	Overhead *NodeAllocatableOverhead `json:"overhead,omitempty"`
+	Overhead *NodeAllocatableOverhead `json:"overhead,omitempty" protobuf:"bytes,4,opt,name=overhead"`
 }
 
 // NodeAllocatableMapping turns an allocation into an amount of the
@@ -246,17 +246,17 @@ type NodeAllocatableMapping struct {
 	// claim consumes, times capacityMultiplier, is the amount of the
 	// resource. Set together with capacityMultiplier.
 	// +optional
-	CapacityKey *QualifiedName `json:"capacityKey,omitempty"`
+	CapacityKey *QualifiedName `json:"capacityKey,omitempty" protobuf:"bytes,1,opt,name=capacityKey"`
 
 	// CapacityMultiplier multiplies the consumed capacity of capacityKey.
 	// Set together with capacityKey.
 	// +optional
-	CapacityMultiplier *resource.Quantity `json:"capacityMultiplier,omitempty"`
+	CapacityMultiplier *resource.Quantity `json:"capacityMultiplier,omitempty" protobuf:"bytes,2,opt,name=capacityMultiplier"`
 
 	// DeviceMultiplier multiplies the number of allocated devices. Not
 	// set together with capacityKey and capacityMultiplier.
 	// +optional
-	DeviceMultiplier *resource.Quantity `json:"deviceMultiplier,omitempty"`
+	DeviceMultiplier *resource.Quantity `json:"deviceMultiplier,omitempty" protobuf:"bytes,3,opt,name=deviceMultiplier"`
 }
 
 // NodeAllocatableOverhead is the extra amount of a resource an allocation
@@ -265,21 +265,21 @@ type NodeAllocatableMapping struct {
 type NodeAllocatableOverhead struct {
 	// PerPod counts once for each pod that uses the claim.
 	// +optional
-	PerPod *resource.Quantity `json:"perPod,omitempty"`
+	PerPod *resource.Quantity `json:"perPod,omitempty" protobuf:"bytes,1,opt,name=perPod"`
 
 	// PerContainer counts for each container that uses the claim.
 	// +optional
-	PerContainer *resource.Quantity `json:"perContainer,omitempty"`
+	PerContainer *resource.Quantity `json:"perContainer,omitempty" protobuf:"bytes,2,opt,name=perContainer"`
 }
 
 // DeviceCounterConsumption says how much of one counter set a device uses.
 type DeviceCounterConsumption struct {
 	// CounterSet names the counter set in the pool's sharedCounters.
-	CounterSet string `json:"counterSet"`
+	CounterSet string `json:"counterSet" protobuf:"bytes,1,opt,name=counterSet"`
 
 	// Counters maps counter names to the amount consumed.
 	// +optional
-	Counters map[string]Counter `json:"counters,omitempty"`
+	Counters map[string]Counter `json:"counters,omitempty" protobuf:"bytes,2,opt,name=counters"`
 
 	// CompatibilityGroups are opaque group names (at most 2, unique).
 	// Devices that consume from the same counter set may be allocated at
@@ -289,24 +289,24 @@ type DeviceCounterConsumption struct {
 	// +optional
 	// +listType=atomic
 	// +featureGate=DRADeviceCompatibilityGroups
-	CompatibilityGroups []string `json:"compatibilityGroups,omitempty"`
+	CompatibilityGroups []string `json:"compatibilityGroups,omitempty" protobuf:"bytes,3,rep,name=compatibilityGroups"`
 }
 
 // DeviceCapacity is the amount of one capacity of a device.
 type DeviceCapacity struct {
 	// Value is the total amount.
-	Value resource.Quantity `json:"value"`
+	Value resource.Quantity `json:"value" protobuf:"bytes,1,rep,name=value"`
 
 	// RequestPolicy constrains how much of the capacity one allocation may
 	// take when the device allows multiple allocations.
 	// +optional
-	RequestPolicy *CapacityRequestPolicy `json:"requestPolicy,omitempty"`
+	RequestPolicy *CapacityRequestPolicy `json:"requestPolicy,omitempty" protobuf:"bytes,2,opt,name=requestPolicy"`
 }
 
 // Counter holds one counter amount.
 type Counter struct {
 	// Value of the counter.
-	Value resource.Quantity `json:"value"`
+	Value resource.Quantity `json:"value" protobuf:"bytes,1,rep,name=value"`
 }
 
 // CapacityRequestPolicy says what a request for a share of a capacity is
@@ -314,32 +314,32 @@ type Counter struct {
 type CapacityRequestPolicy struct {
 	// Default is the amount consumed when a request names no amount.
 	// +optional
-	Default *resource.Quantity `json:"default"`
+	Default *resource.Quantity `json:"default" protobuf:"bytes,1,opt,name=default"`
 
 	// ValidValues lists the amounts that may be consumed, ascending. A
 	// request is rounded up to the next valid value.
 	// +optional
 	// +listType=atomic
-	ValidValues []resource.Quantity `json:"validValues,omitempty"`
+	ValidValues []resource.Quantity `json:"validValues,omitempty" protobuf:"bytes,3,opt,name=validValues"`
 
 	// ValidRange bounds the amount and its step.
 	// +optional
-	ValidRange *CapacityRequestPolicyRange `json:"validRange,omitempty"`
+	ValidRange *CapacityRequestPolicyRange `json:"validRange,omitempty" protobuf:"bytes,4,opt,name=validRange"`
 }
 
 // CapacityRequestPolicyRange bounds a consumable capacity request.
 type CapacityRequestPolicyRange struct {
 	// Min is the smallest amount one allocation consumes.
 	// +optional
-	Min *resource.Quantity `json:"min,omitempty"`
+	Min *resource.Quantity `json:"min,omitempty" protobuf:"bytes,1,opt,name=min"`
 
 	// Max is the largest amount one allocation may consume.
 	// +optional
-	Max *resource.Quantity `json:"max,omitempty"`
+	Max *resource.Quantity `json:"max,omitempty" protobuf:"bytes,2,opt,name=max"`
 
 	// Step: consumed amounts are min plus a multiple of step.
 	// +optional
-	Step *resource.Quantity `json:"step,omitempty"`
+	Step *resource.Quantity `json:"step,omitempty" protobuf:"bytes,3,opt,name=step"`
 }
 
 // QualifiedName is an attribute or capacity name, either a C identifier
@@ -354,22 +354,22 @@ type DeviceAttribute struct {
 	// IntValue is a number.
 	// +optional
 	// +oneOf=ValueType
-	IntValue *int64 `json:"int,omitempty"`
+	IntValue *int64 `json:"int,omitempty" protobuf:"varint,2,opt,name=int"`
 
 	// BoolValue is true or false.
 	// +optional
 	// +oneOf=ValueType
-	BoolValue *bool `json:"bool,omitempty"`
+	BoolValue *bool `json:"bool,omitempty" protobuf:"varint,3,opt,name=bool"`
 
 	// StringValue is a string of at most 64 characters.
 	// +optional
 	// +oneOf=ValueType
-	StringValue *string `json:"string,omitempty"`
+	StringValue *string `json:"string,omitempty" protobuf:"bytes,4,opt,name=string"`
 
 	// VersionValue is a semantic version (semver 2.0.0) of at most 64 characters.
 	// +optional
 	// +oneOf=ValueType
-	VersionValue *string `json:"version,omitempty"`
+	VersionValue *string `json:"version,omitempty" protobuf:"bytes,5,opt,name=version"`
 
 	// IntValues is a non-empty list of numbers.
 	// Alpha: needs the DRAListTypeAttributes feature gate.
@@ -377,7 +377,7 @@ type DeviceAttribute struct {
 	// +listType=atomic
 	// +oneOf=ValueType
 	// +featureGate=DRAListTypeAttributes
-	IntValues []int64 `json:"ints,omitempty"`
+	IntValues []int64 `json:"ints,omitempty" protobuf:"varint,6,opt,name=ints"`
 
 	// BoolValues is a non-empty list of true/false values.
 	// Alpha: needs the DRAListTypeAttributes feature gate.
@@ -385,7 +385,7 @@ type DeviceAttribute struct {
 	// +listType=atomic
 	// +oneOf=ValueType
 	// +featureGate=DRAListTypeAttributes
-	BoolValues []bool `json:"bools,omitempty"`
+	BoolValues []bool `json:"bools,omitempty" protobuf:"varint,7,opt,name=bools"`
 
 	// StringValues is a non-empty list of strings of at most 64
 	// characters each.
@@ -394,7 +394,7 @@ type DeviceAttribute struct {
 	// +listType=atomic
 	// +oneOf=ValueType
 	// +featureGate=DRAListTypeAttributes
-	StringValues []string `json:"strings,omitempty"`
+	StringValues []string `json:"strings,omitempty" protobuf:"bytes,8,opt,name=strings"`
 
 	// VersionValues is a non-empty list of semantic versions (semver
 	// 2.0.0) of at most 64 characters each.
@@ -403,7 +403,7 @@ type DeviceAttribute struct {
 	// +listType=atomic
 	// +oneOf=ValueType
 	// +featureGate=DRAListTypeAttributes
-	VersionValues []string `json:"versions,omitempty"`
+	VersionValues []string `json:"versions,omitempty" protobuf:"bytes,9,opt,name=versions"`
 }
 
 // DeviceTaintEffect is what a taint does to consumers that don't tolerate it.
@@ -423,19 +423,19 @@ const (
 // DeviceTaint marks a device; see DeviceTaintEffect.
 type DeviceTaint struct {
 	// Key of the taint, a label key.
-	Key string `json:"key"`
+	Key string `json:"key" protobuf:"bytes,1,name=key"`
 
 	// Value of the taint, a label value.
 	// +optional
-	Value string `json:"value,omitempty"`
+	Value string `json:"value,omitempty" protobuf:"bytes,2,opt,name=value"`
 
 	// Effect of the taint: None, NoSchedule or NoExecute.
 	// +required
-	Effect DeviceTaintEffect `json:"effect"`
+	Effect DeviceTaintEffect `json:"effect" protobuf:"bytes,3,name=effect,casttype=DeviceTaintEffect"`
 
 	// TimeAdded is when the taint was added; set by the server when missing.
 	// +optional
-	TimeAdded *metav1.Time `json:"timeAdded,omitempty"`
+	TimeAdded *metav1.Time `json:"timeAdded,omitempty" protobuf:"bytes,4,opt,name=timeAdded"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -449,10 +449,10 @@ type ResourceSliceList struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard list metadata.
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Items is the list of slices.
-	Items []ResourceSlice `json:"items"`
+	Items []ResourceSlice `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // +genclient
@@ -468,21 +468,21 @@ type ResourceClaim struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Spec says what is wanted. It is immutable.
-	Spec ResourceClaimSpec `json:"spec"`
+	Spec ResourceClaimSpec `json:"spec" protobuf:"bytes,2,name=spec"`
 
 	// Status says what was allocated and who uses it.
 	// +optional
-	Status ResourceClaimStatus `json:"status,omitempty"`
+	Status ResourceClaimStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // ResourceClaimSpec is what a claim asks for.
 type ResourceClaimSpec struct {
 	// Devices says which devices are requested and how.
 	// +optional
-	Devices DeviceClaim `json:"devices"`
+	Devices DeviceClaim `json:"devices" protobuf:"bytes,1,name=devices"`
 }
 
 // DeviceClaim holds the device requests, constraints and configuration of
@@ -491,17 +491,17 @@ type DeviceClaim struct {
 	// Requests are the device requests; all must be satisfied.
 	// +optional
 	// +listType=atomic
-	Requests []DeviceRequest `json:"requests"`
+	Requests []DeviceRequest `json:"requests" protobuf:"bytes,1,name=requests"`
 
 	// Constraints must hold across the devices chosen for the named requests.
 	// +optional
 	// +listType=atomic
-	Constraints []DeviceConstraint `json:"constraints,omitempty"`
+	Constraints []DeviceConstraint `json:"constraints,omitempty" protobuf:"bytes,2,opt,name=constraints"`
 
 	// Config is opaque configuration handed to the drivers.
 	// +optional
 	// +listType=atomic
-	Config []DeviceClaimConfiguration `json:"config,omitempty"`
+	Config []DeviceClaimConfiguration `json:"config,omitempty" protobuf:"bytes,3,opt,name=config"`
 }
 
 // DeviceRequest asks for devices. In v1beta1 the fields of an exact
@@ -509,44 +509,44 @@ type DeviceClaim struct {
 // and must not be combined with them.
 type DeviceRequest struct {
 	// Name of the request (DNS label), used by constraints, config and results.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,name=name"`
 
 	// DeviceClassName names the DeviceClass the devices must belong to.
 	// Required unless firstAvailable is set.
 	// +optional
-	DeviceClassName string `json:"deviceClassName"`
+	DeviceClassName string `json:"deviceClassName" protobuf:"bytes,2,name=deviceClassName"`
 
 	// Selectors narrow the class's devices; all must match.
 	// +optional
 	// +listType=atomic
-	Selectors []DeviceSelector `json:"selectors,omitempty"`
+	Selectors []DeviceSelector `json:"selectors,omitempty" protobuf:"bytes,3,name=selectors"`
 
 	// AllocationMode is ExactCount (default: count devices) or All.
 	// +optional
-	AllocationMode DeviceAllocationMode `json:"allocationMode,omitempty"`
+	AllocationMode DeviceAllocationMode `json:"allocationMode,omitempty" protobuf:"bytes,4,opt,name=allocationMode"`
 
 	// Count is the number of devices for ExactCount; defaults to 1.
 	// +optional
-	Count int64 `json:"count,omitempty"`
+	Count int64 `json:"count,omitempty" protobuf:"bytes,5,opt,name=count"`
 
 	// AdminAccess asks for administrative access.
 	// +optional
-	AdminAccess *bool `json:"adminAccess,omitempty"`
+	AdminAccess *bool `json:"adminAccess,omitempty" protobuf:"bytes,6,opt,name=adminAccess"`
 
 	// FirstAvailable lists alternatives in order of preference.
 	// +optional
 	// +oneOf=deviceRequestType
 	// +listType=atomic
-	FirstAvailable []DeviceSubRequest `json:"firstAvailable,omitempty"`
+	FirstAvailable []DeviceSubRequest `json:"firstAvailable,omitempty" protobuf:"bytes,7,name=firstAvailable"`
 
 	// Tolerations of device taints.
 	// +optional
 	// +listType=atomic
-	Tolerations []DeviceToleration `json:"tolerations,omitempty"`
+	Tolerations []DeviceToleration `json:"tolerations,omitempty" protobuf:"bytes,8,opt,name=tolerations"`
 
 	// Capacity asks for a share of each named capacity.
 	// +optional
-	Capacity *CapacityRequirements `json:"capacity,omitempty"`
+	Capacity *CapacityRequirements `json:"capacity,omitempty" protobuf:"bytes,9,opt,name=capacity"`
 
 	// DerivedAttributes are virtual attributes computed per candidate
 	// device by CEL, for use in the claim's matchAttribute and
@@ -556,38 +556,38 @@ type DeviceRequest struct {
 	// +optional
 	// +listType=atomic
 	// +featureGate=DRADerivedAttributes
-	DerivedAttributes []DeviceDerivedAttribute `json:"derivedAttributes,omitempty"`
+	DerivedAttributes []DeviceDerivedAttribute `json:"derivedAttributes,omitempty" protobuf:"bytes,10,rep,name=derivedAttributes"`
 }
 
 // DeviceSubRequest is one alternative of a firstAvailable request.
 type DeviceSubRequest struct {
 	// Name of the alternative (DNS label); results name it "<request>/<name>".
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,name=name"`
 
 	// DeviceClassName names the DeviceClass the devices must belong to.
-	DeviceClassName string `json:"deviceClassName"`
+	DeviceClassName string `json:"deviceClassName" protobuf:"bytes,2,name=deviceClassName"`
 
 	// Selectors narrow the class's devices; all must match.
 	// +optional
 	// +listType=atomic
-	Selectors []DeviceSelector `json:"selectors,omitempty"`
+	Selectors []DeviceSelector `json:"selectors,omitempty" protobuf:"bytes,3,name=selectors"`
 
 	// AllocationMode is ExactCount (default) or All.
 	// +optional
-	AllocationMode DeviceAllocationMode `json:"allocationMode,omitempty"`
+	AllocationMode DeviceAllocationMode `json:"allocationMode,omitempty" protobuf:"bytes,4,opt,name=allocationMode"`
 
 	// Count is the number of devices for ExactCount; defaults to 1.
 	// +optional
-	Count int64 `json:"count,omitempty"`
+	Count int64 `json:"count,omitempty" protobuf:"bytes,5,opt,name=count"`
 
 	// Tolerations of device taints.
 	// +optional
 	// +listType=atomic
-	Tolerations []DeviceToleration `json:"tolerations,omitempty"`
+	Tolerations []DeviceToleration `json:"tolerations,omitempty" protobuf:"bytes,7,opt,name=tolerations"`
 
 	// Capacity asks for a share of each named capacity.
 	// +optional
-	Capacity *CapacityRequirements `json:"capacity,omitempty"`
+	Capacity *CapacityRequirements `json:"capacity,omitempty" protobuf:"bytes,8,opt,name=capacity"`
 
 	// DerivedAttributes are virtual attributes computed per candidate
 	// device by CEL, for use in the claim's matchAttribute and
@@ -597,7 +597,7 @@ type DeviceSubRequest struct {
 	// +optional
 	// +listType=atomic
 	// +featureGate=DRADerivedAttributes
-	DerivedAttributes []DeviceDerivedAttribute `json:"derivedAttributes,omitempty"`
+	DerivedAttributes []DeviceDerivedAttribute `json:"derivedAttributes,omitempty" protobuf:"bytes,9,rep,name=derivedAttributes"`
 }
 
 // DeviceDerivedAttribute is a virtual attribute of a candidate device,
@@ -606,13 +606,13 @@ type DeviceDerivedAttribute struct {
 	// Name is a DNS subdomain, a slash and a C identifier (e.g.
 	// "derived/numaNode"). A name that is also a device attribute shadows
 	// it in the constraints.
-	Name FullyQualifiedName `json:"name"`
+	Name FullyQualifiedName `json:"name" protobuf:"bytes,1,name=name"`
 
 	// Expression is evaluated with the same "device" variable as a CEL
 	// selector, after the request's selectors matched; it yields a string,
 	// integer, boolean or semver, or a list of one of these. At most
 	// 10 Ki long.
-	Expression string `json:"expression"`
+	Expression string `json:"expression" protobuf:"bytes,2,name=expression"`
 }
 
 // CapacityRequirements names the amounts of capacity one request consumes
@@ -620,7 +620,7 @@ type DeviceDerivedAttribute struct {
 type CapacityRequirements struct {
 	// Requests maps capacity names to the minimum amount wanted.
 	// +optional
-	Requests map[QualifiedName]resource.Quantity `json:"requests,omitempty"`
+	Requests map[QualifiedName]resource.Quantity `json:"requests,omitempty" protobuf:"bytes,1,rep,name=requests,castkey=QualifiedName"`
 }
 
 // DeviceAllocationMode says how many devices a request gets.
@@ -639,7 +639,7 @@ type DeviceSelector struct {
 	// CEL is a CEL expression over the device.
 	// +optional
 	// +oneOf=SelectorType
-	CEL *CELDeviceSelector `json:"cel,omitempty"`
+	CEL *CELDeviceSelector `json:"cel,omitempty" protobuf:"bytes,1,opt,name=cel"`
 }
 
 // CELDeviceSelector matches devices with a CEL expression that evaluates
@@ -648,7 +648,7 @@ type DeviceSelector struct {
 type CELDeviceSelector struct {
 	// Expression is the CEL expression; at most 10 KiB, and its estimated
 	// cost must stay under the limit.
-	Expression string `json:"expression"`
+	Expression string `json:"expression" protobuf:"bytes,1,name=expression"`
 }
 
 // DeviceConstraint must be satisfied by the devices allocated for the
@@ -657,19 +657,19 @@ type DeviceConstraint struct {
 	// Requests this constraint applies to; empty means all.
 	// +optional
 	// +listType=atomic
-	Requests []string `json:"requests,omitempty"`
+	Requests []string `json:"requests,omitempty" protobuf:"bytes,1,opt,name=requests"`
 
 	// MatchAttribute requires every device to have this attribute with the
 	// same value.
 	// +optional
 	// +oneOf=ConstraintType
-	MatchAttribute *FullyQualifiedName `json:"matchAttribute,omitempty"`
+	MatchAttribute *FullyQualifiedName `json:"matchAttribute,omitempty" protobuf:"bytes,2,opt,name=matchAttribute"`
 
 	// DistinctAttribute requires every device to have this attribute with
 	// pairwise different values.
 	// +optional
 	// +oneOf=ConstraintType
-	DistinctAttribute *FullyQualifiedName `json:"distinctAttribute,omitempty"`
+	DistinctAttribute *FullyQualifiedName `json:"distinctAttribute,omitempty" protobuf:"bytes,3,opt,name=distinctAttribute"`
 }
 
 // DeviceClaimConfiguration is claim-level configuration for some requests.
@@ -677,9 +677,9 @@ type DeviceClaimConfiguration struct {
 	// Requests this configuration applies to; empty means all.
 	// +optional
 	// +listType=atomic
-	Requests []string `json:"requests,omitempty"`
+	Requests []string `json:"requests,omitempty" protobuf:"bytes,1,opt,name=requests"`
 
-	DeviceConfiguration `json:""`
+	DeviceConfiguration `json:"" protobuf:"bytes,2,name=deviceConfiguration"`
 }
 
 // DeviceConfiguration holds one kind of configuration.
@@ -687,17 +687,17 @@ type DeviceConfiguration struct {
 	// Opaque is driver-specific configuration.
 	// +optional
 	// +oneOf=ConfigurationType
-	Opaque *OpaqueDeviceConfiguration `json:"opaque,omitempty"`
+	Opaque *OpaqueDeviceConfiguration `json:"opaque,omitempty" protobuf:"bytes,1,opt,name=opaque"`
 }
 
 // OpaqueDeviceConfiguration is configuration only the named driver reads.
 type OpaqueDeviceConfiguration struct {
 	// Driver that reads this configuration.
-	Driver string `json:"driver"`
+	Driver string `json:"driver" protobuf:"bytes,1,name=driver"`
 
 	// Parameters for the driver; any JSON object, at most 10 KiB.
 	// +kubebuilder:pruning:PreserveUnknownFields
-	Parameters runtime.RawExtension `json:"parameters"`
+	Parameters runtime.RawExtension `json:"parameters" protobuf:"bytes,2,name=parameters"`
 }
 
 // DeviceToleration tolerates taints that match the key, value and effect
@@ -705,25 +705,25 @@ type OpaqueDeviceConfiguration struct {
 type DeviceToleration struct {
 	// Key the toleration applies to; empty with operator Exists matches all.
 	// +optional
-	Key string `json:"key,omitempty"`
+	Key string `json:"key,omitempty" protobuf:"bytes,1,opt,name=key"`
 
 	// Operator is Equal (default) or Exists.
 	// +optional
 	// +default="Equal"
-	Operator DeviceTolerationOperator `json:"operator,omitempty"`
+	Operator DeviceTolerationOperator `json:"operator,omitempty" protobuf:"bytes,2,opt,name=operator,casttype=DeviceTolerationOperator"`
 
 	// Value to compare with for Equal; must be empty for Exists.
 	// +optional
-	Value string `json:"value,omitempty"`
+	Value string `json:"value,omitempty" protobuf:"bytes,3,opt,name=value"`
 
 	// Effect to match; empty matches all effects.
 	// +optional
-	Effect DeviceTaintEffect `json:"effect,omitempty"`
+	Effect DeviceTaintEffect `json:"effect,omitempty" protobuf:"bytes,4,opt,name=effect,casttype=DeviceTaintEffect"`
 
 	// TolerationSeconds bounds how long a NoExecute taint is tolerated.
 	// Nil means forever; zero or less means evict at once.
 	// +optional
-	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty" protobuf:"varint,5,opt,name=tolerationSeconds"`
 }
 
 // DeviceTolerationOperator is how a toleration compares values.
@@ -741,7 +741,7 @@ const (
 type ResourceClaimStatus struct {
 	// Allocation is set once devices are allocated.
 	// +optional
-	Allocation *AllocationResult `json:"allocation,omitempty"`
+	Allocation *AllocationResult `json:"allocation,omitempty" protobuf:"bytes,1,opt,name=allocation"`
 
 	// ReservedFor lists the consumers allowed to use the allocated devices,
 	// at most 256.
@@ -750,7 +750,7 @@ type ResourceClaimStatus struct {
 	// +listMapKey=uid
 	// +patchStrategy=merge
 	// +patchMergeKey=uid
-	ReservedFor []ResourceClaimConsumerReference `json:"reservedFor,omitempty" patchStrategy:"merge" patchMergeKey:"uid"`
+	ReservedFor []ResourceClaimConsumerReference `json:"reservedFor,omitempty" patchStrategy:"merge" patchMergeKey:"uid" protobuf:"bytes,2,opt,name=reservedFor"`
 
 	// Devices holds status that drivers report per allocated device.
 	// +optional
@@ -759,35 +759,35 @@ type ResourceClaimStatus struct {
 	// +listMapKey=device
 	// +listMapKey=pool
 	// +listMapKey=shareID
-	Devices []AllocatedDeviceStatus `json:"devices,omitempty"`
+	Devices []AllocatedDeviceStatus `json:"devices,omitempty" protobuf:"bytes,4,opt,name=devices"`
 }
 
 // ResourceClaimConsumerReference names a consumer of a claim.
 type ResourceClaimConsumerReference struct {
 	// APIGroup of the consumer; empty for core.
 	// +optional
-	APIGroup string `json:"apiGroup,omitempty"`
+	APIGroup string `json:"apiGroup,omitempty" protobuf:"bytes,1,opt,name=apiGroup"`
 	// Resource type of the consumer, e.g. "pods".
-	Resource string `json:"resource"`
+	Resource string `json:"resource" protobuf:"bytes,3,name=resource"`
 	// Name of the consumer.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,4,name=name"`
 	// UID identifies one instance of the consumer.
-	UID types.UID `json:"uid"`
+	UID types.UID `json:"uid" protobuf:"bytes,5,name=uid"`
 }
 
 // AllocationResult is what was allocated for a claim.
 type AllocationResult struct {
 	// Devices lists the allocated devices and their configuration.
 	// +optional
-	Devices DeviceAllocationResult `json:"devices,omitempty"`
+	Devices DeviceAllocationResult `json:"devices,omitempty" protobuf:"bytes,1,opt,name=devices"`
 
 	// NodeSelector names the nodes where the allocated devices can be used.
 	// +optional
-	NodeSelector *corev1.NodeSelector `json:"nodeSelector,omitempty"`
+	NodeSelector *corev1.NodeSelector `json:"nodeSelector,omitempty" protobuf:"bytes,3,opt,name=nodeSelector"`
 
 	// AllocationTimestamp is when the allocation was made.
 	// +optional
-	AllocationTimestamp *metav1.Time `json:"allocationTimestamp,omitempty"`
+	AllocationTimestamp *metav1.Time `json:"allocationTimestamp,omitempty" protobuf:"bytes,5,opt,name=allocationTimestamp"`
 }
 
 // DeviceAllocationResult holds the per-request results and configuration.
@@ -795,52 +795,52 @@ type DeviceAllocationResult struct {
 	// Results, one per allocated device, at most 32.
 	// +optional
 	// +listType=atomic
-	Results []DeviceRequestAllocationResult `json:"results,omitempty"`
+	Results []DeviceRequestAllocationResult `json:"results,omitempty" protobuf:"bytes,1,opt,name=results"`
 
 	// Config from the classes and the claim, in that order.
 	// +optional
 	// +listType=atomic
-	Config []DeviceAllocationConfiguration `json:"config,omitempty"`
+	Config []DeviceAllocationConfiguration `json:"config,omitempty" protobuf:"bytes,2,opt,name=config"`
 }
 
 // DeviceRequestAllocationResult is one allocated device.
 type DeviceRequestAllocationResult struct {
 	// Request is the request name, or "<request>/<subrequest>".
-	Request string `json:"request"`
+	Request string `json:"request" protobuf:"bytes,1,name=request"`
 	// Driver of the device.
-	Driver string `json:"driver"`
+	Driver string `json:"driver" protobuf:"bytes,2,name=driver"`
 	// Pool of the device.
-	Pool string `json:"pool"`
+	Pool string `json:"pool" protobuf:"bytes,3,name=pool"`
 	// Device name within the pool.
-	Device string `json:"device"`
+	Device string `json:"device" protobuf:"bytes,4,name=device"`
 
 	// AdminAccess is copied from the request.
 	// +optional
-	AdminAccess *bool `json:"adminAccess,omitempty"`
+	AdminAccess *bool `json:"adminAccess,omitempty" protobuf:"bytes,5,opt,name=adminAccess"`
 
 	// Tolerations the request had when allocated.
 	// +optional
 	// +listType=atomic
-	Tolerations []DeviceToleration `json:"tolerations,omitempty"`
+	Tolerations []DeviceToleration `json:"tolerations,omitempty" protobuf:"bytes,6,opt,name=tolerations"`
 
 	// BindingConditions copied from the device.
 	// +optional
 	// +listType=atomic
-	BindingConditions []string `json:"bindingConditions,omitempty"`
+	BindingConditions []string `json:"bindingConditions,omitempty" protobuf:"bytes,7,rep,name=bindingConditions"`
 
 	// BindingFailureConditions copied from the device.
 	// +optional
 	// +listType=atomic
-	BindingFailureConditions []string `json:"bindingFailureConditions,omitempty"`
+	BindingFailureConditions []string `json:"bindingFailureConditions,omitempty" protobuf:"bytes,8,rep,name=bindingFailureConditions"`
 
 	// ShareID distinguishes allocations of one device that allows multiple
 	// allocations.
 	// +optional
-	ShareID *types.UID `json:"shareID,omitempty"`
+	ShareID *types.UID `json:"shareID,omitempty" protobuf:"bytes,9,opt,name=shareID"`
 
 	// ConsumedCapacity is how much of each capacity this allocation takes.
 	// +optional
-	ConsumedCapacity map[QualifiedName]resource.Quantity `json:"consumedCapacity,omitempty"`
+	ConsumedCapacity map[QualifiedName]resource.Quantity `json:"consumedCapacity,omitempty" protobuf:"bytes,10,rep,name=consumedCapacity"`
 
 	// SkipNodeOperations is the device's slice's skipNodeOperations at
 	// the time of allocation.
@@ -848,20 +848,20 @@ type DeviceRequestAllocationResult struct {
 	// +optional
 	// +listType=set
 	// +featureGate=DRAOptionalNodeOperations
-	SkipNodeOperations []SkipNodeOperation `json:"skipNodeOperations,omitempty"`
+	SkipNodeOperations []SkipNodeOperation `json:"skipNodeOperations,omitempty" protobuf:"bytes,11,rep,name=skipNodeOperations,casttype=SkipNodeOperation"`
 }
 
 // DeviceAllocationConfiguration is configuration in an allocation result.
 type DeviceAllocationConfiguration struct {
 	// Source is FromClass or FromClaim.
-	Source AllocationConfigSource `json:"source"`
+	Source AllocationConfigSource `json:"source" protobuf:"bytes,1,name=source"`
 
 	// Requests it applies to; empty means all.
 	// +optional
 	// +listType=atomic
-	Requests []string `json:"requests,omitempty"`
+	Requests []string `json:"requests,omitempty" protobuf:"bytes,2,opt,name=requests"`
 
-	DeviceConfiguration `json:""`
+	DeviceConfiguration `json:"" protobuf:"bytes,3,name=deviceConfiguration"`
 }
 
 // AllocationConfigSource says where configuration came from.
@@ -886,10 +886,10 @@ type ResourceClaimList struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard list metadata.
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Items is the list of claims.
-	Items []ResourceClaim `json:"items"`
+	Items []ResourceClaim `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // +genclient
@@ -906,10 +906,10 @@ type DeviceClass struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Spec holds the selectors and configuration.
-	Spec DeviceClassSpec `json:"spec"`
+	Spec DeviceClassSpec `json:"spec" protobuf:"bytes,2,name=spec"`
 }
 
 // DeviceClassSpec holds what defines a class.
@@ -917,22 +917,22 @@ type DeviceClassSpec struct {
 	// Selectors every device of the class must match.
 	// +optional
 	// +listType=atomic
-	Selectors []DeviceSelector `json:"selectors,omitempty"`
+	Selectors []DeviceSelector `json:"selectors,omitempty" protobuf:"bytes,1,opt,name=selectors"`
 
 	// Config handed to drivers for devices allocated through this class.
 	// +optional
 	// +listType=atomic
-	Config []DeviceClassConfiguration `json:"config,omitempty"`
+	Config []DeviceClassConfiguration `json:"config,omitempty" protobuf:"bytes,2,opt,name=config"`
 
 	// ExtendedResourceName is an extended resource name that pods may
 	// request to get a device of this class.
 	// +optional
-	ExtendedResourceName *string `json:"extendedResourceName,omitempty"`
+	ExtendedResourceName *string `json:"extendedResourceName,omitempty" protobuf:"bytes,4,opt,name=extendedResourceName"`
 }
 
 // DeviceClassConfiguration is configuration from a class.
 type DeviceClassConfiguration struct {
-	DeviceConfiguration `json:""`
+	DeviceConfiguration `json:"" protobuf:"bytes,1,opt,name=deviceConfiguration"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -946,10 +946,10 @@ type DeviceClassList struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard list metadata.
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Items is the list of classes.
-	Items []DeviceClass `json:"items"`
+	Items []DeviceClass `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // +genclient
@@ -965,10 +965,10 @@ type ResourceClaimTemplate struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Spec is copied into each generated claim. It is immutable.
-	Spec ResourceClaimTemplateSpec `json:"spec"`
+	Spec ResourceClaimTemplateSpec `json:"spec" protobuf:"bytes,2,name=spec"`
 }
 
 // ResourceClaimTemplateSpec holds the metadata and spec of generated claims.
@@ -976,10 +976,10 @@ type ResourceClaimTemplateSpec struct {
 	// Labels and annotations copied into generated claims. Other metadata
 	// fields are rejected.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Spec of the generated claims.
-	Spec ResourceClaimSpec `json:"spec"`
+	Spec ResourceClaimSpec `json:"spec" protobuf:"bytes,2,name=spec"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -993,53 +993,53 @@ type ResourceClaimTemplateList struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard list metadata.
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Items is the list of templates.
-	Items []ResourceClaimTemplate `json:"items"`
+	Items []ResourceClaimTemplate `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // AllocatedDeviceStatus is status a driver reports for one allocated device.
 type AllocatedDeviceStatus struct {
 	// Driver of the device.
-	Driver string `json:"driver"`
+	Driver string `json:"driver" protobuf:"bytes,1,rep,name=driver"`
 	// Pool of the device.
-	Pool string `json:"pool"`
+	Pool string `json:"pool" protobuf:"bytes,2,rep,name=pool"`
 	// Device name.
-	Device string `json:"device"`
+	Device string `json:"device" protobuf:"bytes,3,rep,name=device"`
 
 	// ShareID of the allocation, for devices with multiple allocations.
 	// +optional
-	ShareID *string `json:"shareID,omitempty"`
+	ShareID *string `json:"shareID,omitempty" protobuf:"bytes,7,opt,name=shareID"`
 
 	// Conditions of the device, e.g. Ready.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions"`
+	Conditions []metav1.Condition `json:"conditions" protobuf:"bytes,4,opt,name=conditions"`
 
 	// Data is driver-specific status; any JSON object, at most 10 KiB.
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
-	Data *runtime.RawExtension `json:"data,omitempty"`
+	Data *runtime.RawExtension `json:"data,omitempty" protobuf:"bytes,5,opt,name=data"`
 
 	// NetworkData describes the device's network interface.
 	// +optional
-	NetworkData *NetworkDeviceData `json:"networkData,omitempty"`
+	NetworkData *NetworkDeviceData `json:"networkData,omitempty" protobuf:"bytes,6,opt,name=networkData"`
 }
 
 // NetworkDeviceData describes a network device's interface.
 type NetworkDeviceData struct {
 	// InterfaceName is the name of the interface in the pod, at most 256 characters.
 	// +optional
-	InterfaceName string `json:"interfaceName,omitempty"`
+	InterfaceName string `json:"interfaceName,omitempty" protobuf:"bytes,1,opt,name=interfaceName"`
 
 	// IPs in CIDR form, at most 16.
 	// +optional
 	// +listType=atomic
-	IPs []string `json:"ips,omitempty"`
+	IPs []string `json:"ips,omitempty" protobuf:"bytes,2,opt,name=ips"`
 
 	// HardwareAddress is the MAC address, at most 128 characters.
 	// +optional
-	HardwareAddress string `json:"hardwareAddress,omitempty"`
+	HardwareAddress string `json:"hardwareAddress,omitempty" protobuf:"bytes,3,opt,name=hardwareAddress"`
 }

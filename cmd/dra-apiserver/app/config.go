@@ -183,12 +183,6 @@ func (o *Options) externalAddress(generic *genericapiserver.RecommendedConfig) s
 	return "https://" + generic.ExternalAddress
 }
 
-// coreLiteResources are the resources of core-lite and coordination.k8s.io.
-var coreLiteResources = []schema.GroupResource{
-	{Resource: "pods"}, {Resource: "nodes"}, {Resource: "namespaces"}, {Resource: "events"},
-	{Group: "coordination.k8s.io", Resource: "leases"},
-}
-
 // applyStorage stores every resource in etcd: the embedded one when it
 // runs, else --etcd-servers.
 func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, scheme *runtime.Scheme, codecs serializer.CodecFactory, etcd *server.EmbeddedEtcd) error {
@@ -196,8 +190,10 @@ func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, sche
 	if etcd != nil {
 		etcdOptions.StorageConfig.Transport.ServerList = []string{etcd.ClientURL}
 	}
-	// Stored JSON is read with the serving codecs' faster apiVersion and
-	// kind lookup.
+	// Every object is stored in --storage-media-type (protobuf unless
+	// set); values stored as JSON before stay readable, since the storage
+	// decoder recognises either encoding, and are read with the serving
+	// codecs' faster apiVersion and kind lookup.
 	storageCodecs := codec.WithTypeMetaFactory(scheme, codecs, false)
 	storageFactory := serverstorage.NewDefaultStorageFactory(
 		etcdOptions.StorageConfig,
@@ -207,14 +203,6 @@ func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, sche
 		generic.MergedResourceConfig,
 		nil,
 	)
-	// Core-lite's objects are k8s.io/api types, which have a protobuf
-	// encoding: they are stored in it, as Kubernetes stores them, because
-	// it encodes and decodes several times faster than JSON (pods are
-	// written three times each). Values stored as JSON before stay
-	// readable: the storage decoder recognises either encoding.
-	for _, resource := range coreLiteResources {
-		storageFactory.SetSerializer(resource, runtime.ContentTypeProtobuf, storageCodecs)
-	}
 	if err := etcdOptions.ApplyWithStorageFactoryTo(storageFactory, &generic.Config); err != nil {
 		return fmt.Errorf("etcd storage: %w", err)
 	}

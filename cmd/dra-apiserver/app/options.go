@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
@@ -76,8 +77,11 @@ func NewOptions() *Options {
 		Authorization:  genericoptions.NewDelegatingAuthorizationOptions(),
 		Logs:           logsapi.NewLoggingConfiguration(),
 	}
-	// Our types have no protobuf encoding.
-	o.Etcd.DefaultStorageMediaType = "application/json"
+	// Objects are stored as protobuf, as kube-apiserver stores them: it
+	// decodes about nine times faster than JSON. What was stored as JSON
+	// (every release before protobuf) stays readable; an object is written
+	// as protobuf the next time it is written.
+	o.Etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
 	// Not held in a watch cache (--watch-cache-sizes replaces this list):
 	// events, as in kube-apiserver, because they are written often and
 	// watched rarely; ResourceClaims, because they are the most numerous

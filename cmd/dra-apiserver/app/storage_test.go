@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -13,8 +14,8 @@ import (
 	"github.com/draplane/draplane/server"
 )
 
-// TestStorageEncodings: core-lite's objects are stored as protobuf, the
-// resource.draplane.dev objects as JSON, and a pod stored as JSON before
+// TestStorageEncodings: core-lite's objects and the resource.draplane.dev
+// ones are stored as protobuf, and a pod or a claim stored as JSON before
 // is still read.
 func TestStorageEncodings(t *testing.T) {
 	scheme, codecs, err := server.NewScheme(true)
@@ -40,7 +41,7 @@ func TestStorageEncodings(t *testing.T) {
 		{schema.GroupResource{Resource: "pods"}, pod, "k8s\x00"},
 		{schema.GroupResource{Resource: "nodes"}, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, "k8s\x00"},
 		{schema.GroupResource{Resource: "events"}, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "ns"}}, "k8s\x00"},
-		{schema.GroupResource{Group: "resource.draplane.dev", Resource: "resourceclaims"}, claim, "{"},
+		{schema.GroupResource{Group: "resource.draplane.dev", Resource: "resourceclaims"}, claim, "k8s\x00"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.resource.String(), func(t *testing.T) {
@@ -58,18 +59,29 @@ func TestStorageEncodings(t *testing.T) {
 		})
 	}
 
-	t.Run("pod stored as JSON before", func(t *testing.T) {
-		opts, err := generic.RESTOptionsGetter.GetRESTOptions(schema.GroupResource{Resource: "pods"}, pod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored := []byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns"}}`)
-		got, _, err := opts.StorageConfig.Codec.Decode(stored, nil, nil)
-		if err != nil {
-			t.Fatalf("decode a pod stored as JSON: %v", err)
-		}
-		if p, ok := got.(*corev1.Pod); !ok || p.Name != "p" {
-			t.Errorf("decoded %#v", got)
-		}
-	})
+	storedBefore := []struct {
+		name     string
+		resource schema.GroupResource
+		obj      runtime.Object
+		stored   string
+	}{
+		{"pod", schema.GroupResource{Resource: "pods"}, pod, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns"}}`},
+		{"claim", schema.GroupResource{Group: "resource.draplane.dev", Resource: "resourceclaims"}, claim,
+			`{"kind":"ResourceClaim","apiVersion":"resource.draplane.dev/v1","metadata":{"name":"c","namespace":"ns"}}`},
+	}
+	for _, tc := range storedBefore {
+		t.Run(tc.name+" stored as JSON before", func(t *testing.T) {
+			opts, err := generic.RESTOptionsGetter.GetRESTOptions(tc.resource, tc.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := opts.StorageConfig.Codec.Decode([]byte(tc.stored), nil, nil)
+			if err != nil {
+				t.Fatalf("decode a %s stored as JSON: %v", tc.name, err)
+			}
+			if accessor, err := meta.Accessor(got); err != nil || accessor.GetName() != tc.obj.(metav1.Object).GetName() {
+				t.Errorf("decoded %#v", got)
+			}
+		})
+	}
 }

@@ -1,9 +1,10 @@
 // Package storagecompat checks that what a frozen release stored in etcd
 // stays readable: every wire fixture of every release under
-// apis/resource/testdata is written into etcd as the bytes the server
-// stores (the storage version's JSON, at the key the registry reads), then
-// read through the API at every version that serves its kind. Nothing may
-// be lost on the way.
+// apis/resource/testdata is written into etcd as the bytes a server
+// stores (the storage version as JSON, as releases up to v0.1.0 stored
+// it, and as protobuf, as the server stores it since; at the key the
+// registry reads), then read through the API at every version that serves
+// its kind. Nothing may be lost on the way.
 package storagecompat
 
 import (
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -71,9 +73,16 @@ func TestStoredFixturesReadable(t *testing.T) {
 	install.Install(scheme)
 	codecs := serializer.NewCodecFactory(scheme)
 	jsonSerializer := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme, scheme, jsonserializer.SerializerOptions{})
-	// What the server writes: the object converted to the storage version,
-	// encoded as JSON (--storage-media-type application/json).
-	storageEncoder := codecs.EncoderForVersion(jsonSerializer, storageVersion)
+	// What a server writes: the object converted to the storage version,
+	// encoded as JSON (v0.1.0) or protobuf (--storage-media-type default
+	// since).
+	storageEncodings := []struct {
+		name    string
+		encoder k8sruntime.Encoder
+	}{
+		{"json", codecs.EncoderForVersion(jsonSerializer, storageVersion)},
+		{"protobuf", codecs.EncoderForVersion(protobuf.NewSerializer(scheme, scheme), storageVersion)},
+	}
 
 	etcdURL := etcdtest.Start(t)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -101,96 +110,98 @@ func TestStoredFixturesReadable(t *testing.T) {
 				continue
 			}
 			name := filepath.Base(dir) + "/" + filepath.Base(fixture)
-			t.Run(name, func(t *testing.T) {
-				data, err := os.ReadFile(fixture)
-				if err != nil {
-					t.Fatal(err)
-				}
-				obj, gvk, err := jsonSerializer.Decode(data, nil, nil)
-				if err != nil {
-					t.Fatalf("decode: %v", err)
-				}
-				if gvk.Kind == "ResourcePoolUsage" {
-					t.Skip("ResourcePoolUsage is computed from other objects, never stored in etcd")
-				}
-				r, ok := resources[gvk.Kind]
-				if !ok {
-					t.Fatalf("no resource known for %s", gvk)
-				}
-				hub, err := scheme.ConvertToVersion(obj, schema.GroupVersion{Group: gvk.Group, Version: k8sruntime.APIVersionInternal})
-				if err != nil {
-					t.Fatalf("convert to hub: %v", err)
-				}
-				var stored bytes.Buffer
-				if err := storageEncoder.Encode(hub, &stored); err != nil {
-					t.Fatalf("encode for storage: %v", err)
-				}
-				accessor, err := meta.Accessor(obj)
-				if err != nil {
-					t.Fatal(err)
-				}
-				// The key the generic registry uses: <prefix>/<resource>/[<namespace>/]<name>.
-				key := etcdPrefix + "/" + r.resource + "/" + accessor.GetName()
-				if r.namespaced {
-					key = etcdPrefix + "/" + r.resource + "/" + accessor.GetNamespace() + "/" + accessor.GetName()
-				}
-				if _, err := etcd.Put(ctx, key, stored.String()); err != nil {
-					t.Fatalf("put %s: %v", key, err)
-				}
-				defer func() {
-					if _, err := etcd.Delete(context.Background(), key); err != nil {
-						t.Errorf("delete %s: %v", key, err)
-					}
-				}()
-
-				versions := servedVersions[gvk.Kind]
-				if len(versions) == 0 {
-					t.Fatalf("%s is not served at any version", gvk.Kind)
-				}
-				for _, version := range versions {
-					path := "/apis/" + resourceapi.GroupName + "/" + version
-					if r.namespaced {
-						path += "/namespaces/" + accessor.GetNamespace()
-					}
-					path += "/" + r.resource + "/" + accessor.GetName()
-					got, err := client.Get().AbsPath(path).DoRaw(ctx)
+			for _, storage := range storageEncodings {
+				t.Run(name+"/"+storage.name, func(t *testing.T) {
+					data, err := os.ReadFile(fixture)
 					if err != nil {
-						t.Fatalf("GET %s: %v", path, err)
+						t.Fatal(err)
 					}
+					obj, gvk, err := jsonSerializer.Decode(data, nil, nil)
+					if err != nil {
+						t.Fatalf("decode: %v", err)
+					}
+					if gvk.Kind == "ResourcePoolUsage" {
+						t.Skip("ResourcePoolUsage is computed from other objects, never stored in etcd")
+					}
+					r, ok := resources[gvk.Kind]
+					if !ok {
+						t.Fatalf("no resource known for %s", gvk)
+					}
+					hub, err := scheme.ConvertToVersion(obj, schema.GroupVersion{Group: gvk.Group, Version: k8sruntime.APIVersionInternal})
+					if err != nil {
+						t.Fatalf("convert to hub: %v", err)
+					}
+					var stored bytes.Buffer
+					if err := storage.encoder.Encode(hub, &stored); err != nil {
+						t.Fatalf("encode for storage: %v", err)
+					}
+					accessor, err := meta.Accessor(obj)
+					if err != nil {
+						t.Fatal(err)
+					}
+					// The key the generic registry uses: <prefix>/<resource>/[<namespace>/]<name>.
+					key := etcdPrefix + "/" + r.resource + "/" + accessor.GetName()
+					if r.namespaced {
+						key = etcdPrefix + "/" + r.resource + "/" + accessor.GetNamespace() + "/" + accessor.GetName()
+					}
+					if _, err := etcd.Put(ctx, key, stored.String()); err != nil {
+						t.Fatalf("put %s: %v", key, err)
+					}
+					defer func() {
+						if _, err := etcd.Delete(context.Background(), key); err != nil {
+							t.Errorf("delete %s: %v", key, err)
+						}
+					}()
 
-					// What the fixture says at this version: itself at its
-					// own version (or what it is pinned to re-encode to);
-					// converted through the hub at the others.
-					var want []byte
-					if version == gvk.Version {
-						want = data
-						if pinned, err := os.ReadFile(strings.TrimSuffix(fixture, ".json") + ".after_roundtrip.json"); err == nil {
-							want = pinned
+					versions := servedVersions[gvk.Kind]
+					if len(versions) == 0 {
+						t.Fatalf("%s is not served at any version", gvk.Kind)
+					}
+					for _, version := range versions {
+						path := "/apis/" + resourceapi.GroupName + "/" + version
+						if r.namespaced {
+							path += "/namespaces/" + accessor.GetNamespace()
 						}
-					} else {
-						target := schema.GroupVersion{Group: gvk.Group, Version: version}
-						converted, err := scheme.ConvertToVersion(hub, target)
+						path += "/" + r.resource + "/" + accessor.GetName()
+						got, err := client.Get().AbsPath(path).DoRaw(ctx)
 						if err != nil {
-							t.Fatalf("convert to %s: %v", target, err)
+							t.Fatalf("GET %s: %v", path, err)
 						}
-						var buf bytes.Buffer
-						if err := jsonSerializer.Encode(converted, &buf); err != nil {
-							t.Fatal(err)
+
+						// What the fixture says at this version: itself at its
+						// own version (or what it is pinned to re-encode to);
+						// converted through the hub at the others.
+						var want []byte
+						if version == gvk.Version {
+							want = data
+							if pinned, err := os.ReadFile(strings.TrimSuffix(fixture, ".json") + ".after_roundtrip.json"); err == nil {
+								want = pinned
+							}
+						} else {
+							target := schema.GroupVersion{Group: gvk.Group, Version: version}
+							converted, err := scheme.ConvertToVersion(hub, target)
+							if err != nil {
+								t.Fatalf("convert to %s: %v", target, err)
+							}
+							var buf bytes.Buffer
+							if err := jsonSerializer.Encode(converted, &buf); err != nil {
+								t.Fatal(err)
+							}
+							want = buf.Bytes()
 						}
-						want = buf.Bytes()
+						if diff := cmp.Diff(normalize(t, want), normalize(t, got)); diff != "" {
+							t.Errorf("GET %s of the object stored by %s as %s differs from the fixture (-want +got):\n%s", path, name, storage.name, diff)
+						}
 					}
-					if diff := cmp.Diff(normalize(t, want), normalize(t, got)); diff != "" {
-						t.Errorf("GET %s of the object stored by %s differs from the fixture (-want +got):\n%s", path, name, diff)
-					}
-				}
-				checked++
-			})
+					checked++
+				})
+			}
 		}
 	}
 	if checked == 0 {
 		t.Fatal("no fixture checked")
 	}
-	t.Logf("%d fixtures stored and read back at every served version", checked)
+	t.Logf("%d fixtures stored (in each encoding) and read back at every served version", checked)
 }
 
 // normalize decodes JSON for comparison, without the resourceVersion:
