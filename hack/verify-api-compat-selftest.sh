@@ -200,9 +200,9 @@ python3 - "${tree}/apis/resource/v1/types.go" <<'PY'
 import sys
 path = sys.argv[1]
 src = open(path).read()
-old = 'AdminAccess *bool `json:"adminAccess,omitempty"`'
+old = 'AdminAccess *bool `json:"adminAccess,omitempty"'
 assert old in src, "anchor not found in " + path
-open(path, "w").write(src.replace(old, 'AdminAccess *bool `json:"adminAccessRequested,omitempty"`', 1))
+open(path, "w").write(src.replace(old, 'AdminAccess *bool `json:"adminAccessRequested,omitempty"', 1))
 PY
 expected="BREAKING: ${V1} ResourceClaim spec.devices.requests[].exactly.adminAccess: field removed (or renamed)"
 status=0
