@@ -36,25 +36,33 @@ var alphaGates = []featuregate.Feature{
 	features.DRAListTypeAttributes, features.DRADerivedAttributes,
 }
 
-// TestUpstreamFixtures decodes every upstream fixture strictly (a field
-// our types lack is an error) into the served version, converts it to
-// the internal version and back, encodes it again and requires the same
-// JSON document.
-func TestUpstreamFixtures(t *testing.T) {
+// upstreamFixtureFiles turns every alpha gate on for the test and returns
+// a scheme with our group, a strict JSON serializer for it and the nine
+// upstream fixtures with the extension ext.
+func upstreamFixtureFiles(t *testing.T, ext string) (*runtime.Scheme, runtime.Serializer, []string) {
+	t.Helper()
 	for _, gate := range alphaGates {
 		featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, gate, true)
 	}
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
 	strict := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme, scheme, jsonserializer.SerializerOptions{Strict: true})
-
-	files, err := filepath.Glob(filepath.Join(upstreamFixtures, "*.json"))
+	files, err := filepath.Glob(filepath.Join(upstreamFixtures, "*."+ext))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) != 9 {
-		t.Fatalf("%d upstream fixtures in %s, want 9 (v1: 5 kinds, v1beta1: 4)", len(files), upstreamFixtures)
+		t.Fatalf("%d upstream .%s fixtures in %s, want 9 (v1: 5 kinds, v1beta1: 4)", len(files), ext, upstreamFixtures)
 	}
+	return scheme, strict, files
+}
+
+// TestUpstreamFixtures decodes every upstream fixture strictly (a field
+// our types lack is an error) into the served version, converts it to
+// the internal version and back, encodes it again and requires the same
+// JSON document.
+func TestUpstreamFixtures(t *testing.T) {
+	scheme, strict, files := upstreamFixtureFiles(t, "json")
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			data, err := os.ReadFile(file)
@@ -98,21 +106,8 @@ func TestUpstreamFixtures(t *testing.T) {
 // protobuf fixture with our types' protobuf code and requires the object
 // its JSON twin decodes to: our field numbers are upstream's.
 func TestUpstreamProtobufFixtures(t *testing.T) {
-	for _, gate := range alphaGates {
-		featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, gate, true)
-	}
-	scheme := runtime.NewScheme()
-	install.Install(scheme)
-	strict := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme, scheme, jsonserializer.SerializerOptions{Strict: true})
+	scheme, strict, files := upstreamFixtureFiles(t, "pb")
 	compact := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme, scheme, jsonserializer.SerializerOptions{})
-
-	files, err := filepath.Glob(filepath.Join(upstreamFixtures, "*.pb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) != 9 {
-		t.Fatalf("%d upstream protobuf fixtures in %s, want 9 (v1: 5 kinds, v1beta1: 4)", len(files), upstreamFixtures)
-	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			data, err := os.ReadFile(file)
