@@ -40,6 +40,7 @@ if ! command -v protoc >/dev/null; then
   fi
 fi
 protowork="$(mktemp -d)"
+trap 'rm -rf "${protowork}"' EXIT
 mkdir -p "${protowork}/bin" "${protowork}/src/${MODULE%/*}" "${protowork}/import/k8s.io" "${protowork}/import/github.com/gogo"
 ln -s "${ROOT}" "${protowork}/src/${MODULE}"
 ln -s "$(go list -m -f '{{.Dir}}' k8s.io/api)" "${protowork}/import/k8s.io/api"
