@@ -21,8 +21,9 @@ import (
 
 // The fuzz targets below run their seeds in every `go test`; `make fuzz`
 // runs each with -fuzz for longer. Seeds are the frozen wire fixtures of
-// every kind and version (testdata/HEAD) plus the corpus in
-// testdata/fuzz/<target>.
+// every kind and version (testdata/HEAD: JSON, YAML, protobuf), the
+// protobuf inputs that once failed a check (testdata/protobuf) and the
+// corpus in testdata/fuzz/<target>.
 
 var fuzzScheme, fuzzCodecs = func() (*runtime.Scheme, serializer.CodecFactory) {
 	scheme := runtime.NewScheme()
@@ -32,8 +33,8 @@ var fuzzScheme, fuzzCodecs = func() (*runtime.Scheme, serializer.CodecFactory) {
 
 func addFixtureSeeds(f *testing.F) {
 	var files []string
-	for _, ext := range []string{"json", "yaml"} {
-		matches, err := filepath.Glob(filepath.Join("testdata", "HEAD", "*."+ext))
+	for _, pattern := range []string{"HEAD/*.json", "HEAD/*.yaml", "HEAD/*.pb", "protobuf/*.pb"} {
+		matches, err := filepath.Glob(filepath.Join("testdata", pattern))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -63,37 +64,6 @@ func decodeToHub(data []byte) (runtime.Object, *schema.GroupVersionKind, error) 
 func FuzzDecode(f *testing.F) {
 	addFixtureSeeds(f)
 	f.Fuzz(checkDecodeStable)
-}
-
-// TestDecodeStableProtobuf runs FuzzDecode's check on the protobuf
-// fixtures and on protobuf inputs that once failed it (the first one a
-// 10 s fuzz run found when the fixtures were seeds). They are not fuzz
-// seeds for now: with them, a 10 s CI run once ended in the engine's
-// "context deadline exceeded" (a worker still minimizing a new input;
-// hack/fuzz.sh now bounds minimization). The same check over 2.2 million
-// random mutations of these fixtures in a plain loop took under 200 ms
-// each.
-func TestDecodeStableProtobuf(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "HEAD", "*.pb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	more, err := filepath.Glob(filepath.Join("testdata", "protobuf", "*.pb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 || len(more) == 0 {
-		t.Fatalf("no protobuf inputs: %d fixtures, %d found by fuzzing", len(files), len(more))
-	}
-	for _, file := range append(files, more...) {
-		t.Run(file, func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkDecodeStable(t, data)
-		})
-	}
 }
 
 // checkDecodeStable is FuzzDecode's check of one input.
