@@ -39,41 +39,6 @@ func WithTypeMetaFactory(scheme *runtime.Scheme, codecs serializer.CodecFactory,
 	return typeMetaCodecs{CodecFactory: codecs, infos: infos}
 }
 
-// WithoutConversion is WithTypeMetaFactory(scheme, codecs, false) for a
-// client, as codecs.WithoutConversion() is codecs for one: objects are
-// encoded and decoded in the version they are in, and JSON watch streams
-// are split into events by jsonFramer. Generated clientsets set their own
-// codecs; build a client's RESTClient with this instead to decode
-// responses and watch events with typeMetaFactory.
-func WithoutConversion(scheme *runtime.Scheme, codecs serializer.CodecFactory) runtime.NegotiatedSerializer {
-	c := WithTypeMetaFactory(scheme, codecs, false).(typeMetaCodecs)
-	// Watch events are split with jsonFramer's reader.
-	for i, info := range c.infos {
-		if info.MediaType == runtime.ContentTypeJSON && info.StreamSerializer != nil {
-			stream := *info.StreamSerializer
-			stream.Framer = jsonFramer{}
-			c.infos[i].StreamSerializer = &stream
-		}
-	}
-	return withoutConversion{typeMetaCodecs: c, scheme: scheme}
-}
-
-type withoutConversion struct {
-	typeMetaCodecs
-	scheme *runtime.Scheme
-}
-
-// EncoderForVersion sets the object's apiVersion and kind, and converts
-// nothing, as serializer.WithoutConversionCodecFactory does.
-func (c withoutConversion) EncoderForVersion(e runtime.Encoder, version runtime.GroupVersioner) runtime.Encoder {
-	return runtime.WithVersionEncoder{Version: version, Encoder: e, ObjectTyper: c.scheme}
-}
-
-// DecoderToVersion converts nothing.
-func (c withoutConversion) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
-	return runtime.WithoutVersionDecoder{Decoder: d}
-}
-
 type typeMetaCodecs struct {
 	serializer.CodecFactory
 	infos []runtime.SerializerInfo

@@ -104,7 +104,7 @@ func (m *ControllerManager) clients(loopback *rest.Config, useHost bool, qps flo
 	if err != nil {
 		return nil, nil, fmt.Errorf("kube client: %w", err)
 	}
-	resourceClient, err := newResourceClient(config)
+	resourceClient, err := versioned.NewForConfig(config)
 	if err != nil {
 		return nil, nil, fmt.Errorf("resource client: %w", err)
 	}

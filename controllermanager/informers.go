@@ -16,11 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/codec"
 	"github.com/draplane/draplane/generated/clientset/versioned"
-	clientscheme "github.com/draplane/draplane/generated/clientset/versioned/scheme"
-	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	resourceinternal "github.com/draplane/draplane/generated/informers/externalversions/internalinterfaces"
 	resourcev1informers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
@@ -38,46 +34,6 @@ func InProcessConfig(loopback *rest.Config) *rest.Config {
 	config.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return config
 }
-
-// newResourceClient is the resource.draplane.dev clientset for config
-// whose v1 client decodes with codec's serializers: when it gets JSON
-// (config asks for protobuf first), they find an object's apiVersion and
-// kind in one syntax pass where the generated client's own decode the
-// whole object once more just for those two fields. The v1 client shares the
-// connection pool and the rate limiter of the clientset's other version
-// (NewForConfig gives every version one limiter when QPS is set).
-func newResourceClient(config *rest.Config) (versioned.Interface, error) {
-	httpClient, err := rest.HTTPClientFor(config)
-	if err != nil {
-		return nil, err
-	}
-	clientset, err := versioned.NewForConfigAndClient(config, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	v1Config := rest.CopyConfig(config)
-	v1Config.RateLimiter = clientset.ResourceV1beta1().RESTClient().GetRateLimiter()
-	gv := resourcev1.SchemeGroupVersion
-	v1Config.GroupVersion = &gv
-	v1Config.APIPath = "/apis"
-	v1Config.NegotiatedSerializer = codec.WithoutConversion(clientscheme.Scheme, clientscheme.Codecs)
-	if v1Config.UserAgent == "" {
-		v1Config.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	v1, err := rest.RESTClientForConfigAndClient(v1Config, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	return resourceClientset{Clientset: clientset, v1: resourcev1client.New(v1)}, nil
-}
-
-// resourceClientset is a generated clientset with another v1 client.
-type resourceClientset struct {
-	*versioned.Clientset
-	v1 resourcev1client.ResourceV1Interface
-}
-
-func (c resourceClientset) ResourceV1() resourcev1client.ResourceV1Interface { return c.v1 }
 
 // Informers are informer factories on the API server's loopback client
 // shared by everything in the process that watches it: the controllers
@@ -99,7 +55,7 @@ func NewInformers(loopback *rest.Config) (*Informers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shared informers: kube client: %w", err)
 	}
-	resourceClient, err := newResourceClient(InProcessConfig(loopback))
+	resourceClient, err := versioned.NewForConfig(InProcessConfig(loopback))
 	if err != nil {
 		return nil, fmt.Errorf("shared informers: resource client: %w", err)
 	}

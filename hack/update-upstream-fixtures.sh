@@ -27,8 +27,7 @@ for version in v1 v1beta1; do
   done
   for src in "${SRC}"/resource.k8s.io."${version}".*.pb; do
     name="$(basename "${src}")"
-    cp "${src}" "${DST}/${name/resource.k8s.io/resource.draplane.dev}"
-    chmod 0644 "${DST}/${name/resource.k8s.io/resource.draplane.dev}"
+    install -m 0644 "${src}" "${DST}/${name/resource.k8s.io/resource.draplane.dev}"
   done
 done
 echo "k8s.io/api ${API_VERSION}" >"${DST}/SOURCE"
