@@ -99,6 +99,7 @@ kube::codegen::gen_openapi \
   --extra-pkgs k8s.io/api/core/v1 \
   --extra-pkgs k8s.io/api/coordination/v1 \
   --extra-pkgs k8s.io/api/policy/v1 \
+  --extra-pkgs k8s.io/api/resource/v1 \
   --extra-pkgs k8s.io/apimachinery/pkg/apis/meta/v1 \
   --extra-pkgs k8s.io/apimachinery/pkg/runtime \
   --extra-pkgs k8s.io/apimachinery/pkg/version \

@@ -18,6 +18,7 @@ import (
 	"github.com/draplane/draplane/allocator"
 	"github.com/draplane/draplane/allocator/capacity"
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/apis/resource/upstreamv1"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
 	"github.com/draplane/draplane/controllermanager"
@@ -112,15 +113,17 @@ func expirationEvaluator(info version.Info) (genericapiserver.ResourceExpiration
 	})
 }
 
-// installResourceAPI serves resource.draplane.dev v1 and v1beta1. Both
-// versions share one storage (and one watch cache) per resource: objects
-// are stored as v1 and converted on the way in and out. resourcepools
-// (v1 only) are computed from the other resources, through the process's
-// shared informers on the in-process loopback client (served by inProcess)
-// once the server serves; this hook owns them and shuts them down when the
-// server stops.
+// installResourceAPI serves resource.draplane.dev v1 and v1beta1 and, with
+// upstream set, resource.k8s.io v1. Every version of both groups shares
+// one storage (and one watch cache) per resource: objects are stored as
+// resource.draplane.dev/v1 and converted on the way in and out, through
+// the internal types both groups' versions convert to. resourcepools
+// (resource.draplane.dev/v1 only) are computed from the other resources,
+// through the process's shared informers on the in-process loopback
+// client (served by inProcess) once the server serves; this hook owns
+// them and shuts them down when the server stops.
 func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter,
-	adminAccess resourceclaim.AdminAccess, shared *controllermanager.SharedInformers, inProcess http.Handler) error {
+	adminAccess resourceclaim.AdminAccess, shared *controllermanager.SharedInformers, inProcess http.Handler, upstream bool) error {
 	pools := resourcepool.NewREST(capacity.New(allocator.New(allocator.Options{})))
 	pools.RegisterMetrics()
 	if err := s.AddPostStartHook("start-resourcepools", func(hook genericapiserver.PostStartHookContext) error {
@@ -151,6 +154,18 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 	}
 	if err := s.InstallAPIGroup(&info); err != nil {
 		return fmt.Errorf("install %s: %w", resourceapi.GroupName, err)
+	}
+	if !upstream {
+		return nil
+	}
+	// The same storage objects, not new ones: one store and one watch
+	// cache per resource for both groups. Installed after our group, so
+	// that discovery lists ours first and kubectl picks it for a resource
+	// named without its group.
+	upstreamInfo := newAPIGroupInfo(upstreamv1.GroupName, scheme, codecs)
+	upstreamInfo.VersionedResourcesStorageMap[upstreamv1.SchemeGroupVersion.Version] = servedIn(scheme, upstreamv1.SchemeGroupVersion, storage, expiration)
+	if err := s.InstallAPIGroup(&upstreamInfo); err != nil {
+		return fmt.Errorf("install %s: %w", upstreamv1.GroupName, err)
 	}
 	return nil
 }

@@ -46,6 +46,10 @@ type ExtraConfig struct {
 	// where admin access to devices is allowed. Without it core-lite's
 	// namespaces are read; with neither, admin access is refused.
 	HostNamespaces resourceclaim.NamespaceGetter
+	// UpstreamResourceAPI serves resource.k8s.io/v1 over the objects of
+	// resource.draplane.dev, for upstream clients and drivers. Standalone
+	// only: in aggregated mode the host cluster owns that group.
+	UpstreamResourceAPI bool
 	// ControllerManager, when set, says what runs in-process against the
 	// server: the controllers, the simulator, or both.
 	ControllerManager *controllermanager.Config
@@ -158,7 +162,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	// nothing for them (inProcessHandler).
 	inProcess := newInProcessHandler(c.Generic.Config, generic.Handler,
 		withAPIChecks(generic.Handler.Director, c.Extra.Scheme, c.Generic.Config))
-	if err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, shared, inProcess); err != nil {
+	if err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, shared, inProcess, c.Extra.UpstreamResourceAPI); err != nil {
 		return nil, err
 	}
 	if c.Extra.CoreLite != nil {

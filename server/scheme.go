@@ -6,22 +6,33 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	k8sresourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	"github.com/draplane/draplane/apis/resource/install"
+	"github.com/draplane/draplane/apis/resource/upstreamv1"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
 )
 
 // NewScheme returns the scheme the server decodes, converts and encodes
-// with: resource.draplane.dev (internal, v1, v1beta1) and, with core-lite,
+// with: resource.draplane.dev (internal, v1, v1beta1), resource.k8s.io
+// (v1 from k8s.io/api, internal ours) and, with core-lite,
 // the core types under their real and internal versions.
 func NewScheme(coreLite bool) (*runtime.Scheme, serializer.CodecFactory, error) {
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
+	// resource.k8s.io/v1 over the same internal types; served only where
+	// UpstreamResourceAPI says so, registered always.
+	if err := upstreamv1.AddToScheme(scheme); err != nil {
+		return nil, serializer.CodecFactory{}, fmt.Errorf("register %s: %w", upstreamv1.SchemeGroupVersion, err)
+	}
+	if err := scheme.SetVersionPriority(upstreamv1.SchemeGroupVersion); err != nil {
+		return nil, serializer.CodecFactory{}, err
+	}
 	if coreLite {
 		if err := addCoreLiteToScheme(scheme); err != nil {
 			return nil, serializer.CodecFactory{}, fmt.Errorf("register core-lite types: %w", err)
@@ -42,7 +53,7 @@ func NewScheme(coreLite bool) (*runtime.Scheme, serializer.CodecFactory, error) 
 func newOpenAPIScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		resourcev1.AddToScheme, resourcev1beta1.AddToScheme,
+		resourcev1.AddToScheme, resourcev1beta1.AddToScheme, k8sresourcev1.AddToScheme,
 		corev1.AddToScheme, coordinationv1.AddToScheme, policyv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {

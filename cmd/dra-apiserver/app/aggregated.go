@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -71,6 +72,40 @@ type AggregatedOptions struct {
 	// InjectCABundle makes the server write the CA of its generated
 	// serving certificate into spec.caBundle of its APIServices.
 	InjectCABundle bool
+	// UpstreamResourceAPI serves resource.k8s.io/v1 beside our group
+	// (--serve-resource-k8s-io): on in standalone mode unless turned off,
+	// never in aggregated mode, where the host cluster owns that group.
+	UpstreamResourceAPI optionalBool
+}
+
+// optionalBool is a boolean flag that knows whether it was given.
+type optionalBool struct{ value *bool }
+
+func (b *optionalBool) String() string {
+	if b.value == nil {
+		return ""
+	}
+	return strconv.FormatBool(*b.value)
+}
+
+func (b *optionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.value = &v
+	return nil
+}
+
+func (b *optionalBool) Type() string     { return "bool" }
+func (b *optionalBool) IsBoolFlag() bool { return true }
+
+// upstreamResourceAPI says whether resource.k8s.io/v1 is served.
+func (o *AggregatedOptions) upstreamResourceAPI() bool {
+	if o.UpstreamResourceAPI.value != nil {
+		return *o.UpstreamResourceAPI.value
+	}
+	return !o.Aggregated()
 }
 
 // NewAggregatedOptions returns the defaults: standalone; the names of
@@ -98,6 +133,8 @@ func (o *AggregatedOptions) AddFlags(fs *pflag.FlagSet) {
 		"Further DNS names or IP addresses for the generated serving certificate.")
 	fs.BoolVar(&o.InjectCABundle, "inject-ca-bundle", o.InjectCABundle,
 		"Aggregated mode: write the data dir's CA, which signs the generated serving certificate, into spec.caBundle of the APIServices "+strings.Join(APIServiceNames(), " and ")+" at start and every few minutes (needs patch on them in the host cluster). Off with --tls-cert-file (its CA is not known); set it false when the caBundle is managed elsewhere (cert-manager's CA injector, a Secret).")
+	fs.Var(&o.UpstreamResourceAPI, "serve-resource-k8s-io",
+		"Standalone mode: also serve upstream's resource.k8s.io/v1 (DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice, DeviceTaintRule) over the same objects as resource.draplane.dev, for client-go's ResourceV1() and drivers built on k8s.io/dynamic-resource-allocation. Default true standalone; aggregated mode refuses it (the host cluster serves that group).")
 }
 
 // APIServiceNames are the host cluster's APIServices of our group, one
@@ -114,6 +151,9 @@ func (o *AggregatedOptions) Validate() []error {
 	var errs []error
 	if o.Mode != ModeStandalone && o.Mode != ModeAggregated {
 		errs = append(errs, fmt.Errorf("--mode must be %s or %s, got %q", ModeStandalone, ModeAggregated, o.Mode))
+	}
+	if o.Aggregated() && o.upstreamResourceAPI() {
+		errs = append(errs, errors.New("--serve-resource-k8s-io cannot be on in aggregated mode: the host cluster serves resource.k8s.io"))
 	}
 	if o.Aggregated() && (o.ServiceName == "" || o.ServiceNamespace == "") {
 		errs = append(errs, errors.New("aggregated mode needs --service-name and --service-namespace (the aggregator checks the serving certificate for <service>.<namespace>.svc)"))

@@ -58,7 +58,8 @@ func (o *Options) config(etcd *startingEtcd) (*server.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &server.Config{Generic: generic, Extra: server.ExtraConfig{Scheme: scheme, Codecs: codecs, DataDir: o.DataDir}}
+	cfg := &server.Config{Generic: generic, Extra: server.ExtraConfig{Scheme: scheme, Codecs: codecs, DataDir: o.DataDir,
+		UpstreamResourceAPI: o.Aggregated.upstreamResourceAPI()}}
 	generatedCert := o.SecureServing.ServerCert.CertKey.CertFile == "" && o.SecureServing.ServerCert.GeneratedCert == nil
 	if err := o.applyServing(generic); err != nil {
 		return nil, err
