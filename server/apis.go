@@ -152,20 +152,22 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 	if beta := servedIn(scheme, resourcev1beta1.SchemeGroupVersion, storage, expiration); len(beta) > 0 {
 		info.VersionedResourcesStorageMap[resourcev1beta1.SchemeGroupVersion.Version] = beta
 	}
-	if err := s.InstallAPIGroup(&info); err != nil {
+	infos := []*genericapiserver.APIGroupInfo{&info}
+	if upstream {
+		// The same storage objects, not new ones: one store and one watch
+		// cache per resource for both groups. Listed after our group, so
+		// that discovery lists ours first and kubectl picks it for a
+		// resource named without its group.
+		upstreamInfo := newAPIGroupInfo(upstreamv1.GroupName, scheme, codecs)
+		upstreamInfo.VersionedResourcesStorageMap[upstreamv1.SchemeGroupVersion.Version] = servedIn(scheme, upstreamv1.SchemeGroupVersion, storage, expiration)
+		infos = append(infos, &upstreamInfo)
+	}
+	// In one call: server-side apply converts managed fields between the
+	// versions of the groups installed together only (it builds its
+	// schemas from their OpenAPI models). Installed apart, an apply
+	// through one group silently drops the other group's managers.
+	if err := s.InstallAPIGroups(infos...); err != nil {
 		return fmt.Errorf("install %s: %w", resourceapi.GroupName, err)
-	}
-	if !upstream {
-		return nil
-	}
-	// The same storage objects, not new ones: one store and one watch
-	// cache per resource for both groups. Installed after our group, so
-	// that discovery lists ours first and kubectl picks it for a resource
-	// named without its group.
-	upstreamInfo := newAPIGroupInfo(upstreamv1.GroupName, scheme, codecs)
-	upstreamInfo.VersionedResourcesStorageMap[upstreamv1.SchemeGroupVersion.Version] = servedIn(scheme, upstreamv1.SchemeGroupVersion, storage, expiration)
-	if err := s.InstallAPIGroup(&upstreamInfo); err != nil {
-		return fmt.Errorf("install %s: %w", upstreamv1.GroupName, err)
 	}
 	return nil
 }
