@@ -97,8 +97,7 @@ func (b *optionalBool) Set(s string) error {
 	return nil
 }
 
-func (b *optionalBool) Type() string     { return "bool" }
-func (b *optionalBool) IsBoolFlag() bool { return true }
+func (b *optionalBool) Type() string { return "bool" }
 
 // upstreamResourceAPI says whether resource.k8s.io/v1 is served.
 func (o *AggregatedOptions) upstreamResourceAPI() bool {
@@ -133,8 +132,8 @@ func (o *AggregatedOptions) AddFlags(fs *pflag.FlagSet) {
 		"Further DNS names or IP addresses for the generated serving certificate.")
 	fs.BoolVar(&o.InjectCABundle, "inject-ca-bundle", o.InjectCABundle,
 		"Aggregated mode: write the data dir's CA, which signs the generated serving certificate, into spec.caBundle of the APIServices "+strings.Join(APIServiceNames(), " and ")+" at start and every few minutes (needs patch on them in the host cluster). Off with --tls-cert-file (its CA is not known); set it false when the caBundle is managed elsewhere (cert-manager's CA injector, a Secret).")
-	fs.Var(&o.UpstreamResourceAPI, "serve-resource-k8s-io",
-		"Standalone mode: also serve upstream's resource.k8s.io/v1 (DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice, DeviceTaintRule) over the same objects as resource.draplane.dev, for client-go's ResourceV1() and drivers built on k8s.io/dynamic-resource-allocation. Default true standalone; aggregated mode refuses it (the host cluster serves that group).")
+	fs.VarPF(&o.UpstreamResourceAPI, "serve-resource-k8s-io", "",
+		"Standalone mode: also serve upstream's resource.k8s.io/v1 (DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice, DeviceTaintRule) over the same objects as resource.draplane.dev, for client-go's ResourceV1() and drivers built on k8s.io/dynamic-resource-allocation. Default true standalone; aggregated mode refuses it (the host cluster serves that group).").NoOptDefVal = "true"
 }
 
 // APIServiceNames are the host cluster's APIServices of our group, one

@@ -84,6 +84,33 @@ func TestAggregatedOptions(t *testing.T) {
 				}
 			},
 		},
+		"resource.k8s.io standalone": {
+			check: func(t *testing.T, o *Options) {
+				if !o.Aggregated.upstreamResourceAPI() {
+					t.Error("standalone serves resource.k8s.io by default")
+				}
+			},
+		},
+		"resource.k8s.io switched off": {
+			args: []string{"--serve-resource-k8s-io=false"},
+			check: func(t *testing.T, o *Options) {
+				if o.Aggregated.upstreamResourceAPI() {
+					t.Error("--serve-resource-k8s-io=false must turn resource.k8s.io off")
+				}
+			},
+		},
+		"resource.k8s.io off aggregated": {
+			args: []string{"--mode=aggregated", "--kubeconfig=/host.kubeconfig"},
+			check: func(t *testing.T, o *Options) {
+				if o.Aggregated.upstreamResourceAPI() {
+					t.Error("aggregated mode must not serve resource.k8s.io: the host does")
+				}
+			},
+		},
+		"resource.k8s.io refused aggregated": {
+			args:    []string{"--mode=aggregated", "--kubeconfig=/host.kubeconfig", "--serve-resource-k8s-io"},
+			wantErr: "--serve-resource-k8s-io cannot be on in aggregated mode",
+		},
 		"negative client budget": {args: []string{"--controller-client-qps=-1"}, wantErr: "--controller-client-qps"},
 		"unknown mode":           {args: []string{"--mode=cluster"}, wantErr: "--mode must be"},
 		"no service name":        {args: []string{"--mode=aggregated", "--service-name="}, wantErr: "--service-name"},
