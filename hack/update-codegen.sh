@@ -24,6 +24,39 @@ BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
 
 kube::codegen::gen_helpers --boilerplate "${BOILERPLATE}" "${ROOT}/apis"
 
+# The packages that serve another project's types over ours (tagged
+# +k8s:conversion-gen-external-types, like apis/resource/upstreamv1 for
+# k8s.io/api's resource.k8s.io/v1) must convert every field both ways: a
+# field conversion-gen finds no peer for would be dropped silently on the
+# wire. conversion-gen only leaves a WARNING comment in the generated
+# file; fail here, naming the type and the field.
+missing=0
+while IFS= read -r doc; do
+  dir="$(dirname "${doc}")"
+  external="$(sed -n 's|^// +k8s:conversion-gen-external-types=||p' "${doc}")"
+  if ! awk -v external="${external}" -v pkg="${dir#"${ROOT}/"}" '
+      /^func autoConvert_/ { fn = $2; sub(/\(.*/, "", fn) }
+      /WARNING: in\.[A-Za-z0-9_]+ requires manual conversion/ {
+        field = $0; sub(/.*WARNING: in\./, "", field); sub(/ requires.*/, "", field)
+        why = $0; sub(/.*requires manual conversion: /, "", why)
+        n = split(fn, parts, "_")
+        if (parts[2] == "resource") {
+          from = "github.com/draplane/draplane/apis/resource"; to = external
+        } else {
+          from = external; to = "github.com/draplane/draplane/apis/resource"
+        }
+        printf "%s: field %s of %s.%s has no counterpart in %s (conversion-gen: %s, in %s)\n", pkg, field, from, parts[3], to, why, fn > "/dev/stderr"
+        bad = 1
+      }
+      END { exit bad }' "${dir}/zz_generated.conversion.go"; then
+    missing=1
+  fi
+done < <(grep -rl --include=doc.go '^// +k8s:conversion-gen-external-types=' "${ROOT}/apis")
+if [[ ${missing} -ne 0 ]]; then
+  echo "every field of the external types must convert to and from our internal types: add the field to apis/resource (and our versions), then run hack/update-codegen.sh" >&2
+  exit 1
+fi
+
 # Protobuf encoding of the served versions (generated.proto and
 # generated.pb.go; go-to-protobuf also writes the protobuf tags of the
 # fields in types.go, keeping the numbers fields already have). It needs
