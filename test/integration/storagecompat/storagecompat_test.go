@@ -4,7 +4,9 @@
 // stores (the storage version as JSON, as releases up to v0.1.0 stored
 // it, and as protobuf, as the server stores it since; at the key the
 // registry reads), then read through the API at every version that serves
-// its kind. Nothing may be lost on the way.
+// its kind. Nothing may be lost on the way. Upstream's own
+// resource.k8s.io/v1 fixtures are stored the same way and read back
+// through both groups.
 package storagecompat
 
 import (
@@ -34,6 +36,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/apis/resource/install"
+	"github.com/draplane/draplane/apis/resource/upstreamv1"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/internal/testing/etcdtest"
 	"github.com/draplane/draplane/test/integration/framework"
@@ -71,6 +74,9 @@ func TestStoredFixturesReadable(t *testing.T) {
 
 	scheme := k8sruntime.NewScheme()
 	install.Install(scheme)
+	if err := upstreamv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	codecs := serializer.NewCodecFactory(scheme)
 	jsonSerializer := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme, scheme, jsonserializer.SerializerOptions{})
 	// What a server writes: the object converted to the storage version,
@@ -202,6 +208,85 @@ func TestStoredFixturesReadable(t *testing.T) {
 		t.Fatal("no fixture checked")
 	}
 	t.Logf("%d fixtures stored (in each encoding) and read back at every served version", checked)
+
+	upstreamFixtures := filepath.Join(testdata, "upstream", "resource.k8s.io")
+	checkUpstreamFixtures(ctx, t, client, etcd, scheme, storageEncodings[1].encoder, upstreamFixtures, filepath.Join(testdata, "upstream", "HEAD"))
+}
+
+// checkUpstreamFixtures takes upstream's own resource.k8s.io/v1 fixtures
+// (k8s.io/api testdata/HEAD, unchanged) the way the server takes a
+// resource.k8s.io/v1 request body: decoded as k8s.io/api's types,
+// converted to the hub and stored as the server stores. Read back through
+// resource.k8s.io/v1 each must be upstream's fixture, and through
+// resource.draplane.dev/v1 the same fixture with our group (renamed).
+func checkUpstreamFixtures(ctx context.Context, t *testing.T, client rest.Interface, etcd *clientv3.Client, scheme *k8sruntime.Scheme, encoder k8sruntime.Encoder, dir, renamedDir string) {
+	files, err := filepath.Glob(filepath.Join(dir, upstreamv1.GroupName+".v1.*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 5 {
+		t.Fatalf("%d upstream fixtures in %s, want the 5 kinds of resource.k8s.io/v1", len(files), dir)
+	}
+	decoder := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme, scheme, jsonserializer.SerializerOptions{Strict: true})
+	for _, fixture := range files {
+		t.Run("upstream/"+filepath.Base(fixture), func(t *testing.T) {
+			data, err := os.ReadFile(fixture)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj, gvk, err := decoder.Decode(data, nil, nil)
+			if err != nil {
+				t.Fatalf("strict decode as %s: %v", upstreamv1.SchemeGroupVersion, err)
+			}
+			r := resources[gvk.Kind]
+			hub, err := scheme.ConvertToVersion(obj, upstreamv1.InternalGroupVersion)
+			if err != nil {
+				t.Fatalf("convert to hub: %v", err)
+			}
+			var stored bytes.Buffer
+			if err := encoder.Encode(hub, &stored); err != nil {
+				t.Fatalf("encode for storage: %v", err)
+			}
+			accessor, err := meta.Accessor(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := etcdPrefix + "/" + r.resource + "/" + accessor.GetName()
+			namespace := ""
+			if r.namespaced {
+				key = etcdPrefix + "/" + r.resource + "/" + accessor.GetNamespace() + "/" + accessor.GetName()
+				namespace = "/namespaces/" + accessor.GetNamespace()
+			}
+			if _, err := etcd.Put(ctx, key, stored.String()); err != nil {
+				t.Fatalf("put %s: %v", key, err)
+			}
+			defer func() {
+				if _, err := etcd.Delete(context.Background(), key); err != nil {
+					t.Errorf("delete %s: %v", key, err)
+				}
+			}()
+			renamed, err := os.ReadFile(filepath.Join(renamedDir, strings.Replace(filepath.Base(fixture), upstreamv1.GroupName, resourceapi.GroupName, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, read := range []struct {
+				group string
+				want  []byte
+			}{
+				{upstreamv1.GroupName, data},
+				{resourceapi.GroupName, renamed},
+			} {
+				path := "/apis/" + read.group + "/v1" + namespace + "/" + r.resource + "/" + accessor.GetName()
+				got, err := client.Get().AbsPath(path).DoRaw(ctx)
+				if err != nil {
+					t.Fatalf("GET %s: %v", path, err)
+				}
+				if diff := cmp.Diff(normalize(t, read.want), normalize(t, got)); diff != "" {
+					t.Errorf("GET %s of upstream's fixture differs from it (-want +got):\n%s", path, diff)
+				}
+			}
+		})
+	}
 }
 
 // normalize decodes JSON for comparison, without the resourceVersion:
