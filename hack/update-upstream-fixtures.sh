@@ -41,3 +41,28 @@ for version in v1 v1beta1; do
 done
 echo "k8s.io/api ${API_VERSION}" >"${DST}/SOURCE"
 ls "${DST}"
+
+# Kubernetes' own OpenAPI document of resource.k8s.io/v1, from the
+# k8s.io/kubernetes module of the same minor (the module proxy refuses
+# some patch releases' zips; KUBERNETES_VERSION picks another), and a
+# served.json for it: hack/verify-api-compat.sh requires the
+# resource.k8s.io/v1 we serve not to break it.
+KUBERNETES_VERSION="${KUBERNETES_VERSION:-v1.37.1}"
+KUBE_DIR="$(cd "$(mktemp -d)" && go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+SPEC_DST="${ROOT}/api/openapi-spec/kubernetes"
+rm -rf "${SPEC_DST}"
+mkdir -p "${SPEC_DST}"
+install -m 0644 "${KUBE_DIR}/api/openapi-spec/v3/apis__resource.k8s.io__v1_openapi.json" "${SPEC_DST}/"
+cat >"${SPEC_DST}/served.json" <<JSON
+{
+  "resource.k8s.io/v1": {
+    "DeviceClass": {"resource": "deviceclasses"},
+    "DeviceTaintRule": {"resource": "devicetaintrules"},
+    "ResourceClaim": {"resource": "resourceclaims"},
+    "ResourceClaimTemplate": {"resource": "resourceclaimtemplates"},
+    "ResourceSlice": {"resource": "resourceslices"}
+  }
+}
+JSON
+echo "k8s.io/kubernetes ${KUBERNETES_VERSION}: api/openapi-spec/v3/apis__resource.k8s.io__v1_openapi.json" >"${SPEC_DST}/SOURCE"
+ls "${SPEC_DST}"

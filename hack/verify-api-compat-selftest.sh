@@ -104,6 +104,15 @@ elif case == "deprecated-version-removed-early":
     del s[G + "/v1beta1"]
     save_served(s, "HEAD")
     os.remove(path("HEAD", G + "/v1beta1"))
+elif case == "upstream-field-removed":
+    gv = "resource.k8s.io/v1"
+    doc = load("HEAD", gv)
+    del doc["components"]["schemas"]["io.k8s.api.resource.v1.ExactDeviceRequest"]["properties"]["adminAccess"]
+    save(doc, "HEAD", gv)
+elif case == "upstream-kind-removed":
+    s = served("HEAD")
+    del s["resource.k8s.io/v1"]["DeviceTaintRule"]
+    save_served(s, "HEAD")
 elif case in ("addition", "allowed-break"):
     props = head["components"]["schemas"][P + "ExactDeviceRequest"]["properties"]
     if case == "addition":
@@ -116,7 +125,7 @@ elif case in ("addition", "allowed-break"):
         del props["adminAccess"]
 else:
     sys.exit("unknown case " + case)
-if case not in ("maxItems-lowered", "maxLength-lowered", "maximum-lowered", "minimum-raised", "pattern-changed",
+if case not in ("upstream-field-removed", "upstream-kind-removed", "maxItems-lowered", "maxLength-lowered", "maximum-lowered", "minimum-raised", "pattern-changed",
                 "kind-removed", "version-removed", "deprecated-version-removed-early"):
     save(head, "HEAD")
 PY
@@ -187,6 +196,8 @@ check operation-removed "BREAKING: ${V1} DELETE /apis/resource.draplane.dev/v1/n
 check kind-removed "BREAKING: ${V1} DeviceTaintRule: served kind removed (not deprecated)"
 check version-removed "BREAKING: ${V1}: served version removed"
 check deprecated-version-removed-early "BREAKING: resource.draplane.dev/v1beta1: served version removed (DeviceClass served it: deprecated in 0.1, to be served until 0.3)"
+check upstream-field-removed "BREAKING: resource.k8s.io/v1 ResourceClaim spec.devices.requests[].exactly.adminAccess: field removed (or renamed)"
+check upstream-kind-removed "BREAKING: resource.k8s.io/v1 DeviceTaintRule: served kind removed (not deprecated)"
 check addition
 check allowed-break
 

@@ -5,6 +5,12 @@
 # prints every breaking change with its path. A deliberate break is
 # accepted by listing its exact line in hack/api-compat-allowed.list.
 #
+# It also compares HEAD's resource.k8s.io/v1, which standalone serves over
+# our objects, with what Kubernetes itself serves there
+# (api/openapi-spec/kubernetes, Kubernetes' own published document, copied
+# by hack/update-upstream-fixtures.sh): upstream's clients must not see a
+# break either. No allow-list applies to that one.
+#
 # SPEC_DIR overrides api/openapi-spec (the self-test uses it).
 set -o errexit -o nounset -o pipefail
 
@@ -25,6 +31,18 @@ HEAD breaks clients of ${newest} (lines above). Restore what the release
 serves; or, when the break is deliberate and reviewed, add each line
 (without "BREAKING: ") to hack/api-compat-allowed.list with a comment
 saying why.
+MSG
+  exit 1
+fi
+
+echo "checking ${SPEC_DIR}/HEAD against Kubernetes' own resource.k8s.io/v1"
+if ! go run ./hack/tools/apicompat -old "${SPEC_DIR}/kubernetes" -new "${SPEC_DIR}/HEAD" -old-without-enums; then
+  cat >&2 <<MSG
+HEAD's resource.k8s.io/v1 breaks clients of Kubernetes' own (lines above):
+the served group must stay what upstream serves. Its schemas are
+k8s.io/api's, so look at what changed in how they are served (paths,
+subresources, kinds), or at a k8s.io/api upgrade without
+hack/update-upstream-fixtures.sh.
 MSG
   exit 1
 fi

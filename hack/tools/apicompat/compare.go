@@ -270,7 +270,9 @@ func (w *walker) compareEnum(path string, o, n *Schema) {
 		return
 	}
 	if len(o.Enum) == 0 {
-		w.report(path, "enum added (validation tightened)")
+		if !w.c.old.WithoutEnums {
+			w.report(path, "enum added (validation tightened)")
+		}
 		return
 	}
 	for _, value := range o.Enum {

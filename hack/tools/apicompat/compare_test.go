@@ -134,9 +134,10 @@ func roundtrip(t *testing.T, in, out any) {
 func TestCompare(t *testing.T) {
 	const v1 = "example.dev/v1 "
 	tests := map[string]struct {
-		oldRelease string
-		edit       edit
-		want       []string // every break expected, exactly
+		oldRelease   string
+		withoutEnums bool
+		edit         edit
+		want         []string // every break expected, exactly
 	}{
 		"unchanged": {},
 		"field added": {edit: func(doc, _ map[string]any) {
@@ -195,6 +196,15 @@ func TestCompare(t *testing.T) {
 		"enum value removed": {
 			edit: func(doc, _ map[string]any) { prop(doc, "mode")["enum"] = []any{"Fast"} },
 			want: []string{v1 + `Widget spec.mode: enum value "Slow" removed`, v1 + `WidgetList items[].spec.mode: enum value "Slow" removed`},
+		},
+		"enum added where the old document leaves enums out": {
+			withoutEnums: true,
+			edit:         func(doc, _ map[string]any) { prop(doc, "comment")["enum"] = []any{"a"} },
+		},
+		"enum value removed where the old document leaves enums out": {
+			withoutEnums: true,
+			edit:         func(doc, _ map[string]any) { prop(doc, "mode")["enum"] = []any{"Fast"} },
+			want:         []string{v1 + `Widget spec.mode: enum value "Slow" removed`, v1 + `WidgetList items[].spec.mode: enum value "Slow" removed`},
 		},
 		"enum added": {
 			edit: func(doc, _ map[string]any) { prop(doc, "comment")["enum"] = []any{"a"} },
@@ -350,7 +360,9 @@ func TestCompare(t *testing.T) {
 			if oldName == "" {
 				oldName = "v0.1.0"
 			}
-			got := Compare(release(t, oldName, nil), release(t, "HEAD", tc.edit))
+			old := release(t, oldName, nil)
+			old.WithoutEnums = tc.withoutEnums
+			got := Compare(old, release(t, "HEAD", tc.edit))
 			// v1beta1 publishes the same schemas: keep to v1 unless the
 			// test is about versions.
 			var filtered []string
@@ -441,7 +453,7 @@ func TestRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			if status := run(&out, oldDir, newDir, allow); status != tc.wantStatus {
+			if status := run(&out, oldDir, newDir, allow, false); status != tc.wantStatus {
 				t.Errorf("status %d, want %d; output:\n%s", status, tc.wantStatus, out.String())
 			}
 			for _, want := range tc.wantOut {

@@ -11,7 +11,11 @@
 // why; an entry that matches nothing is an error, so the list never holds
 // stale entries.
 //
-// Usage: apicompat -old api/openapi-spec/v0.1.0 -new api/openapi-spec/HEAD [-allow hack/api-compat-allowed.list]
+// Usage: apicompat -old api/openapi-spec/v0.1.0 -new api/openapi-spec/HEAD [-allow hack/api-compat-allowed.list] [-old-without-enums]
+//
+// hack/verify-api-compat.sh also runs it with -old api/openapi-spec/kubernetes:
+// resource.k8s.io/v1 as Kubernetes itself serves it, which the served
+// resource.k8s.io/v1 must not break either.
 package main
 
 import (
@@ -27,20 +31,22 @@ func main() {
 	oldDir := flag.String("old", "", "directory of the frozen release (api/openapi-spec/vX.Y.Z)")
 	newDir := flag.String("new", "", "directory of the API to check (api/openapi-spec/HEAD)")
 	allowFile := flag.String("allow", "", "file of accepted breaks, one a line; # starts a comment")
+	oldWithoutEnums := flag.Bool("old-without-enums", false, "the old documents leave enums out (Kubernetes' api/openapi-spec, generated with OpenAPIEnums=false): an enum they lack is not a tightening")
 	flag.Parse()
 	if *oldDir == "" || *newDir == "" {
 		flag.Usage()
 		os.Exit(2)
 	}
-	os.Exit(run(os.Stdout, *oldDir, *newDir, *allowFile))
+	os.Exit(run(os.Stdout, *oldDir, *newDir, *allowFile, *oldWithoutEnums))
 }
 
-func run(out io.Writer, oldDir, newDir, allowFile string) int {
+func run(out io.Writer, oldDir, newDir, allowFile string, oldWithoutEnums bool) int {
 	old, err := LoadRelease(oldDir)
 	if err != nil {
 		fmt.Fprintf(out, "error: %v\n", err)
 		return 2
 	}
+	old.WithoutEnums = oldWithoutEnums
 	head, err := LoadRelease(newDir)
 	if err != nil {
 		fmt.Fprintf(out, "error: %v\n", err)

@@ -23,6 +23,11 @@ type Release struct {
 	Served map[string]map[string]ServedKind
 	// Docs maps "group/version" to its OpenAPI v3 document.
 	Docs map[string]*Document
+	// WithoutEnums says the documents were written with enums left out
+	// (Kubernetes' own api/openapi-spec is generated with the OpenAPIEnums
+	// gate off, while kube-apiserver serves enums): an enum where such a
+	// document has none is not a tightening.
+	WithoutEnums bool
 }
 
 // ServedKind is one kind of a served group-version. The lifecycle fields

@@ -1,6 +1,6 @@
 // Package openapispec keeps api/openapi-spec/HEAD equal to what the server
 // serves: the OpenAPI v3 document of every group-version of
-// resource.draplane.dev, and served.json (the served kinds and their
+// resource.draplane.dev and of resource.k8s.io/v1, and served.json (the served kinds and their
 // lifecycle). hack/verify-api-compat.sh compares these files with the
 // newest frozen release; hack/freeze-release.sh copies them to
 // api/openapi-spec/<release>.
@@ -13,9 +13,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +33,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/apis/resource/install"
+	"github.com/draplane/draplane/apis/resource/upstreamv1"
 	"github.com/draplane/draplane/test/integration/framework"
 )
 
@@ -75,9 +78,12 @@ func TestOpenAPISpec(t *testing.T) {
 	}
 	want := map[string][]byte{}
 	served := map[string]map[string]servedKind{}
-	prefix := "apis/" + resourceapi.GroupName + "/"
+	// Our group, and upstream's resource.k8s.io as standalone serves it
+	// over the same objects (hack/verify-api-compat.sh also compares that
+	// one with what Kubernetes itself serves).
+	prefixes := []string{"apis/" + resourceapi.GroupName + "/", "apis/" + upstreamv1.GroupName + "/"}
 	for path := range index.Paths {
-		if !strings.HasPrefix(path, prefix) {
+		if !slices.ContainsFunc(prefixes, func(prefix string) bool { return strings.HasPrefix(path, prefix) }) {
 			// Core-lite's documents are k8s.io/api's schemas, which
 			// upstream Kubernetes evolves under its own policy; and
 			// they are not served in aggregated mode.
@@ -95,8 +101,8 @@ func TestOpenAPISpec(t *testing.T) {
 
 		served[strings.TrimPrefix(path, "apis/")] = servedKinds(ctx, t, client, "/"+path)
 	}
-	if len(served) < 2 {
-		t.Fatalf("found %d group-versions of %s under /openapi/v3, want at least v1 and v1beta1", len(served), resourceapi.GroupName)
+	if len(served) < 3 {
+		t.Fatalf("found %d group-versions under /openapi/v3 (%v), want %s v1 and v1beta1 and %s", len(served), slices.Sorted(maps.Keys(served)), resourceapi.GroupName, upstreamv1.SchemeGroupVersion)
 	}
 	record, err := json.MarshalIndent(served, "", "  ")
 	if err != nil {
@@ -191,6 +197,9 @@ func servedKinds(ctx context.Context, t *testing.T, client rest.Interface, path 
 	}
 	scheme := k8sruntime.NewScheme()
 	install.Install(scheme)
+	if err := upstreamv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 
 	kinds := map[string]servedKind{}
 	for _, resource := range list.APIResources {
