@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -169,8 +170,22 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 	if err := s.InstallAPIGroups(infos...); err != nil {
 		return fmt.Errorf("install %s: %w", resourceapi.GroupName, err)
 	}
+	// kubectl resolves a resource named without its group (`kubectl get
+	// resourceclaims`) to the first group of discovery that has it.
+	// Aggregated discovery orders groups by priority, then by name; ours
+	// gets a higher priority than the default every other group has, so
+	// that it comes first whatever the names.
+	if upstream && s.AggregatedDiscoveryGroupManager != nil {
+		for i, version := range []string{resourcev1.SchemeGroupVersion.Version, resourcev1beta1.SchemeGroupVersion.Version} {
+			s.AggregatedDiscoveryGroupManager.SetGroupVersionPriority(metav1.GroupVersion{Group: resourceapi.GroupName, Version: version}, preferredGroupPriority, 15-i)
+		}
+	}
 	return nil
 }
+
+// preferredGroupPriority is resource.draplane.dev's priority in aggregated
+// discovery, above the default of 1000 of the generic API server.
+const preferredGroupPriority = 1100
 
 // adminAccess reads the namespace label that allows admin access to
 // devices from the host cluster's namespaces in aggregated mode, else

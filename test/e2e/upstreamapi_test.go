@@ -216,6 +216,11 @@ metadata:
 		t.Fatalf("second apply through resource.k8s.io: %v", err)
 	}
 
+	// Named without a group, kubectl picks resource.draplane.dev.
+	if got := s.MustKubectl(t, "", "get", "deviceclasses", name, "-o", "jsonpath={.apiVersion}"); got != "resource.draplane.dev/v1" {
+		t.Errorf("kubectl get deviceclasses resolved to %q, want resource.draplane.dev/v1", got)
+	}
+
 	class, err := classes.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
