@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,30 @@ func TestUpstreamClientGo(t *testing.T) {
 	if ours.APIVersion != "resource.draplane.dev/v1" || ours.Metadata.UID != theirs.UID || ours.Metadata.ResourceVersion != theirs.ResourceVersion {
 		t.Errorf("claim through resource.draplane.dev: %s uid %s rv %s; through resource.k8s.io: uid %s rv %s",
 			ours.APIVersion, ours.Metadata.UID, ours.Metadata.ResourceVersion, theirs.UID, theirs.ResourceVersion)
+	}
+
+	// One watch cache per kind, whichever group serves it: the server's
+	// own metrics count the caches it started.
+	metrics, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caches []string
+	for _, line := range strings.Split(string(metrics), "\n") {
+		if strings.HasPrefix(line, "apiserver_watch_cache_initializations_total{") && strings.Contains(line, `group="resource.`) {
+			caches = append(caches, line)
+		}
+	}
+	for _, resource := range []string{"deviceclasses", "resourceslices"} {
+		want := `apiserver_watch_cache_initializations_total{group="resource.draplane.dev",resource="` + resource + `"} 1`
+		if !slices.Contains(caches, want) {
+			t.Errorf("no line %q among the watch caches of the resource groups:\n%s", want, strings.Join(caches, "\n"))
+		}
+	}
+	for _, line := range caches {
+		if strings.Contains(line, `group="resource.k8s.io"`) {
+			t.Errorf("a watch cache of its own for resource.k8s.io: %s", line)
+		}
 	}
 
 	// Patches of each kind through resource.k8s.io.
