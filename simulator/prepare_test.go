@@ -92,7 +92,7 @@ func TestPrepare(t *testing.T) {
 			preparer := &recordingPreparer{fail: tc.fail}
 			h := newSimulator(t, Options{Nodes: 1, DevicesPerNode: 1, Driver: driver, Preparer: preparer}, []runtime.Object{pod}, nil)
 			recorder := record.NewFakeRecorder(10)
-			h.sim.recorder = recorder
+			h.sim.agent.SetRecorder(recorder)
 			if err := h.pods.Add(pod); err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestPrepare(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := h.sim.syncPod(h.ctx, "ns/p")
+			_, err := h.sim.agent.SyncPod(h.ctx, "ns/p")
 			if (err != nil) != (tc.wantPhase == corev1.PodPending) {
 				t.Errorf("sync error %v", err)
 			}
@@ -131,7 +131,7 @@ func TestPrepare(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 2 {
-				if _, err := h.sim.syncPod(h.ctx, "ns/p"); err != nil {
+				if _, err := h.sim.agent.SyncPod(h.ctx, "ns/p"); err != nil {
 					t.Fatal(err)
 				}
 			}

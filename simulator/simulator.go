@@ -38,10 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -50,6 +47,7 @@ import (
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/worker"
 	dra "github.com/draplane/draplane/driver"
+	"github.com/draplane/draplane/driver/nodeagent"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
@@ -144,11 +142,12 @@ type Simulator struct {
 	opts           Options
 	kubeClient     kubernetes.Interface
 	resourceClient versioned.Interface
-	podLister      corelisters.PodLister
-	podSynced      cache.InformerSynced
 	claimLister    resourcelisters.ResourceClaimLister
 	claimSynced    cache.InformerSynced
-	queue          workqueue.TypedRateLimitingInterface[string]
+	// agent is the node loop (driver/nodeagent) for the simulated nodes:
+	// it prepares the claims of their pods through the fake driver, marks
+	// the pods Running (Succeeded after PodDuration) and unprepares.
+	agent *nodeagent.Agent
 	// bindingQueue holds the claims whose binding conditions the driver
 	// is to report (binding.go).
 	bindingQueue workqueue.TypedRateLimitingInterface[string]
@@ -157,11 +156,6 @@ type Simulator struct {
 	nodes map[string]bool
 	// publisher keeps the nodes' slices published.
 	publisher *dra.Publisher
-	// preparer prepares and unprepares the claims of pods on simulated
-	// nodes, as a kubelet asks its drivers to.
-	preparer dra.Preparer
-	// recorder is set by Run; tests that call syncPod directly set their own.
-	recorder record.EventRecorder
 
 	mu sync.Mutex
 	// owners are the UIDs of the nodes as registered, for the slices'
@@ -169,10 +163,14 @@ type Simulator struct {
 	// starts above after removeStale.
 	owners         map[string]types.UID
 	minGenerations map[string]int64
-	// prepared are the pods whose claims are prepared, by key, with the
-	// claims they hold.
-	prepared map[string][]dra.NamespacedObject
 }
+
+// simulatorClock is the simulator's clock as the node agent reads it, so
+// that tests that replace the simulator's clock replace the agent's too.
+type simulatorClock struct{ s *Simulator }
+
+func (c simulatorClock) Now() time.Time                  { return c.s.clock.Now() }
+func (c simulatorClock) Since(t time.Time) time.Duration { return c.s.clock.Since(t) }
 
 // New wires the pod and claim informers. Call it before starting the
 // informer factories.
@@ -200,27 +198,20 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 		opts:           opts,
 		kubeClient:     kubeClient,
 		resourceClient: resourceClient,
-		podLister:      podInformer.Lister(),
-		podSynced:      podInformer.Informer().HasSynced,
 		claimLister:    claimInformer.Lister(),
 		claimSynced:    claimInformer.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName},
-		),
 		bindingQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-binding"},
 		),
 		clock:          clock.RealClock{},
 		nodes:          make(map[string]bool, opts.Nodes),
-		preparer:       opts.Preparer,
 		owners:         map[string]types.UID{},
 		minGenerations: map[string]int64{},
-		prepared:       map[string][]dra.NamespacedObject{},
 	}
-	if s.preparer == nil {
-		s.preparer = &fakePreparer{driver: opts.Driver}
+	preparer := opts.Preparer
+	if preparer == nil {
+		preparer = &fakePreparer{driver: opts.Driver}
 	}
 	publisher, err := dra.NewPublisher(resourceClient, dra.Options{
 		DriverName: opts.Driver,
@@ -242,20 +233,29 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 		return nil, err
 	}
 	s.publisher = publisher
+	names := make([]string, opts.Nodes)
 	for i := range opts.Nodes {
-		s.nodes[NodeName(i)] = true
+		names[i] = NodeName(i)
+		s.nodes[names[i]] = true
 	}
-	_, err = podInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    s.enqueuePod,
-		UpdateFunc: func(_, obj any) { s.enqueuePod(obj) },
-		DeleteFunc: s.enqueueDeletedPod,
-	}, cache.HandlerOptions{Logger: &logger})
+	s.agent, err = nodeagent.New(logger, kubeClient, podInformer, claimInformer, nodeagent.Options{
+		Name:       ControllerName,
+		Nodes:      names,
+		NodeLabels: s.nodeLabels,
+		Drivers:    nodeagent.DriverMap{opts.Driver: preparer},
+		// Tests publish devices of drivers the simulator does not run
+		// on simulated nodes; their pods start as if those were
+		// prepared elsewhere.
+		OnlyKnownDrivers: true,
+		PodDuration:      opts.PodDuration,
+		Clock:            simulatorClock{s},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("add pod event handler: %w", err)
+		return nil, err
 	}
 	_, err = claimInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.enqueueConsumers(obj); s.enqueueBinding(obj) },
-		UpdateFunc: func(_, obj any) { s.enqueueConsumers(obj); s.enqueueBinding(obj) },
+		AddFunc:    s.enqueueBinding,
+		UpdateFunc: func(_, obj any) { s.enqueueBinding(obj) },
 	}, cache.HandlerOptions{Logger: &logger})
 	if err != nil {
 		return nil, fmt.Errorf("add claim event handler: %w", err)
@@ -267,7 +267,6 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 // and renews the nodes' heartbeat until ctx is done.
 func (s *Simulator) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer s.queue.ShutDown()
 	defer s.bindingQueue.ShutDown()
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting simulator", "nodes", s.opts.Nodes, "devicesPerNode", s.opts.DevicesPerNode, "driver", s.opts.Driver, "podDuration", s.opts.PodDuration)
@@ -295,12 +294,9 @@ func (s *Simulator) Run(ctx context.Context, workers int) {
 	if s.opts.OnSeeded != nil {
 		s.opts.OnSeeded()
 	}
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.podSynced, s.claimSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.claimSynced) {
 		return
 	}
-	recorder, stopRecording := worker.StartRecorder(ctx, s.kubeClient, scheme.Scheme, ControllerName, 1)
-	defer stopRecording()
-	s.recorder = recorder
 	go s.publisher.Run(ctx)
 	go wait.UntilWithContext(ctx, s.heartbeat, s.opts.HeartbeatInterval)
 	if s.bindingEnabled() {
@@ -309,7 +305,7 @@ func (s *Simulator) Run(ctx context.Context, workers int) {
 			worker.Requeue(ctx, s.bindingQueue, key, requeueAfter, err, "Reporting binding conditions failed", "claim")
 		}, s.claimSynced)
 	}
-	worker.Run(ctx, s.queue, workers, s.handle, s.podSynced, s.claimSynced)
+	s.agent.Run(ctx, workers)
 }
 
 // Seed registers every simulated node as Ready, removes the stale slices

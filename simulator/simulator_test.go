@@ -25,6 +25,7 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	dra "github.com/draplane/draplane/driver"
+	"github.com/draplane/draplane/driver/nodeagent"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
@@ -371,7 +372,7 @@ func TestSyncPod(t *testing.T) {
 			Status: corev1.PodStatus{Phase: phase},
 		}
 		if phase == corev1.PodRunning {
-			p = runningStatus(p, now.Add(-started))
+			p = nodeagent.RunningStatus(p, now.Add(-started))
 		}
 		return p
 	}
@@ -472,7 +473,7 @@ func TestSyncPod(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			requeue, err := s.syncPod(ctx, "ns/p")
+			requeue, err := s.agent.SyncPod(ctx, "ns/p")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -520,61 +521,6 @@ func condition(pod *corev1.Pod, conditionType corev1.PodConditionType) corev1.Co
 		}
 	}
 	return ""
-}
-
-// TestEnqueuePod: only pods on simulated nodes with a step ahead are queued.
-func TestEnqueuePod(t *testing.T) {
-	tests := []struct {
-		name string
-		pod  *corev1.Pod
-		want bool
-	}{
-		{name: "pending on sim node", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "sim-node-1"}}, want: true},
-		{name: "other node", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "node-1"}}},
-		{name: "beyond the simulated nodes", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "sim-node-2"}}},
-		{name: "succeeded", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "sim-node-0"},
-			Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver}, nil, nil).sim
-			s.enqueuePod(tc.pod)
-			if got := s.queue.Len() == 1; got != tc.want {
-				t.Errorf("queued=%v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-// TestEnqueueConsumers: a claim event queues the pods it is reserved for.
-func TestEnqueueConsumers(t *testing.T) {
-	tests := []struct {
-		name  string
-		claim *resourcev1.ResourceClaim
-		want  []string
-	}{
-		{name: "not allocated", claim: &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}},
-		{name: "shared, reserved for two pods", claim: &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"},
-			Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{}, ReservedFor: []resourcev1.ResourceClaimConsumerReference{
-				{Resource: "pods", Name: "a", UID: "1"}, {Resource: "pods", Name: "b", UID: "2"}, {APIGroup: "example.com", Resource: "jobs", Name: "j", UID: "3"},
-			}}}, want: []string{"ns/a", "ns/b"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newSimulator(t, Options{Nodes: 1, DevicesPerNode: 1, Driver: driver}, nil, nil).sim
-			s.enqueueConsumers(tc.claim)
-			var got []string
-			for s.queue.Len() > 0 {
-				key, _ := s.queue.Get()
-				got = append(got, key)
-				s.queue.Done(key)
-			}
-			slices.Sort(got)
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("queued %v, want %v", got, tc.want)
-			}
-		})
-	}
 }
 
 // TestSeedNodeRequests: seeding lists the nodes once; a node that does not

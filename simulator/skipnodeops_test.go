@@ -72,7 +72,7 @@ func TestPrepareSkipNodeOperations(t *testing.T) {
 			preparer := &recordingPreparer{}
 			h := newSimulator(t, Options{Nodes: 1, DevicesPerNode: 2, Driver: driver, Preparer: preparer}, []runtime.Object{pod}, nil)
 			recorder := record.NewFakeRecorder(10)
-			h.sim.recorder = recorder
+			h.sim.agent.SetRecorder(recorder)
 			if err := h.pods.Add(pod); err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestPrepareSkipNodeOperations(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := h.sim.syncPod(h.ctx, "ns/p")
+			_, err := h.sim.agent.SyncPod(h.ctx, "ns/p")
 			if (err != nil) != (tc.wantEvent != "") {
 				t.Errorf("sync error %v", err)
 			}
@@ -102,7 +102,7 @@ func TestPrepareSkipNodeOperations(t *testing.T) {
 			if err := h.pods.Delete(pod); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := h.sim.syncPod(h.ctx, "ns/p"); err != nil {
+			if _, err := h.sim.agent.SyncPod(h.ctx, "ns/p"); err != nil {
 				t.Fatal(err)
 			}
 			if got := calls(preparer.unprepareCalls); got != tc.wantUnprepare {

@@ -19,6 +19,7 @@ var layers = [][]string{
 	{"server"},
 	{"controllermanager", "registry"},
 	{"simulator"},
+	{"driver/nodeagent"},
 	{"controllers"},
 	{"allocator", "driver"},
 	{"apis/resource/validation"},
@@ -31,7 +32,7 @@ var layers = [][]string{
 // generated code and types. Tests of a package in it may import any other
 // package in it (round-trip and compatibility tests exercise the types
 // through generated code and validation together).
-const apiTier = 6
+const apiTier = 7
 
 // Outside the layers: tests (test/) and tools (hack/) may import anything,
 // and only tests may import them. internal/testing holds helpers for tests:
