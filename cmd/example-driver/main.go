@@ -3,9 +3,10 @@
 // ResourceSlices, prepares the claims of the pods bound to its node before
 // they run (logging what it prepares), and unprepares them when the pods
 // are done. Standalone draplane has no kubelet, so for its node it also
-// plays the kubelet's part: it registers the Node, removes the node's
-// slices at start (so no driver's orphans survive), and marks a pod
-// Running once every claim is prepared. A claim annotated
+// plays the kubelet's part with the library's node loop (driver/nodeagent):
+// it registers the Node and keeps it Ready, removes the node's slices at
+// start (so no driver's orphans survive), marks a pod Running once every
+// claim is prepared and keeps a checkpoint of what it prepared. A claim annotated
 // example.draplane.dev/prepare-error fails to prepare with the
 // annotation's value, which keeps its pod Pending with an event.
 //
@@ -19,30 +20,25 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/driver"
+	"github.com/draplane/draplane/driver/nodeagent"
 	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
 
 // AnnotationPrepareError on a claim makes this driver fail to prepare it.
@@ -54,6 +50,7 @@ func main() {
 	nodeName := flag.String("node-name", "", "the node this driver runs on; registered if it does not exist")
 	driverName := flag.String("driver-name", "gpu.example.com", "the driver's name")
 	devices := flag.Int("devices", 4, "how many GPUs the node has")
+	checkpoint := flag.String("checkpoint", "", "file recording the prepared claims, so that a restarted driver unprepares the claims of pods deleted meanwhile and prepares nothing twice (default: draplane-example-driver-<node>.json in the temp dir)")
 	flag.Parse()
 	if *nodeName == "" || *kubeconfig == "" {
 		fmt.Fprintln(os.Stderr, "--kubeconfig and --node-name are required")
@@ -63,13 +60,16 @@ func main() {
 	defer cancel()
 	logger := klog.Background().WithValues("driver", *driverName, "node", *nodeName)
 	ctx = klog.NewContext(ctx, logger)
-	if err := run(ctx, *kubeconfig, *nodeName, *driverName, *devices); err != nil && ctx.Err() == nil {
+	if *checkpoint == "" {
+		*checkpoint = filepath.Join(os.TempDir(), "draplane-example-driver-"+*nodeName+".json")
+	}
+	if err := run(ctx, *kubeconfig, *nodeName, *driverName, *devices, *checkpoint); err != nil && ctx.Err() == nil {
 		logger.Error(err, "Driver failed")
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, kubeconfig, nodeName, driverName string, devices int) error {
+func run(ctx context.Context, kubeconfig, nodeName, driverName string, devices int, checkpoint string) error {
 	logger := klog.FromContext(ctx)
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -89,7 +89,7 @@ func run(ctx context.Context, kubeconfig, nodeName, driverName string, devices i
 	if _, err := driver.RemoveNodeSlices(ctx, resourceClient, nodeName); err != nil {
 		return err
 	}
-	node, err := registerNode(ctx, kubeClient, nodeName)
+	node, err := nodeagent.RegisterNode(ctx, kubeClient, nodeName, "example-driver")
 	if err != nil {
 		return err
 	}
@@ -107,37 +107,28 @@ func run(ctx context.Context, kubeconfig, nodeName, driverName string, devices i
 		}
 	}()
 
-	a := &agent{
-		nodeName:       nodeName,
-		driverName:     driverName,
-		kubeClient:     kubeClient,
-		resourceClient: resourceClient,
-		preparer:       &preparer{driverName: driverName},
-		prepared:       map[string][]driver.NamespacedObject{},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "example-driver"}),
-	}
-	return a.run(ctx)
-}
-
-// registerNode returns the node, creating it Ready when it does not exist.
-func registerNode(ctx context.Context, client kubernetes.Interface, name string) (*corev1.Node, error) {
-	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err == nil {
-		return node, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	node, err = client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}, metav1.CreateOptions{})
+	// The pods bound to this node, and every claim (a pod's claims may
+	// live in any namespace it runs in).
+	factory := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+	}))
+	resourceFactory := resourceinformers.NewSharedInformerFactory(resourceClient, 0)
+	agent, err := nodeagent.New(logger, kubeClient, factory.Core().V1().Pods(), resourceFactory.Resource().V1().ResourceClaims(), nodeagent.Options{
+		Name:       "example-driver",
+		Nodes:      []string{nodeName},
+		Drivers:    nodeagent.DriverMap{driverName: &preparer{driverName: driverName}},
+		Checkpoint: checkpoint,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("register node %s: %w", name, err)
+		return err
 	}
-	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "DriverRegistered",
-		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	return client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	factory.Start(ctx.Done())
+	resourceFactory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer resourceFactory.Shutdown()
+	go nodeagent.KeepReady(ctx, kubeClient, nodeName, "example-driver", time.Minute)
+	agent.Run(ctx, 2)
+	return nil
 }
 
 // gpus are the node's devices.
@@ -189,65 +180,4 @@ func (p *preparer) UnprepareResourceClaims(ctx context.Context, claims []driver.
 		results[claim.UID] = nil
 	}
 	return results, nil
-}
-
-// run plays the kubelet for the pods on the node until ctx ends: one
-// worker, so a pod's prepare and unprepare never overlap.
-func (a *agent) run(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(a.kubeClient, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.nodeName).String()
-	}))
-	pods := factory.Core().V1().Pods()
-	a.podLister = pods.Lister()
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			a.queue.Add(key)
-		}
-	}
-	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
-	}); err != nil {
-		return err
-	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.kubeClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	a.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: a.driverName, Host: a.nodeName})
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced) {
-		return ctx.Err()
-	}
-	// Claims change without the pod changing: look at pending pods again
-	// now and then.
-	go func() {
-		ticker := time.NewTicker(2 * time.Second)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				a.queue.ShutDown()
-				return
-			case <-ticker.C:
-				for _, key := range pods.Informer().GetStore().ListKeys() {
-					a.queue.Add(key)
-				}
-			}
-		}
-	}()
-	logger := klog.FromContext(ctx)
-	logger.Info("Driver running")
-	for {
-		key, shutdown := a.queue.Get()
-		if shutdown {
-			return nil
-		}
-		if err := a.sync(ctx, key); err != nil {
-			utilruntime.HandleErrorWithContext(ctx, err, "Pod not ready yet", "pod", key)
-			a.queue.AddRateLimited(key)
-		} else {
-			a.queue.Forget(key)
-		}
-		a.queue.Done(key)
-	}
 }

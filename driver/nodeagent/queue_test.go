@@ -86,4 +86,3 @@ func TestEnqueueConsumers(t *testing.T) {
 		})
 	}
 }
-
