@@ -49,4 +49,3 @@ func (f *fakePreparer) UnprepareResourceClaims(ctx context.Context, claims []dra
 	}
 	return results, nil
 }
-
