@@ -1,8 +1,6 @@
 package simulator
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -14,41 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	dra "github.com/draplane/draplane/driver"
+	"github.com/draplane/draplane/driver/drivertesting"
 )
-
-// recordingPreparer remembers its calls and fails the claims named in fail.
-type recordingPreparer struct {
-	prepareCalls   [][]string
-	unprepareCalls [][]string
-	fail           map[string]string
-}
-
-func (r *recordingPreparer) PrepareResourceClaims(_ context.Context, claims []*resourcev1.ResourceClaim) (map[types.UID]dra.PrepareResult, error) {
-	var names []string
-	results := map[types.UID]dra.PrepareResult{}
-	for _, c := range claims {
-		names = append(names, c.Name)
-		if msg, ok := r.fail[c.Name]; ok {
-			results[c.UID] = dra.PrepareResult{Err: errors.New(msg)}
-			continue
-		}
-		results[c.UID] = dra.PrepareResult{}
-	}
-	r.prepareCalls = append(r.prepareCalls, names)
-	return results, nil
-}
-
-func (r *recordingPreparer) UnprepareResourceClaims(_ context.Context, claims []dra.NamespacedObject) (map[types.UID]error, error) {
-	var names []string
-	results := map[types.UID]error{}
-	for _, c := range claims {
-		names = append(names, c.Name)
-		results[c.UID] = nil
-	}
-	r.unprepareCalls = append(r.unprepareCalls, names)
-	return results, nil
-}
 
 // TestPrepare: all claims of a pod are prepared in one call before it
 // runs; one failed claim keeps the pod Pending with an event naming the
@@ -89,7 +54,7 @@ func TestPrepare(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			preparer := &recordingPreparer{fail: tc.fail}
+			preparer := &drivertesting.RecordingPreparer{Fail: tc.fail}
 			h := newSimulator(t, Options{Nodes: 1, DevicesPerNode: 1, Driver: driver, Preparer: preparer}, []runtime.Object{pod}, nil)
 			recorder := record.NewFakeRecorder(10)
 			h.sim.agent.SetRecorder(recorder)
@@ -105,8 +70,8 @@ func TestPrepare(t *testing.T) {
 			if (err != nil) != (tc.wantPhase == corev1.PodPending) {
 				t.Errorf("sync error %v", err)
 			}
-			if len(preparer.prepareCalls) != 1 || strings.Join(preparer.prepareCalls[0], ",") != "claim-a,claim-b" {
-				t.Errorf("prepare calls %v, want one with the driver's two claims", preparer.prepareCalls)
+			if len(preparer.PrepareCalls()) != 1 || strings.Join(preparer.PrepareCalls()[0], ",") != "claim-a,claim-b" {
+				t.Errorf("prepare calls %v, want one with the driver's two claims", preparer.PrepareCalls())
 			}
 			got, err := h.kube.CoreV1().Pods("ns").Get(h.ctx, "p", metav1.GetOptions{})
 			if err != nil {
@@ -135,8 +100,8 @@ func TestPrepare(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if len(preparer.unprepareCalls) != 1 || strings.Join(preparer.unprepareCalls[0], ",") != "claim-a,claim-b" {
-				t.Errorf("unprepare calls %v, want one with the two prepared claims", preparer.unprepareCalls)
+			if len(preparer.UnprepareCalls()) != 1 || strings.Join(preparer.UnprepareCalls()[0], ",") != "claim-a,claim-b" {
+				t.Errorf("unprepare calls %v, want one with the two prepared claims", preparer.UnprepareCalls())
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/driver/drivertesting"
 	"github.com/draplane/draplane/features"
 )
 
@@ -69,7 +70,7 @@ func TestPrepareSkipNodeOperations(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.DRAOptionalNodeOperations, !tc.gateOff)
-			preparer := &recordingPreparer{}
+			preparer := &drivertesting.RecordingPreparer{}
 			h := newSimulator(t, Options{Nodes: 1, DevicesPerNode: 2, Driver: driver, Preparer: preparer}, []runtime.Object{pod}, nil)
 			recorder := record.NewFakeRecorder(10)
 			h.sim.agent.SetRecorder(recorder)
@@ -85,7 +86,7 @@ func TestPrepareSkipNodeOperations(t *testing.T) {
 			if (err != nil) != (tc.wantEvent != "") {
 				t.Errorf("sync error %v", err)
 			}
-			if got := calls(preparer.prepareCalls); got != tc.wantPrepared {
+			if got := calls(preparer.PrepareCalls()); got != tc.wantPrepared {
 				t.Errorf("prepare call for %q, want %q", got, tc.wantPrepared)
 			}
 			close(recorder.Events)
@@ -105,7 +106,7 @@ func TestPrepareSkipNodeOperations(t *testing.T) {
 			if _, err := h.sim.agent.SyncPod(h.ctx, "ns/p"); err != nil {
 				t.Fatal(err)
 			}
-			if got := calls(preparer.unprepareCalls); got != tc.wantUnprepare {
+			if got := calls(preparer.UnprepareCalls()); got != tc.wantUnprepare {
 				t.Errorf("unprepare call for %q, want %q", got, tc.wantUnprepare)
 			}
 		})
