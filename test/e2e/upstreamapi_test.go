@@ -286,3 +286,66 @@ func TestUpstreamAPISwitch(t *testing.T) {
 		t.Errorf("resource.draplane.dev not served:\n%s", out)
 	}
 }
+
+// TestUpstreamSameRules: through resource.k8s.io, validation refuses what
+// ours refuses with the field named, a gated alpha field is dropped as in
+// our group, field selectors select, and kubectl's table and explain work.
+func TestUpstreamSameRules(t *testing.T) {
+	s := sharedServer(t)
+	ctx := context.Background()
+	kube, err := kubernetes.NewForConfig(s.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := kube.ResourceV1()
+
+	_, err = res.DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad-selector"},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver ==`},
+		}}},
+	}, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.selectors[0].cel.expression") {
+		t.Errorf("class with a broken CEL selector through resource.k8s.io: %v, want 422 naming spec.selectors[0].cel.expression", err)
+	}
+
+	// skipNodeOperations is alpha (DRAOptionalNodeOperations, off by
+	// default): dropped on create, in both groups.
+	created, err := res.ResourceSlices().Create(ctx, &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "upstream-rules"},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver: "rules.example.com", NodeName: ptr.To("rules-node"),
+			Pool:               resourcev1.ResourcePool{Name: "rules-node", ResourceSliceCount: 1},
+			Devices:            []resourcev1.Device{{Name: "dev-0"}},
+			SkipNodeOperations: []resourcev1.SkipNodeOperation{resourcev1.SkipNodeOperationNodePrepareResources},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(created.Spec.SkipNodeOperations) != 0 {
+		t.Errorf("gated field kept through resource.k8s.io: %v", created.Spec.SkipNodeOperations)
+	}
+
+	selected, err := res.ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=rules.example.com"})
+	if err != nil {
+		t.Fatalf("field selector through resource.k8s.io: %v", err)
+	}
+	if len(selected.Items) != 1 || selected.Items[0].Name != "upstream-rules" {
+		t.Errorf("spec.driver field selector selected %d slices, want upstream-rules", len(selected.Items))
+	}
+
+	ours := s.MustKubectl(t, "", "get", "resourceslices.resource.draplane.dev", "upstream-rules", "-o", "custom-columns=NAME:.metadata.name,DRIVER:.spec.driver")
+	theirs := s.MustKubectl(t, "", "get", "resourceslices.resource.k8s.io", "upstream-rules", "-o", "custom-columns=NAME:.metadata.name,DRIVER:.spec.driver")
+	if ours != theirs {
+		t.Errorf("the same slice through both groups:\n%s\n%s", ours, theirs)
+	}
+	table := s.MustKubectl(t, "", "get", "resourceslices.resource.k8s.io", "upstream-rules")
+	if !strings.Contains(table, "NODE") || !strings.Contains(table, "rules-node") || !strings.Contains(table, "DEVICES") {
+		t.Errorf("kubectl's table through resource.k8s.io lacks our columns:\n%s", table)
+	}
+	explain := s.MustKubectl(t, "", "explain", "resourceclaims.resource.k8s.io.spec.devices.requests.exactly")
+	if !strings.Contains(explain, "GROUP:      resource.k8s.io") || !strings.Contains(explain, "deviceClassName") {
+		t.Errorf("kubectl explain through resource.k8s.io:\n%s", explain)
+	}
+}
