@@ -2,6 +2,7 @@ package grpcplugin
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -407,5 +408,29 @@ func TestHealth(t *testing.T) {
 				t.Errorf("health %s, want Healthy", got)
 			}
 		})
+	}
+}
+
+// TestDirectoryLayout: sockets in subdirectories (made after the Registry
+// started) register, names starting with "." and files that are not
+// sockets do not, as in the kubelet's plugin watcher.
+func TestDirectoryLayout(t *testing.T) {
+	dir := shortDir(t)
+	r, _ := run(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, "not-a-socket.sock"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hidden := newPlugin(t, dir, "hidden.example.com", drapbv1.DRAPluginService)
+	hidden.RegSocket = filepath.Join(dir, ".hidden-reg.sock")
+	hidden.Start(t)
+	sub := newPlugin(t, dir, "sub.example.com", drapbv1.DRAPluginService)
+	sub.RegSocket = filepath.Join(dir, "sub", "dir", "sub-reg.sock")
+	sub.Start(t)
+	eventually(t, "the plugin in a subdirectory registers", func() bool { _, ok := registered(r, "sub.example.com"); return ok })
+	if got := r.Plugins(); len(got) != 1 {
+		t.Errorf("plugins %+v, want sub.example.com only", got)
+	}
+	if got := hidden.Statuses(); len(got) != 0 {
+		t.Errorf("the hidden plugin was told %v", got)
 	}
 }
