@@ -10,7 +10,12 @@
 //     <root>/plugins_registry/, with fsnotify (subdirectories included,
 //     names starting with "." and files that are not Unix sockets
 //     ignored), and rescans it every [Options.ResyncPeriod] in case an
-//     event was lost.
+//     event was lost (an overflowing inotify queue). fsnotify rather than
+//     polling alone: a plugin registers as soon as its socket appears, as
+//     with the kubelet, without a poll interval on every node. A socket is
+//     known by its file (device, inode, modification time), so a rescan
+//     also notices one that was removed and created again between two
+//     reads.
 //   - For each socket it dials the registration service
 //     (k8s.io/kubelet/pkg/apis/pluginregistration/v1), calls GetInfo,
 //     accepts type "DRAPlugin" only, picks the DRA gRPC service the way
