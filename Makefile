@@ -80,8 +80,9 @@ fmt: ## Check gofmt.
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: vet
-vet: ## go vet every package.
+vet: ## go vet every package, and those of test/e2e/upstreamdriver (a module of its own).
 	$(GO) vet ./...
+	cd test/e2e/upstreamdriver && $(GO) vet ./...
 
 .PHONY: verify-layout
 verify-layout: ## Fail if a package imports one above it (cmd -> server -> {controllermanager, registry} -> simulator -> controllers -> allocator -> ... -> apis).
