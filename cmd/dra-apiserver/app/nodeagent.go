@@ -1,0 +1,179 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/draplane/draplane/driver"
+	"github.com/draplane/draplane/driver/grpcplugin"
+	"github.com/draplane/draplane/driver/nodeagent"
+	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/server"
+)
+
+// DefaultPluginRegistrationDir is where the kubelet looks for the
+// registration sockets of its plugins.
+const DefaultPluginRegistrationDir = "/var/lib/kubelet/plugins_registry"
+
+// nodeAgentName is the node agent in events, field managers and logs.
+const nodeAgentName = "dra-node-agent"
+
+// NodeAgentOptions are the flags of `dra-apiserver node-agent`.
+type NodeAgentOptions struct {
+	Kubeconfig      string
+	NodeName        string
+	RegistrationDir string
+	Checkpoint      string
+	Workers         int
+	Logs            *logsapi.LoggingConfiguration
+}
+
+// newNodeAgentCommand is `dra-apiserver node-agent`: the kubelet's DRA part
+// for one node, for any DRA driver's unmodified kubelet plugin.
+func newNodeAgentCommand() *cobra.Command {
+	o := &NodeAgentOptions{RegistrationDir: DefaultPluginRegistrationDir, Workers: 2, Logs: logsapi.NewLoggingConfiguration()}
+	cmd := &cobra.Command{
+		Use:   "node-agent",
+		Short: "Play a node's kubelet for DRA kubelet plugins",
+		Long: `node-agent plays the kubelet's part in Dynamic Resource Allocation for one
+node, with no kubelet: DRA kubelet plugins (drivers built on
+k8s.io/dynamic-resource-allocation/kubeletplugin, or any that speak the
+kubelet's plugin registration and DRA gRPC API) register with it through
+their socket in --plugin-registration-dir, publish their ResourceSlices to
+the dra-apiserver, and get NodePrepareResources and NodeUnprepareResources
+calls for the pods bound to the node. It registers the Node and keeps it
+Ready, marks a pod Running once every claim is prepared, shows the CDI
+device IDs each prepare returned in a PreparedDynamicResources event, and
+the health the plugins report in the pods' allocatedResourcesStatus.`,
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := logsapi.ValidateAndApply(o.Logs, nil); err != nil {
+				return err
+			}
+			if err := o.complete(); err != nil {
+				return err
+			}
+			ctx := genericapiserver.SetupSignalContext()
+			logger := klog.Background().WithValues("node", o.NodeName)
+			ctx = klog.NewContext(ctx, logger)
+			return o.run(ctx)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the dra-apiserver (default: admin.kubeconfig in the default data dir)")
+	fs.StringVar(&o.NodeName, "node-name", "", "the node to play kubelet for; registered if it does not exist (required)")
+	fs.StringVar(&o.RegistrationDir, "plugin-registration-dir", o.RegistrationDir, "where kubelet plugins put their registration sockets (the kubelet's <root>/plugins_registry)")
+	fs.StringVar(&o.Checkpoint, "checkpoint", "", "file recording the prepared claims, so that a restarted agent unprepares the claims of pods deleted meanwhile and prepares nothing twice (default: node-agent/<node>/checkpoint.json in the default data dir)")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "pods handled at once")
+	logsapi.AddFlags(o.Logs, fs)
+	logs.AddFlags(fs, logs.SkipLoggingConfigurationFlags())
+	return cmd
+}
+
+func (o *NodeAgentOptions) complete() error {
+	if o.NodeName == "" {
+		return errors.New("--node-name is required")
+	}
+	if o.Kubeconfig != "" && o.Checkpoint != "" {
+		return nil
+	}
+	dir, err := DefaultDataDir()
+	if err != nil {
+		return err
+	}
+	if o.Kubeconfig == "" {
+		o.Kubeconfig = filepath.Join(dir, server.AdminKubeconfigName)
+	}
+	if o.Checkpoint == "" {
+		o.Checkpoint = filepath.Join(dir, "node-agent", o.NodeName, "checkpoint.json")
+	}
+	return nil
+}
+
+func (o *NodeAgentOptions) run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	config, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	kubeClient, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	resourceClient, err := versioned.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	// A kubelet's clean start: the node's slices of every driver go; the
+	// plugins publish theirs again when they register.
+	if _, err := driver.RemoveNodeSlices(ctx, resourceClient, o.NodeName); err != nil {
+		return err
+	}
+	if _, err := nodeagent.RegisterNode(ctx, kubeClient, o.NodeName, nodeAgentName); err != nil {
+		return err
+	}
+
+	factory := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
+		opts.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", o.NodeName).String()
+	}))
+	resourceFactory := resourceinformers.NewSharedInformerFactory(resourceClient, 0)
+	// The agent exists before the registry runs; the callbacks only run
+	// once the registry does.
+	var agent *nodeagent.Agent
+	registry := grpcplugin.New(grpcplugin.Options{
+		Dir: o.RegistrationDir,
+		OnChange: func(e grpcplugin.Event) {
+			logger.Info("Kubelet plugin", "driver", e.DriverName, "registered", e.Registered, "service", e.Service, "endpoint", e.Endpoint)
+			if e.Registered {
+				// Pods that waited for the driver may start now.
+				agent.Resync()
+			}
+		},
+		OnHealth: func(u grpcplugin.HealthUpdate) {
+			devices := make([]nodeagent.DeviceHealth, 0, len(u.Devices))
+			for _, d := range u.Devices {
+				devices = append(devices, nodeagent.DeviceHealth{Pool: d.Pool, Device: d.Device, Health: corev1.ResourceHealthStatus(d.Health)})
+			}
+			agent.SetDeviceHealth(u.DriverName, devices)
+		},
+	})
+	agent, err = nodeagent.New(logger, kubeClient, factory.Core().V1().Pods(), resourceFactory.Resource().V1().ResourceClaims(), nodeagent.Options{
+		Name:       nodeAgentName,
+		Nodes:      []string{o.NodeName},
+		Drivers:    registry,
+		Checkpoint: o.Checkpoint,
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	resourceFactory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer resourceFactory.Shutdown()
+	registryDone := make(chan error, 1)
+	go func() { registryDone <- registry.Run(ctx) }()
+	go nodeagent.KeepReady(ctx, kubeClient, o.NodeName, nodeAgentName, time.Minute)
+	logger.Info("Node agent running", "pluginRegistrationDir", o.RegistrationDir, "checkpoint", o.Checkpoint)
+	agent.Run(ctx, o.Workers)
+	if err := <-registryDone; err != nil && ctx.Err() == nil {
+		return fmt.Errorf("plugin registration: %w", err)
+	}
+	return nil
+}
