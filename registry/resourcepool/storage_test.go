@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -223,5 +224,58 @@ func TestPoolNamesAreUnique(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestQuantitiesAsWritten: shared counters and consumable capacities show
+// in the format the slice wrote them (80Gi stays 80Gi, not 85899345920),
+// total and used alike.
+func TestQuantitiesAsWritten(t *testing.T) {
+	ctx := context.Background()
+	tr := capacity.New(allocator.New(allocator.Options{}))
+	r := NewREST(tr)
+	// A pool of two slices: the counters in one, the devices in the other.
+	counters := slice("gpu.example.com", "node-a")
+	counters.Name += "-counters"
+	counters.Spec.SharedCounters = []resourceapi.CounterSet{{Name: "mem", Counters: map[string]resourceapi.Counter{
+		"bytes": {Value: resource.MustParse("80Gi")},
+		"cores": {Value: resource.MustParse("2k")},
+	}}}
+	s := slice("gpu.example.com", "node-a", "g0", "g1", "nic")
+	for _, s := range []*resourceapi.ResourceSlice{counters, s} {
+		s.Spec.Pool.ResourceSliceCount = 2
+	}
+	for i := range 2 {
+		s.Spec.Devices[i].ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: "mem", Counters: map[string]resourceapi.Counter{
+			"bytes": {Value: resource.MustParse("40Gi")},
+			"cores": {Value: resource.MustParse("1k")},
+		}}}
+	}
+	s.Spec.Devices[2].AllowMultipleAllocations = new(true)
+	s.Spec.Devices[2].Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"bandwidth": {Value: resource.MustParse("10Gi")}}
+	tr.SetSlice(ctx, counters)
+	tr.SetSlice(ctx, s)
+	tr.SetClaim(ctx, allocated("c1", "gpu.example.com", "node-a", "g0"))
+
+	obj, err := r.Get(ctx, Name(allocator.PoolID{Driver: "gpu.example.com", Pool: "node-a"}), &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := obj.(*resourceapi.ResourcePoolUsage).Status
+	got := map[string]string{}
+	for _, c := range st.SharedCounters {
+		got["counter "+c.CounterSet+"/"+c.Counter] = c.Used.String() + " of " + c.Total.String()
+	}
+	for _, c := range st.Capacity {
+		got["capacity "+string(c.Name)] = c.Used.String() + " of " + c.Total.String()
+	}
+	for what, want := range map[string]string{
+		"counter mem/bytes":  "40Gi of 80Gi",
+		"counter mem/cores":  "1k of 2k",
+		"capacity bandwidth": "0 of 10Gi",
+	} {
+		if got[what] != want {
+			t.Errorf("%s: %q, want %q", what, got[what], want)
+		}
 	}
 }
