@@ -21,6 +21,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
@@ -307,5 +308,26 @@ func TestDataDirInUse(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(string(out), "is in use by another dra-apiserver") {
 		t.Errorf("second server: %v\n%s", err, out)
+	}
+}
+
+// TestCleanStartQuiet: `make run` on a fresh data directory (four
+// simulated nodes) prints no error and no warning: nothing a user would
+// have to act on, no stack trace. Real errors still show (TestDataDirInUse;
+// package server's etcd tests for etcd's own errors).
+func TestCleanStartQuiet(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--simulate-nodes=4")
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
+		out := s.Output()
+		return strings.Contains(out, "Simulated nodes ready") && strings.Contains(out, "Became leader, starting controllers"), nil
+	}); err != nil {
+		t.Fatalf("the simulator or the controllers never started:\n%s", s.Output())
+	}
+	for _, line := range strings.Split(s.Output(), "\n") {
+		// klog's E and W lines; zap's JSON lines of embedded etcd.
+		if strings.HasPrefix(line, "E") || strings.HasPrefix(line, "W") || strings.HasPrefix(line, "F") ||
+			strings.Contains(line, `"level":"error"`) || strings.Contains(line, `"level":"warn"`) || strings.Contains(line, "stacktrace") {
+			t.Errorf("a clean start printed: %s", line)
+		}
 	}
 }
