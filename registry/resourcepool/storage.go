@@ -154,7 +154,12 @@ func (r *REST) Get(_ context.Context, name string, _ *metav1.GetOptions) (runtim
 	defer r.mu.RUnlock()
 	p, ok := r.pools[name]
 	if !ok {
-		return nil, apierrors.NewNotFound(resourceapi.Resource("resourcepools"), name)
+		err := apierrors.NewNotFound(resourceapi.Resource("resourcepools"), name)
+		if !strings.Contains(name, ":") {
+			// Perhaps a name of the earlier "<pool>.<driver>" form.
+			err.ErrStatus.Message += `: pools are named "<driver>:<pool>", each "/" of the pool name written ":"`
+		}
+		return nil, err
 	}
 	return p.DeepCopy(), nil
 }

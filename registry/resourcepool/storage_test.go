@@ -3,6 +3,7 @@ package resourcepool
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,7 +54,10 @@ func TestStorage(t *testing.T) {
 	if got := obj.(*resourceapi.ResourcePoolUsage).Status.Devices; got.Total != 2 || got.Free != 2 {
 		t.Errorf("node-a gpus: %+v", got)
 	}
-	if _, err := r.Get(ctx, "nope", &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := r.Get(ctx, "nope", &metav1.GetOptions{}); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `"<driver>:<pool>"`) {
+		t.Errorf("get of a missing pool: %v, want NotFound saying how pools are named", err)
+	}
+	if _, err := r.Get(ctx, "gpu.example.com:node-c", &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("get of a missing pool: %v, want NotFound", err)
 	}
 
