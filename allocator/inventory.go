@@ -141,8 +141,9 @@ type Inventory struct {
 	pools    []*pool // sorted by driver and pool
 	byID     map[DeviceID]*device
 
-	counterTotals []int64
-	counterNames  []string // "pool/set/counter" for explanations
+	counterTotals  []int64
+	counterNames   []string          // "pool/set/counter" for explanations
+	counterFormats []resource.Format // as the slice wrote the total
 
 	byNode   map[string][]*device
 	floating []*device // devices usable on more than one node
@@ -313,6 +314,7 @@ func (inv *Inventory) addCounterSets(p *pool, current []*resourceapi.ResourceSli
 				p.counters = append(p.counters, len(inv.counterTotals))
 				q := set.Counters[name].Value
 				inv.counterTotals = append(inv.counterTotals, q.MilliValue())
+				inv.counterFormats = append(inv.counterFormats, q.Format)
 				inv.counterNames = append(inv.counterNames, p.id.String()+"/"+set.Name+"/"+name)
 			}
 			counterIndex[set.Name] = m

@@ -121,6 +121,7 @@ func (s *State) countPool(ctx context.Context, p *pool, u *PoolUsage, classNames
 	free := make([]bool, len(p.devices))
 	capTotals := map[resourceapi.QualifiedName][2]int64{}
 	var capNames []resourceapi.QualifiedName
+	capFormats := map[resourceapi.QualifiedName]resource.Format{}
 	for i, d := range p.devices {
 		u.Devices++
 		u.AdminAccess += s.admin[d.index]
@@ -143,6 +144,7 @@ func (s *State) countPool(ctx context.Context, p *pool, u *PoolUsage, classNames
 				v, ok := capTotals[c.name]
 				if !ok {
 					capNames = append(capNames, c.name)
+					capFormats[c.name] = c.format
 				}
 				v[1] += c.total
 				if used != nil {
@@ -166,16 +168,16 @@ func (s *State) countPool(ctx context.Context, p *pool, u *PoolUsage, classNames
 		total := inv.counterTotals[ci]
 		u.Counters = append(u.Counters, CounterUsage{
 			CounterSet: set, Counter: counter,
-			Used:  *resource.NewMilliQuantity(total-s.counterFree[ci], resource.DecimalSI),
-			Total: *resource.NewMilliQuantity(total, resource.DecimalSI),
+			Used:  *resource.NewMilliQuantity(total-s.counterFree[ci], inv.counterFormats[ci]),
+			Total: *resource.NewMilliQuantity(total, inv.counterFormats[ci]),
 		})
 	}
 	slices.Sort(capNames)
 	for _, name := range capNames {
 		v := capTotals[name]
 		u.Capacities = append(u.Capacities, CapacityUsage{Name: name,
-			Used:  *resource.NewMilliQuantity(v[0], resource.DecimalSI),
-			Total: *resource.NewMilliQuantity(v[1], resource.DecimalSI)})
+			Used:  *resource.NewMilliQuantity(v[0], capFormats[name]),
+			Total: *resource.NewMilliQuantity(v[1], capFormats[name])})
 	}
 
 	for _, name := range classNames {

@@ -18,6 +18,7 @@ import (
 	"github.com/draplane/draplane/controllers/allocation"
 	"github.com/draplane/draplane/controllers/devicetainteviction"
 	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/podgc"
 	"github.com/draplane/draplane/controllers/podtermination"
 	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/controllers/staleslices"
@@ -251,6 +252,13 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 			return nil, fmt.Errorf("stale slices controller: %w", err)
 		}
 		controllers = append(controllers, namedController{"staleslices", staleSlicesController.Run})
+		// A host cluster's pod garbage collector removes the pods of a
+		// deleted Node; standalone has none.
+		podGCController, err := podgc.NewController(logger.WithName("podgc"), kubeClient, pods, nodes)
+		if err != nil {
+			return nil, fmt.Errorf("pod garbage collector: %w", err)
+		}
+		controllers = append(controllers, namedController{"podgc", podGCController.Run})
 	}
 	return controllers, nil
 }

@@ -22,8 +22,8 @@ func TestControllersFollowGates(t *testing.T) {
 		taintsOff bool
 		want      []string
 	}{
-		"DRADeviceTaints on":  {want: []string{"resourceclaim", "allocation", "devicetainteviction", "podtermination", "staleslices"}},
-		"DRADeviceTaints off": {taintsOff: true, want: []string{"resourceclaim", "allocation", "podtermination", "staleslices"}},
+		"DRADeviceTaints on":  {want: []string{"resourceclaim", "allocation", "devicetainteviction", "podtermination", "staleslices", "podgc"}},
+		"DRADeviceTaints off": {taintsOff: true, want: []string{"resourceclaim", "allocation", "podtermination", "staleslices", "podgc"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

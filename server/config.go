@@ -87,7 +87,7 @@ func (c *Config) Close() {
 // and the OpenAPI of the served types.
 func NewRecommendedConfig(codecs serializer.CodecFactory) (*genericapiserver.RecommendedConfig, error) {
 	generic := genericapiserver.NewRecommendedConfig(codecs)
-	generic.EffectiveVersion = kubeEffectiveVersion()
+	generic.EffectiveVersion = servedVersion{kubeEffectiveVersion()}
 	generic.FlowControl = nil
 	openAPIScheme, err := newOpenAPIScheme()
 	if err != nil {
@@ -98,7 +98,7 @@ func NewRecommendedConfig(codecs serializer.CodecFactory) (*genericapiserver.Rec
 }
 
 // kubeEffectiveVersion is the Kubernetes API level this server implements
-// (our own release version is what /version reports as gitVersion).
+// (/version reports it, with our own release beside it: servedVersion).
 //
 // k8s.io/apiserver registers a process-wide "kube" component version
 // derived from the component-base version variables, which our build sets

@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/klog/v2"
 )
 
@@ -52,7 +53,7 @@ func startEmbeddedEtcd(ctx context.Context, dir string, o *EmbeddedEtcdConfig) (
 	zapConfig := zap.NewProductionConfig()
 	zapConfig.Level = level
 	zapConfig.Sampling = nil
-	zapLogger, err := zapConfig.Build()
+	zapLogger, err := zapConfig.Build(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return quietEtcdCore{core} }))
 	if err != nil {
 		return nil, fmt.Errorf("build embedded etcd logger: %w", err)
 	}

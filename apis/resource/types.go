@@ -1082,8 +1082,8 @@ type NetworkDeviceData struct {
 // tainted or free, how much of its shared counters and consumable capacity
 // is used, and how many devices each DeviceClass matches. The server computes it from ResourceSlices,
 // ResourceClaims, DeviceClasses and DeviceTaintRules; it is never stored.
-// Its name is "<pool>.<driver>" with every "/" of the pool name written
-// as "--".
+// Its name is "<driver>:<pool>" with every "/" of the pool name written
+// as ":", unique for each driver and pool.
 type ResourcePoolUsage struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata.

@@ -26,6 +26,16 @@ import (
 	"github.com/draplane/draplane/controllers/worker"
 )
 
+// timestampResolution is how precisely the API stores a deletion
+// timestamp: whole seconds, the fraction cut off.
+const timestampResolution = time.Second
+
+// gracePeriodEnd is the latest moment a grace period with this deletion
+// timestamp can end: never earlier than the real end.
+func gracePeriodEnd(deletionTimestamp time.Time) time.Time {
+	return deletionTimestamp.Add(timestampResolution)
+}
+
 // ControllerName names the controller in logs and its work queue.
 const ControllerName = "podtermination-controller"
 
@@ -107,8 +117,10 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if pod.DeletionTimestamp == nil {
 		return 0, nil
 	}
-	// deletionTimestamp is when the grace period ends.
-	if wait := pod.DeletionTimestamp.Sub(c.clock.Now()); wait > 0 {
+	// deletionTimestamp is when the grace period ends, stored in whole
+	// seconds with the fraction cut off: the period ends up to a second
+	// after it, so the pod stays until a second past it.
+	if wait := gracePeriodEnd(pod.DeletionTimestamp.Time).Sub(c.clock.Now()); wait > 0 {
 		return wait, nil
 	}
 	zero := int64(0)

@@ -30,9 +30,13 @@ func TestSync(t *testing.T) {
 		wantRequeue time.Duration
 	}{
 		{name: "not terminating: left alone", pod: pod(nil)},
-		{name: "grace period running: look again when it ends", pod: pod(at(20 * time.Second)), wantRequeue: 20 * time.Second},
-		{name: "grace period over: removed", pod: pod(at(-time.Second)), wantDeleted: true},
-		{name: "grace period ends now: removed", pod: pod(at(0)), wantDeleted: true},
+		// deletionTimestamp is stored in whole seconds, the fraction cut
+		// off: the grace period ends up to a second after it.
+		{name: "grace period running: look again a second after the timestamp", pod: pod(at(20 * time.Second)), wantRequeue: 21 * time.Second},
+		{name: "timestamp reached: the cut-off fraction may still run", pod: pod(at(0)), wantRequeue: time.Second},
+		{name: "timestamp passed less than a second ago: not yet", pod: pod(at(-600 * time.Millisecond)), wantRequeue: 400 * time.Millisecond},
+		{name: "a second past the timestamp: removed", pod: pod(at(-time.Second)), wantDeleted: true},
+		{name: "grace period long over: removed", pod: pod(at(-time.Minute)), wantDeleted: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

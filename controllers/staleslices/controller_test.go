@@ -2,13 +2,16 @@ package staleslices
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
@@ -127,4 +130,60 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestSweepAtStart: the controller starts after a node was deleted while
+// it was down. The node's unowned slices that it had seen with the node go;
+// unowned slices of a node never seen stay (published before the node
+// registers); those of a node that exists get the node's UID noted.
+func TestSweepAtStart(t *testing.T) {
+	seen := func(s *resourcev1.ResourceSlice, uid types.UID) *resourcev1.ResourceSlice {
+		s.Annotations = map[string]string{NodeUIDAnnotation: string(uid)}
+		return s
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	kubeClient := fake.NewClientset(node("node-b", "uid-b"))
+	resourceClient := resourcefake.NewSimpleClientset(
+		seen(slice("a1", "node-a", nil), "uid-a"),
+		slice("early", "node-c", nil),
+		slice("b", "node-b", nil),
+		seen(slice("b-old", "node-b", nil), "uid-b-old"),
+	)
+	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
+	resourceFactory := resourceinformers.NewSharedInformerFactory(resourceClient, 0)
+	c, err := NewController(klog.FromContext(ctx), kubeClient, resourceClient, kubeFactory.Core().V1().Nodes(), resourceFactory.Resource().V1().ResourceSlices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeFactory.Start(ctx.Done())
+	resourceFactory.Start(ctx.Done())
+	go c.Run(ctx, 1)
+
+	expect := func(want map[string]string) { // slice -> noted node UID
+		t.Helper()
+		var got map[string]string
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := resourceClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			got = map[string]string{}
+			for _, s := range list.Items {
+				got[s.Name] = s.Annotations[NodeUIDAnnotation]
+			}
+			return maps.Equal(got, want), nil
+		})
+		if err != nil {
+			t.Fatalf("slices (name: noted node UID) %v, want %v", got, want)
+		}
+	}
+	expect(map[string]string{"early": "", "b": "uid-b", "b-old": "uid-b"})
+
+	// The node of the early slice registers: its UID is noted.
+	if _, err := kubeClient.CoreV1().Nodes().Create(ctx, node("node-c", "uid-c"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(map[string]string{"early": "uid-c", "b": "uid-b", "b-old": "uid-b"})
 }

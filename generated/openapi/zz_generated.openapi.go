@@ -3150,7 +3150,7 @@ func schema_draplane_apis_resource_v1_ResourcePoolUsage(ref common.ReferenceCall
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "ResourcePoolUsage, served as resourcepools, is a computed, read-only view of one resource pool: how many of its devices exist, are allocated, tainted or free, how much of its shared counters and consumable capacity is used, and how many devices each DeviceClass matches. The server computes it from ResourceSlices, ResourceClaims, DeviceClasses and DeviceTaintRules; it is never stored. Its name is \"<pool>.<driver>\" with every \"/\" of the pool name written as \"--\".",
+				Description: "ResourcePoolUsage, served as resourcepools, is a computed, read-only view of one resource pool: how many of its devices exist, are allocated, tainted or free, how much of its shared counters and consumable capacity is used, and how many devices each DeviceClass matches. The server computes it from ResourceSlices, ResourceClaims, DeviceClasses and DeviceTaintRules; it is never stored. Its name is \"<driver>:<pool>\" with every \"/\" of the pool name written as \":\", unique for each driver and pool.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"kind": {

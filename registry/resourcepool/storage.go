@@ -64,10 +64,12 @@ func NewREST(tracker *capacity.Tracker) *REST {
 // Tracker is what the storage shows.
 func (r *REST) Tracker() *capacity.Tracker { return r.tracker }
 
-// Name is the object name of a pool: "<pool>.<driver>", each "/" of the
-// pool name written as "--".
+// Name is the object name of a pool: "<driver>:<pool>", each "/" of the
+// pool name written as ":". Neither a driver name nor a pool name may hold
+// a ":", so the driver is what comes before the first ":" and every valid
+// (driver, pool) pair has a name of its own.
 func Name(id allocator.PoolID) string {
-	return strings.ReplaceAll(id.Pool, "/", "--") + "." + id.Driver
+	return id.Driver + ":" + strings.ReplaceAll(id.Pool, "/", ":")
 }
 
 func (r *REST) apply(c capacity.Change) {
@@ -152,7 +154,12 @@ func (r *REST) Get(_ context.Context, name string, _ *metav1.GetOptions) (runtim
 	defer r.mu.RUnlock()
 	p, ok := r.pools[name]
 	if !ok {
-		return nil, apierrors.NewNotFound(resourceapi.Resource("resourcepools"), name)
+		err := apierrors.NewNotFound(resourceapi.Resource("resourcepools"), name)
+		if !strings.Contains(name, ":") {
+			// Perhaps a name of the earlier "<pool>.<driver>" form.
+			err.ErrStatus.Message += `: pools are named "<driver>:<pool>", each "/" of the pool name written ":"`
+		}
+		return nil, err
 	}
 	return p.DeepCopy(), nil
 }

@@ -2,10 +2,13 @@ package resourcepool
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -44,14 +47,17 @@ func TestStorage(t *testing.T) {
 	tr.SetSlice(ctx, slice("gpu.example.com", "node-b", "g0"))
 	tr.SetSlice(ctx, slice("nic.example.com", "node-a", "n0"))
 
-	obj, err := r.Get(ctx, "node-a.gpu.example.com", &metav1.GetOptions{})
+	obj, err := r.Get(ctx, "gpu.example.com:node-a", &metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := obj.(*resourceapi.ResourcePoolUsage).Status.Devices; got.Total != 2 || got.Free != 2 {
 		t.Errorf("node-a gpus: %+v", got)
 	}
-	if _, err := r.Get(ctx, "nope", &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := r.Get(ctx, "nope", &metav1.GetOptions{}); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `"<driver>:<pool>"`) {
+		t.Errorf("get of a missing pool: %v, want NotFound saying how pools are named", err)
+	}
+	if _, err := r.Get(ctx, "gpu.example.com:node-c", &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("get of a missing pool: %v, want NotFound", err)
 	}
 
@@ -60,10 +66,10 @@ func TestStorage(t *testing.T) {
 		want     []string
 		bad      bool
 	}{
-		{"", []string{"node-a.gpu.example.com", "node-a.nic.example.com", "node-b.gpu.example.com"}, false},
-		{"status.driver=gpu.example.com", []string{"node-a.gpu.example.com", "node-b.gpu.example.com"}, false},
-		{"status.nodeName=node-a", []string{"node-a.gpu.example.com", "node-a.nic.example.com"}, false},
-		{"status.nodeName=node-a,status.driver=nic.example.com", []string{"node-a.nic.example.com"}, false},
+		{"", []string{"gpu.example.com:node-a", "gpu.example.com:node-b", "nic.example.com:node-a"}, false},
+		{"status.driver=gpu.example.com", []string{"gpu.example.com:node-a", "gpu.example.com:node-b"}, false},
+		{"status.nodeName=node-a", []string{"gpu.example.com:node-a", "nic.example.com:node-a"}, false},
+		{"status.nodeName=node-a,status.driver=nic.example.com", []string{"nic.example.com:node-a"}, false},
 		{"spec.driver=x", nil, true},
 	} {
 		opts := &metainternalversion.ListOptions{}
@@ -99,7 +105,7 @@ func TestStorage(t *testing.T) {
 	// sees the allocation and the release and nothing of other pools.
 	list, _ := r.List(ctx, &metainternalversion.ListOptions{})
 	rv := list.(*resourceapi.ResourcePoolUsageList).ResourceVersion
-	w, err := r.Watch(ctx, &metainternalversion.ListOptions{ResourceVersion: rv, FieldSelector: fields.ParseSelectorOrDie("metadata.name=node-a.gpu.example.com")})
+	w, err := r.Watch(ctx, &metainternalversion.ListOptions{ResourceVersion: rv, FieldSelector: fields.ParseSelectorOrDie("metadata.name=gpu.example.com:node-a")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +117,8 @@ func TestStorage(t *testing.T) {
 		select {
 		case ev := <-w.ResultChan():
 			p := ev.Object.(*resourceapi.ResourcePoolUsage)
-			if ev.Type != watch.Modified || p.Name != "node-a.gpu.example.com" || p.Status.Devices.Free != wantFree {
-				t.Errorf("event %s %s free %d, want MODIFIED node-a.gpu.example.com free %d", ev.Type, p.Name, p.Status.Devices.Free, wantFree)
+			if ev.Type != watch.Modified || p.Name != "gpu.example.com:node-a" || p.Status.Devices.Free != wantFree {
+				t.Errorf("event %s %s free %d, want MODIFIED gpu.example.com:node-a free %d", ev.Type, p.Name, p.Status.Devices.Free, wantFree)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("no event")
@@ -131,7 +137,7 @@ func TestStorage(t *testing.T) {
 		}
 	}
 	tr.DeleteSlice(ctx, "node-b-gpu.example.com")
-	if ev := <-w2.ResultChan(); ev.Type != watch.Deleted || ev.Object.(*resourceapi.ResourcePoolUsage).Name != "node-b.gpu.example.com" {
+	if ev := <-w2.ResultChan(); ev.Type != watch.Deleted || ev.Object.(*resourceapi.ResourcePoolUsage).Name != "gpu.example.com:node-b" {
 		t.Errorf("after the slice's deletion: %s %s", ev.Type, ev.Object.(*resourceapi.ResourcePoolUsage).Name)
 	}
 
@@ -176,5 +182,104 @@ func TestWatchBookmarkOnlyWhenAsked(t *testing.T) {
 			}
 		}
 		w.Stop()
+	}
+}
+
+// TestPoolNamesAreUnique: every valid (driver, pool) pair gets its own
+// object name, so no pool hides another in the view, and the name is found
+// from the driver and pool name alone.
+func TestPoolNamesAreUnique(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b allocator.PoolID
+	}{
+		{"slash and double dash", allocator.PoolID{Driver: "gpu.example.com", Pool: "x/y"}, allocator.PoolID{Driver: "gpu.example.com", Pool: "x--y"}},
+		{"dot moves from pool to driver", allocator.PoolID{Driver: "c.example.com", Pool: "a.b"}, allocator.PoolID{Driver: "b.c.example.com", Pool: "a"}},
+		{"slash at a dot", allocator.PoolID{Driver: "example.com", Pool: "a/b.c"}, allocator.PoolID{Driver: "example.com", Pool: "a.b/c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			tr := capacity.New(allocator.New(allocator.Options{}))
+			r := NewREST(tr)
+			for i, id := range []allocator.PoolID{tc.a, tc.b} {
+				s := slice(id.Driver, "node", "d0")
+				s.Name = fmt.Sprintf("slice-%d", i)
+				s.Spec.Pool.Name = id.Pool
+				tr.SetSlice(ctx, s)
+			}
+			if Name(tc.a) == Name(tc.b) {
+				t.Errorf("pools %s and %s are both named %q", tc.a, tc.b, Name(tc.a))
+			}
+			obj, err := r.List(ctx, &metainternalversion.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(obj.(*resourceapi.ResourcePoolUsageList).Items); n != 2 {
+				t.Errorf("%d pools listed, want 2 (%s and %s)", n, tc.a, tc.b)
+			}
+			for _, id := range []allocator.PoolID{tc.a, tc.b} {
+				obj, err := r.Get(ctx, Name(id), &metav1.GetOptions{})
+				if err != nil {
+					t.Errorf("get %q of pool %s: %v", Name(id), id, err)
+					continue
+				}
+				if st := obj.(*resourceapi.ResourcePoolUsage).Status; st.Driver != id.Driver || st.Pool != id.Pool {
+					t.Errorf("get %q: pool %s/%s, want %s", Name(id), st.Driver, st.Pool, id)
+				}
+			}
+		})
+	}
+}
+
+// TestQuantitiesAsWritten: shared counters and consumable capacities show
+// in the format the slice wrote them (80Gi stays 80Gi, not 85899345920),
+// total and used alike.
+func TestQuantitiesAsWritten(t *testing.T) {
+	ctx := context.Background()
+	tr := capacity.New(allocator.New(allocator.Options{}))
+	r := NewREST(tr)
+	// A pool of two slices: the counters in one, the devices in the other.
+	counters := slice("gpu.example.com", "node-a")
+	counters.Name += "-counters"
+	counters.Spec.SharedCounters = []resourceapi.CounterSet{{Name: "mem", Counters: map[string]resourceapi.Counter{
+		"bytes": {Value: resource.MustParse("80Gi")},
+		"cores": {Value: resource.MustParse("2k")},
+	}}}
+	s := slice("gpu.example.com", "node-a", "g0", "g1", "nic")
+	for _, s := range []*resourceapi.ResourceSlice{counters, s} {
+		s.Spec.Pool.ResourceSliceCount = 2
+	}
+	for i := range 2 {
+		s.Spec.Devices[i].ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: "mem", Counters: map[string]resourceapi.Counter{
+			"bytes": {Value: resource.MustParse("40Gi")},
+			"cores": {Value: resource.MustParse("1k")},
+		}}}
+	}
+	s.Spec.Devices[2].AllowMultipleAllocations = new(true)
+	s.Spec.Devices[2].Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"bandwidth": {Value: resource.MustParse("10Gi")}}
+	tr.SetSlice(ctx, counters)
+	tr.SetSlice(ctx, s)
+	tr.SetClaim(ctx, allocated("c1", "gpu.example.com", "node-a", "g0"))
+
+	obj, err := r.Get(ctx, Name(allocator.PoolID{Driver: "gpu.example.com", Pool: "node-a"}), &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := obj.(*resourceapi.ResourcePoolUsage).Status
+	got := map[string]string{}
+	for _, c := range st.SharedCounters {
+		got["counter "+c.CounterSet+"/"+c.Counter] = c.Used.String() + " of " + c.Total.String()
+	}
+	for _, c := range st.Capacity {
+		got["capacity "+string(c.Name)] = c.Used.String() + " of " + c.Total.String()
+	}
+	for what, want := range map[string]string{
+		"counter mem/bytes":  "40Gi of 80Gi",
+		"counter mem/cores":  "1k of 2k",
+		"capacity bandwidth": "0 of 10Gi",
+	} {
+		if got[what] != want {
+			t.Errorf("%s: %q, want %q", what, got[what], want)
+		}
 	}
 }

@@ -172,12 +172,12 @@ spec:
 	}
 	client := s.Client(t)
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
-		p, err := client.ResourceV1().ResourcePoolUsages().Get(ctx, "sim-node-0.gpu.sim.draplane.dev", metav1.GetOptions{})
+		p, err := client.ResourceV1().ResourcePoolUsages().Get(ctx, "gpu.sim.draplane.dev:sim-node-0", metav1.GetOptions{})
 		return err == nil && p.Status.Devices.Allocated == 1, nil
 	}); err != nil {
 		t.Fatalf("pool never counted the allocation:\n%s", s.MustKubectl(t, "", "get", "resourcepools", "-o", "yaml"))
 	}
-	p, err := client.ResourceV1().ResourcePoolUsages().Get(ctx, "sim-node-0.gpu.sim.draplane.dev", metav1.GetOptions{})
+	p, err := client.ResourceV1().ResourcePoolUsages().Get(ctx, "gpu.sim.draplane.dev:sim-node-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestResourcePools(t *testing.T) {
 	if got := freeOf(out); len(got) != 1 || got["sim-node-1"] != "2" {
 		t.Errorf("field selector status.nodeName=sim-node-1:\n%s", out)
 	}
-	detail := s.MustKubectl(t, "", "get", "resourcepools", "sim-node-0.gpu.sim.draplane.dev", "-o", "yaml")
+	detail := s.MustKubectl(t, "", "get", "resourcepools", "gpu.sim.draplane.dev:sim-node-0", "-o", "yaml")
 	for _, want := range []string{"kind: ResourcePoolUsage", "name: gpu.sim.draplane.dev", "total: 2", "complete: true"} {
 		if !strings.Contains(detail, want) {
 			t.Errorf("-o yaml lacks %q:\n%s", want, detail)
@@ -124,7 +124,7 @@ func TestResourcePools(t *testing.T) {
 
 	s.MustKubectl(t, "", "delete", "pod", "rp-pod", "--wait=true")
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
-		p, err := client.ResourceV1().ResourcePoolUsages().Get(ctx, node+".gpu.sim.draplane.dev", metav1.GetOptions{})
+		p, err := client.ResourceV1().ResourcePoolUsages().Get(ctx, "gpu.sim.draplane.dev:"+node, metav1.GetOptions{})
 		return err == nil && p.Status.Devices.Free == 2 && p.Status.Devices.Allocated == 0, nil
 	}); err != nil {
 		t.Fatalf("free count of %s did not come back:\n%s", node, s.MustKubectl(t, "", "get", "resourcepools,resourceclaims", "-A"))
@@ -168,7 +168,7 @@ spec:
     effect: NoSchedule
 `, "apply", "-f", "-")
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
-		p, err := client.ResourceV1().ResourcePoolUsages().Get(ctx, "sim-node-1.gpu.sim.draplane.dev", metav1.GetOptions{})
+		p, err := client.ResourceV1().ResourcePoolUsages().Get(ctx, "gpu.sim.draplane.dev:sim-node-1", metav1.GetOptions{})
 		return err == nil && p.Status.Devices.Tainted == 2 && p.Status.Devices.TaintedNoSchedule == 2 && p.Status.Devices.Free == 0, nil
 	}); err != nil {
 		t.Fatalf("tainted devices not counted:\n%s", s.MustKubectl(t, "", "get", "resourcepools", "-o", "yaml"))

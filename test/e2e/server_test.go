@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"math/big"
 	"net/http"
 	"os"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
@@ -209,11 +212,49 @@ func TestStandaloneStartup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.GitVersion != e2eVersion {
-		t.Errorf("server version %q, want %q", info.GitVersion, e2eVersion)
+	// A Kubernetes version, that of the API level served, with ours
+	// beside it as k3s does (v1.37.1+k3s1).
+	if !strings.HasPrefix(info.GitVersion, "v1.") || !strings.HasSuffix(info.GitVersion, "+draplane."+e2eVersion) || info.Major != "1" {
+		t.Errorf("server version %q (major %q), want v1.<minor>.<patch>+draplane.%s (major 1)", info.GitVersion, info.Major, e2eVersion)
 	}
 	if got := s.MustKubectl(t, "", "version", "-o", "json"); !strings.Contains(got, e2eVersion) {
 		t.Errorf("kubectl version lacks %s:\n%s", e2eVersion, got)
+	}
+	// kubectl warns on its standard error when its minor and the server's
+	// gitVersion are more than one apart: never because of our 0.x
+	// release, only when this kubectl is really that far from the
+	// Kubernetes version served.
+	requireKubectl(t)
+	versionOut, err := exec.Command(kubectlPath, append(s.kubectlFlags(), "version")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl version: %v\n%s", err, versionOut)
+	}
+	// The Kubernetes version implemented, as /version's major and minor
+	// fields say.
+	served, err := utilversion.ParseGeneric(info.Major + "." + info.Minor)
+	if err != nil {
+		t.Fatalf("server major %q minor %q: %v", info.Major, info.Minor, err)
+	}
+	var kubectlVersion *utilversion.Version
+	for _, line := range strings.Split(string(versionOut), "\n") {
+		if v, ok := strings.CutPrefix(line, "Client Version: "); ok {
+			kubectlVersion, err = utilversion.ParseGeneric(v)
+			if err != nil {
+				t.Fatalf("kubectl client version %q: %v", v, err)
+			}
+		}
+	}
+	if kubectlVersion == nil {
+		t.Fatalf("kubectl version printed no client version:\n%s", versionOut)
+	}
+	warned := strings.Contains(string(versionOut), "WARNING: version difference")
+	skewed := kubectlVersion.Major() != served.Major() || max(kubectlVersion.Minor(), served.Minor())-min(kubectlVersion.Minor(), served.Minor()) > 1
+	wantWarning := fmt.Sprintf("and server (%d.%d)", served.Major(), served.Minor())
+	switch {
+	case warned && !skewed, warned && !strings.Contains(string(versionOut), wantWarning):
+		t.Errorf("kubectl %s warns of a skew against the server's %s:\n%s", kubectlVersion, info.GitVersion, versionOut)
+	case skewed:
+		t.Logf("kubectl %s is more than one minor from the served Kubernetes %d.%d: its warning is right:\n%s", kubectlVersion, served.Major(), served.Minor(), versionOut)
 	}
 }
 
@@ -267,5 +308,26 @@ func TestDataDirInUse(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(string(out), "is in use by another dra-apiserver") {
 		t.Errorf("second server: %v\n%s", err, out)
+	}
+}
+
+// TestCleanStartQuiet: `make run` on a fresh data directory (four
+// simulated nodes) prints no error and no warning: nothing a user would
+// have to act on, no stack trace. Real errors still show (TestDataDirInUse;
+// package server's etcd tests for etcd's own errors).
+func TestCleanStartQuiet(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--simulate-nodes=4")
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
+		out := s.Output()
+		return strings.Contains(out, "Simulated nodes ready") && strings.Contains(out, "Became leader, starting controllers"), nil
+	}); err != nil {
+		t.Fatalf("the simulator or the controllers never started:\n%s", s.Output())
+	}
+	for _, line := range strings.Split(s.Output(), "\n") {
+		// klog's E and W lines; zap's JSON lines of embedded etcd.
+		if strings.HasPrefix(line, "E") || strings.HasPrefix(line, "W") || strings.HasPrefix(line, "F") ||
+			strings.Contains(line, `"level":"error"`) || strings.Contains(line, `"level":"warn"`) || strings.Contains(line, "stacktrace") {
+			t.Errorf("a clean start printed: %s", line)
+		}
 	}
 }

@@ -76,7 +76,7 @@ func (o *Options) config(etcd *startingEtcd) (*server.Config, error) {
 	if generic.Authentication.RequestHeaderConfig == nil && generic.Authentication.Authenticator != nil {
 		generic.Authentication.Authenticator = server.CacheClientCertificates(generic.Authentication.Authenticator, server.ClientCertCacheTTL)
 	}
-	if err := o.Authorization.ApplyTo(&generic.Authorization); err != nil {
+	if err := o.applyAuthorization(&generic.Authorization); err != nil {
 		return nil, fmt.Errorf("authorization: %w", err)
 	}
 	cfg.Extra.ServerURL = o.externalAddress(generic)
