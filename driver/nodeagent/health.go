@@ -57,6 +57,12 @@ func (a *Agent) SetDeviceHealth(driverName string, devices []DeviceHealth) {
 // updateResourceHealth writes the health of a Running pod's devices when
 // it differs from what the pod shows.
 func (a *Agent) updateResourceHealth(ctx context.Context, pod *corev1.Pod) error {
+	a.mu.Lock()
+	reported := len(a.health) > 0
+	a.mu.Unlock()
+	if !reported {
+		return nil
+	}
 	claims, waitingFor := a.readyClaims(pod)
 	if waitingFor != "" {
 		return nil
