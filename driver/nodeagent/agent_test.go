@@ -274,10 +274,8 @@ func TestCheckpoint(t *testing.T) {
 		t.Errorf("%d pods queued from the checkpoint at start, want 4", keys)
 	}
 	for _, key := range []string{"ns/deleted", "ns/survivor", "ns/not-started", "ns/recreated"} {
-		for range 2 {
-			if err := h2.sync(t, key); err != nil {
-				t.Fatal(err)
-			}
+		if err := h2.sync(t, key); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if got, want := second.UnprepareCalls(), [][]string{{"c1"}, {"c4"}}; !equalCalls(got, want) {
@@ -288,6 +286,9 @@ func TestCheckpoint(t *testing.T) {
 	}
 	if got := h2.phase(t, "not-started"); got != corev1.PodRunning {
 		t.Errorf("pod prepared before the restart: phase %q, want Running without preparing again", got)
+	}
+	if got := h2.phase(t, "recreated"); got != corev1.PodRunning {
+		t.Errorf("pod created again under the same name: phase %q after one sync, want Running", got)
 	}
 }
 

@@ -53,15 +53,13 @@ func (a *Agent) SyncPod(ctx context.Context, key string) (time.Duration, error) 
 	if err != nil {
 		return 0, err
 	}
-	if !a.nodes[pod.Spec.NodeName] || pod.DeletionTimestamp != nil || podDone(pod) || a.otherPod(key, pod) {
-		// A kubelet unprepares once the pod's containers are gone; a
-		// pod of the same name but another UID replaced the one the
-		// claims were prepared for.
-		if err := a.unprepare(ctx, key); err != nil || !a.otherPod(key, pod) {
+	// A kubelet unprepares once the pod's containers are gone; a pod of
+	// the same name but another UID replaced the one the claims were
+	// prepared for, and goes on once those are unprepared.
+	gone := !a.nodes[pod.Spec.NodeName] || pod.DeletionTimestamp != nil || podDone(pod)
+	if gone || a.otherPod(key, pod) {
+		if err := a.unprepare(ctx, key); err != nil || gone {
 			return 0, err
-		}
-		if !a.nodes[pod.Spec.NodeName] || pod.DeletionTimestamp != nil || podDone(pod) {
-			return 0, nil
 		}
 	}
 	now := a.clock.Now()
