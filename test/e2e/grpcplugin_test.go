@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -44,24 +42,14 @@ func TestUpstreamDriverThroughGRPCPlugin(t *testing.T) {
 	s := startServer(t, t.TempDir(), "--simulate-nodes=0")
 	ctx := context.Background()
 
-	binary := filepath.Join(t.TempDir(), "upstreamdriver")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Dir = filepath.Join(repoRoot, "test", "e2e", "upstreamdriver")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build test/e2e/upstreamdriver: %v\n%s", err, out)
-	}
+	binary := buildUpstreamDriver(t)
 
 	// kubeletplugin's slice controller needs the Node (it owns the slices).
 	s.MustKubectl(t, "apiVersion: v1\nkind: Node\nmetadata:\n  name: "+upstreamPluginNode+"\n  labels:\n    kubernetes.io/hostname: "+upstreamPluginNode+"\n", "apply", "-f", "-")
 	s.MustKubectl(t, "", "patch", "node", upstreamPluginNode, "--subresource=status", "--type=merge",
 		"-p", `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Test","message":"test node"}]}}`)
 
-	// Socket paths must stay under 108 bytes: no test name in them.
-	sockets, err := os.MkdirTemp("", "gpe2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(sockets) })
+	sockets := socketDir(t)
 	registrarDir := filepath.Join(sockets, "plugins_registry")
 	pluginDir := filepath.Join(sockets, "plugins", upstreamPlugin)
 
@@ -164,42 +152,7 @@ func TestUpstreamDriverThroughGRPCPlugin(t *testing.T) {
 	})
 
 	// Two pods, one claim each: from a template, and one the driver fails.
-	s.MustKubectl(t, `apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata:
-  name: upstream.example.com
-spec:
-  selectors:
-  - cel:
-      expression: device.driver == "upstream.example.com"
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: upstream-gpu
-  namespace: default
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: upstream.example.com
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata:
-  name: upstream-broken
-  namespace: default
-  annotations:
-    upstream.example.com/prepare-error: "device is on fire"
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly:
-        deviceClassName: upstream.example.com
-`, "apply", "-f", "-")
+	s.MustKubectl(t, upstreamDriverObjects("upstream-broken"), "apply", "-f", "-")
 	s.MustKubectl(t, claimPodYAML("upstream-good", "gpu", "template=upstream-gpu")+"---\n"+claimPodYAML("upstream-bad", "gpu", "claim=upstream-broken"), "apply", "-f", "-")
 
 	kube, err := kubernetes.NewForConfig(s.RESTConfig(t))

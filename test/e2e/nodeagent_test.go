@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,49 @@ func buildUpstreamDriver(t *testing.T) string {
 		t.Fatalf("build test/e2e/upstreamdriver: %v\n%s", err, out)
 	}
 	return binary
+}
+
+// upstreamDriverObjects are, for the test driver's devices, the
+// DeviceClass upstream-gpu, the ResourceClaimTemplate upstream-gpu and a
+// ResourceClaim of the given name that the driver fails to prepare, all
+// through resource.k8s.io/v1.
+func upstreamDriverObjects(failingClaim string) string {
+	return fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata:
+  name: upstream-gpu
+spec:
+  selectors:
+  - cel:
+      expression: device.driver == "%[1]s"
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: upstream-gpu
+  namespace: default
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: upstream-gpu
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: %[2]s
+  namespace: default
+  annotations:
+    upstream.example.com/prepare-error: device is on fire
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: upstream-gpu
+`, upstreamPlugin, failingClaim)
 }
 
 // socketDir is a short temp dir for Unix sockets (their paths must stay
@@ -141,42 +185,7 @@ func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 	})
 	eventually("the plugin's slice appears", func() bool { return len(slices()) == 1 })
 
-	s.MustKubectl(t, `apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata:
-  name: upstream-gpu
-spec:
-  selectors:
-  - cel:
-      expression: device.driver == "`+upstreamPlugin+`"
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: upstream-gpu
-  namespace: default
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: upstream-gpu
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata:
-  name: on-fire
-  namespace: default
-  annotations:
-    upstream.example.com/prepare-error: device is on fire
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly:
-        deviceClassName: upstream-gpu
-`, "apply", "-f", "-")
+	s.MustKubectl(t, upstreamDriverObjects("on-fire"), "apply", "-f", "-")
 
 	// 2. A pod with a template claim: Running after one prepare call
 	// carrying its claim; the CDI IDs in an event.
