@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -22,6 +23,15 @@ func main() {
 		os.Exit(2)
 	}
 	problems := check(pkgs)
+	missing, err := undocumentedDirs(".")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "verify-layout:", err)
+		os.Exit(2)
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "README.md's Layout section does not name these top-level directories (as `<dir>/`): %s\n", strings.Join(missing, ", "))
+		os.Exit(1)
+	}
 	if len(problems) > 0 {
 		fmt.Fprintln(os.Stderr, "Imports must point down: "+order())
 		for _, p := range problems {
@@ -77,4 +87,45 @@ func goList(args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("go list %s: %w", strings.Join(args, " "), err)
 	}
 	return out, nil
+}
+
+// undocumentedDirs returns the top-level directories of root that the
+// README's "## Layout" section does not name as "`<dir>/`".
+func undocumentedDirs(root string) ([]string, error) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		return nil, err
+	}
+	section, ok := layoutSection(string(readme))
+	if !ok {
+		return nil, fmt.Errorf("README.md has no \"## Layout\" section")
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+			continue
+		}
+		if !strings.Contains(section, "`"+name+"/") {
+			missing = append(missing, name)
+		}
+	}
+	return missing, nil
+}
+
+// layoutSection is the README's "## Layout" section, up to the next
+// second-level heading.
+func layoutSection(readme string) (string, bool) {
+	_, rest, ok := strings.Cut(readme, "\n## Layout\n")
+	if !ok {
+		return "", false
+	}
+	if end := strings.Index(rest, "\n## "); end >= 0 {
+		rest = rest[:end]
+	}
+	return rest, true
 }
