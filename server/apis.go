@@ -177,7 +177,9 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 	// that it comes first whatever the names.
 	if upstream && s.AggregatedDiscoveryGroupManager != nil {
 		for i, version := range []string{resourcev1.SchemeGroupVersion.Version, resourcev1beta1.SchemeGroupVersion.Version} {
-			s.AggregatedDiscoveryGroupManager.SetGroupVersionPriority(metav1.GroupVersion{Group: resourceapi.GroupName, Version: version}, preferredGroupPriority, 15-i)
+			if _, served := info.VersionedResourcesStorageMap[version]; served {
+				s.AggregatedDiscoveryGroupManager.SetGroupVersionPriority(metav1.GroupVersion{Group: resourceapi.GroupName, Version: version}, preferredGroupPriority, 15-i)
+			}
 		}
 	}
 	return nil
