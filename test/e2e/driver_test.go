@@ -37,7 +37,8 @@ func TestExampleDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	drv := &launcher.Process{Name: "example-driver", Binary: binary,
-		Args:        []string{"--kubeconfig", s.Kubeconfig, "--node-name", exampleDriverNode, "--devices", "2", "-v", "2"},
+		Args: []string{"--kubeconfig", s.Kubeconfig, "--node-name", exampleDriverNode, "--devices", "2",
+			"--checkpoint", filepath.Join(t.TempDir(), "checkpoint.json"), "-v", "2"},
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
 	if err := drv.Start(); err != nil {
 		t.Fatal(err)
