@@ -96,7 +96,7 @@ func (a *Agent) setResourceHealth(pod *corev1.Pod, claims []*resourcev1.Resource
 			}
 		}
 	}
-	any := false
+	reported := false
 	for i := range pod.Status.ContainerStatuses {
 		status := &pod.Status.ContainerStatuses[i]
 		container := containerOf(pod, status.Name)
@@ -119,7 +119,7 @@ func (a *Agent) setResourceHealth(pod *corev1.Pod, claims []*resourcev1.Resource
 				if !ok {
 					continue
 				}
-				any = true
+				reported = true
 				byRequest[request] = append(byRequest[request], corev1.ResourceHealth{
 					ResourceID: corev1.ResourceID(deviceID{result.Driver, result.Pool, result.Device}.String()), Health: health})
 			}
@@ -133,7 +133,7 @@ func (a *Agent) setResourceHealth(pod *corev1.Pod, claims []*resourcev1.Resource
 		slices.SortFunc(out, func(x, y corev1.ResourceStatus) int { return strings.Compare(string(x.Name), string(y.Name)) })
 		status.AllocatedResourcesStatus = out
 	}
-	return any
+	return reported
 }
 
 func containerOf(pod *corev1.Pod, name string) *corev1.Container {

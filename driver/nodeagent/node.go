@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
@@ -42,14 +41,22 @@ func RegisterNode(ctx context.Context, client kubernetes.Interface, name, agent 
 	return reportReady(ctx, client, node, agent)
 }
 
-// KeepReady renews the node's Ready condition every interval and
-// registers the node again if it was deleted, until ctx is done.
+// KeepReady renews the node's Ready condition every interval, starting
+// one interval from now (callers register the node first), and registers
+// the node again if it was deleted, until ctx is done.
 func KeepReady(ctx context.Context, client kubernetes.Interface, name, agent string, interval time.Duration) {
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
 		if _, err := RegisterNode(ctx, client, name, agent); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).Error(err, "Node heartbeat failed", "node", name)
 		}
-	}, interval)
+	}
 }
 
 func readyCondition(agent string, heartbeat, transition metav1.Time) corev1.NodeCondition {

@@ -235,7 +235,10 @@ func (a *Agent) prepare(ctx context.Context, key string, pod *corev1.Pod, claims
 		}
 	}
 	complete := len(failed) == 0
-	if len(held) > 0 || complete {
+	// Recorded only where a driver holds something or was called: a pod
+	// with no claim of a driver on this node has nothing to unprepare or
+	// to keep from being prepared twice, and costs no checkpoint write.
+	if len(held) > 0 || (complete && len(byDriver) > 0) {
 		if err := a.record(key, preparedPod{UID: string(pod.UID), Claims: held, Complete: complete}); err != nil {
 			return err
 		}
