@@ -26,6 +26,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -48,11 +49,14 @@ var storageVersion = resourcev1.SchemeGroupVersion
 // etcdPrefix is the server's key prefix (--etcd-prefix default).
 const etcdPrefix = "/registry"
 
-// resources maps each kind to its resource and whether it is namespaced.
-var resources = map[string]struct {
+// resourceInfo is a kind's resource and whether it is namespaced.
+type resourceInfo struct {
 	resource   string
 	namespaced bool
-}{
+}
+
+// resources maps each kind to its resource and whether it is namespaced.
+var resources = map[string]resourceInfo{
 	"DeviceClass":           {"deviceclasses", false},
 	"DeviceTaintRule":       {"devicetaintrules", false},
 	"ResourceClaim":         {"resourceclaims", true},
@@ -133,31 +137,7 @@ func TestStoredFixturesReadable(t *testing.T) {
 					if !ok {
 						t.Fatalf("no resource known for %s", gvk)
 					}
-					hub, err := scheme.ConvertToVersion(obj, schema.GroupVersion{Group: gvk.Group, Version: k8sruntime.APIVersionInternal})
-					if err != nil {
-						t.Fatalf("convert to hub: %v", err)
-					}
-					var stored bytes.Buffer
-					if err := storage.encoder.Encode(hub, &stored); err != nil {
-						t.Fatalf("encode for storage: %v", err)
-					}
-					accessor, err := meta.Accessor(obj)
-					if err != nil {
-						t.Fatal(err)
-					}
-					// The key the generic registry uses: <prefix>/<resource>/[<namespace>/]<name>.
-					key := etcdPrefix + "/" + r.resource + "/" + accessor.GetName()
-					if r.namespaced {
-						key = etcdPrefix + "/" + r.resource + "/" + accessor.GetNamespace() + "/" + accessor.GetName()
-					}
-					if _, err := etcd.Put(ctx, key, stored.String()); err != nil {
-						t.Fatalf("put %s: %v", key, err)
-					}
-					defer func() {
-						if _, err := etcd.Delete(context.Background(), key); err != nil {
-							t.Errorf("delete %s: %v", key, err)
-						}
-					}()
+					hub, accessor := store(ctx, t, etcd, scheme, storage.encoder, obj, schema.GroupVersion{Group: gvk.Group, Version: k8sruntime.APIVersionInternal}, r)
 
 					versions := servedVersions[gvk.Kind]
 					if len(versions) == 0 {
@@ -239,32 +219,11 @@ func checkUpstreamFixtures(ctx context.Context, t *testing.T, client rest.Interf
 				t.Fatalf("strict decode as %s: %v", upstreamv1.SchemeGroupVersion, err)
 			}
 			r := resources[gvk.Kind]
-			hub, err := scheme.ConvertToVersion(obj, upstreamv1.InternalGroupVersion)
-			if err != nil {
-				t.Fatalf("convert to hub: %v", err)
-			}
-			var stored bytes.Buffer
-			if err := encoder.Encode(hub, &stored); err != nil {
-				t.Fatalf("encode for storage: %v", err)
-			}
-			accessor, err := meta.Accessor(obj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			key := etcdPrefix + "/" + r.resource + "/" + accessor.GetName()
+			_, accessor := store(ctx, t, etcd, scheme, encoder, obj, upstreamv1.InternalGroupVersion, r)
 			namespace := ""
 			if r.namespaced {
-				key = etcdPrefix + "/" + r.resource + "/" + accessor.GetNamespace() + "/" + accessor.GetName()
 				namespace = "/namespaces/" + accessor.GetNamespace()
 			}
-			if _, err := etcd.Put(ctx, key, stored.String()); err != nil {
-				t.Fatalf("put %s: %v", key, err)
-			}
-			defer func() {
-				if _, err := etcd.Delete(context.Background(), key); err != nil {
-					t.Errorf("delete %s: %v", key, err)
-				}
-			}()
 			renamed, err := os.ReadFile(filepath.Join(renamedDir, strings.Replace(filepath.Base(fixture), upstreamv1.GroupName, resourceapi.GroupName, 1)))
 			if err != nil {
 				t.Fatal(err)
@@ -287,6 +246,41 @@ func checkUpstreamFixtures(ctx context.Context, t *testing.T, client rest.Interf
 			}
 		})
 	}
+}
+
+// store writes obj into etcd as the server stores it: converted to the
+// hub of hubVersion, encoded by encoder (the storage version), at the key
+// the generic registry uses, <prefix>/<resource>/[<namespace>/]<name>. The
+// key is deleted when the test ends. It returns the hub object and obj's
+// metadata.
+func store(ctx context.Context, t *testing.T, etcd *clientv3.Client, scheme *k8sruntime.Scheme, encoder k8sruntime.Encoder,
+	obj k8sruntime.Object, hubVersion schema.GroupVersion, r resourceInfo) (k8sruntime.Object, metav1.Object) {
+	t.Helper()
+	hub, err := scheme.ConvertToVersion(obj, hubVersion)
+	if err != nil {
+		t.Fatalf("convert to hub: %v", err)
+	}
+	var stored bytes.Buffer
+	if err := encoder.Encode(hub, &stored); err != nil {
+		t.Fatalf("encode for storage: %v", err)
+	}
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := etcdPrefix + "/" + r.resource + "/" + accessor.GetName()
+	if r.namespaced {
+		key = etcdPrefix + "/" + r.resource + "/" + accessor.GetNamespace() + "/" + accessor.GetName()
+	}
+	if _, err := etcd.Put(ctx, key, stored.String()); err != nil {
+		t.Fatalf("put %s: %v", key, err)
+	}
+	t.Cleanup(func() {
+		if _, err := etcd.Delete(context.Background(), key); err != nil {
+			t.Errorf("delete %s: %v", key, err)
+		}
+	})
+	return hub, accessor
 }
 
 // normalize decodes JSON for comparison, without the resourceVersion:
