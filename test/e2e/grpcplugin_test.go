@@ -242,6 +242,9 @@ func TestUpstreamDriverThroughGRPCPlugin(t *testing.T) {
 	if len(failed) > 0 || !reflect.DeepEqual(results[good.UID].Devices, wantDevices) {
 		t.Errorf("prepare after the restart: %+v %v", results, failed)
 	}
+	// The driver's output is read as it comes: wait for the line, then
+	// check that there is exactly one.
+	eventually("the restarted driver printed its prepare call", func() bool { return countLines("PREPARE claims=default/"+good.Name) >= 1 })
 	if n := countLines("PREPARE claims=default/" + good.Name); n != 1 {
 		t.Errorf("restarted driver printed %d prepare calls, want 1:\n%s", n, launcher.Tail(drv.Output(), 20))
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -165,7 +166,7 @@ func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 	claimOf := func(pod string) string {
 		return strings.TrimSpace(s.MustKubectl(t, "", "get", "pod", pod, "-o", "jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}"))
 	}
-	slices := func() []string {
+	nodeSlices := func() []string {
 		return strings.Fields(s.MustKubectl(t, "", "get", "resourceslices.resource.k8s.io", "--field-selector", "spec.nodeName="+agentNode, "-o", "name"))
 	}
 
@@ -183,7 +184,7 @@ func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 	eventually("the plugin registers with the agent", func() bool {
 		return registrations(agent.Output()) > 0
 	})
-	eventually("the plugin's slice appears", func() bool { return len(slices()) == 1 })
+	eventually("the plugin's slice appears", func() bool { return len(nodeSlices()) == 1 })
 
 	s.MustKubectl(t, upstreamDriverObjects("on-fire"), "apply", "-f", "-")
 
@@ -192,6 +193,8 @@ func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 	s.MustKubectl(t, claimPodYAML("good", "gpu", "template=upstream-gpu"), "apply", "-f", "-")
 	eventually("pod good Running", func() bool { return podPhase("good") == corev1.PodRunning })
 	goodClaim := "default/" + claimOf("good")
+	// The driver's output is read as it comes: wait for the line first.
+	eventually("the driver printed its prepare call", func() bool { return len(calls("PREPARE")) >= 1 })
 	if got := calls("PREPARE"); len(got) != 1 || got[0] != goodClaim {
 		t.Errorf("prepare calls %q, want exactly one carrying %s", got, goodClaim)
 	}
@@ -239,6 +242,10 @@ func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 		return podPhase("survivor") == corev1.PodRunning && podPhase("victim") == corev1.PodRunning
 	})
 	survivorClaim, victimClaim := "default/"+claimOf("survivor"), "default/"+claimOf("victim")
+	eventually("the driver printed the prepare calls of survivor and victim", func() bool {
+		got := calls("PREPARE")
+		return slices.Contains(got, survivorClaim) && slices.Contains(got, victimClaim)
+	})
 	prepared := len(calls("PREPARE"))
 	agent.Kill9()
 	s.MustKubectl(t, "", "delete", "pod", "victim", "--grace-period=0", "--force")
@@ -272,10 +279,10 @@ func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 	eventually("the restarted plugin registers again", func() bool {
 		return registrations(agent.Output()) > registered
 	})
-	eventually("one slice of the plugin", func() bool { return len(slices()) == 1 })
+	eventually("one slice of the plugin", func() bool { return len(nodeSlices()) == 1 })
 	s.MustKubectl(t, claimPodYAML("after-restart", "gpu", "template=upstream-gpu"), "apply", "-f", "-")
 	eventually("a pod runs through the restarted plugin", func() bool { return podPhase("after-restart") == corev1.PodRunning })
-	if got := slices(); len(got) != 1 {
+	if got := nodeSlices(); len(got) != 1 {
 		t.Errorf("slices of the node after the plugin's restart: %v, want one", got)
 	}
 }
