@@ -72,6 +72,10 @@ type AggregatedOptions struct {
 	// InjectCABundle makes the server write the CA of its generated
 	// serving certificate into spec.caBundle of its APIServices.
 	InjectCABundle bool
+	// SharedCASecret names a Secret in ServiceNamespace that holds the CA
+	// every replica signs its serving certificate with, so that replicas
+	// inject one caBundle instead of overwriting each other's.
+	SharedCASecret string
 	// UpstreamResourceAPI serves resource.k8s.io/v1 beside our group
 	// (--serve-resource-k8s-io): on in standalone mode unless turned off,
 	// never in aggregated mode, where the host cluster owns that group.
@@ -132,6 +136,8 @@ func (o *AggregatedOptions) AddFlags(fs *pflag.FlagSet) {
 		"Further DNS names or IP addresses for the generated serving certificate.")
 	fs.BoolVar(&o.InjectCABundle, "inject-ca-bundle", o.InjectCABundle,
 		"Aggregated mode: write the data dir's CA, which signs the generated serving certificate, into spec.caBundle of the APIServices "+strings.Join(APIServiceNames(), " and ")+" at start and every few minutes (needs patch on them in the host cluster). Off with --tls-cert-file (its CA is not known); set it false when the caBundle is managed elsewhere (cert-manager's CA injector, a Secret).")
+	fs.StringVar(&o.SharedCASecret, "shared-ca-secret", o.SharedCASecret,
+		"Aggregated mode: name of a Secret in --service-namespace holding the CA that signs the generated serving certificate, shared by all replicas (data ca.crt and ca.key). The first replica stores its data dir's CA there; every other one, and every later start, adopts it. Needed with more than one replica, whose caBundle injection would otherwise overwrite each other's; needs get on that Secret and create on Secrets in the host cluster (deploy/ grants both). Not with --tls-cert-file.")
 	fs.VarPF(&o.UpstreamResourceAPI, "serve-resource-k8s-io", "",
 		"Standalone mode: also serve upstream's resource.k8s.io/v1 (DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice, DeviceTaintRule) over the same objects as resource.draplane.dev, for client-go's ResourceV1() and drivers built on k8s.io/dynamic-resource-allocation. Default true standalone; aggregated mode refuses it (the host cluster serves that group).").NoOptDefVal = "true"
 }
@@ -153,6 +159,9 @@ func (o *AggregatedOptions) Validate() []error {
 	}
 	if o.Aggregated() && o.upstreamResourceAPI() {
 		errs = append(errs, errors.New("--serve-resource-k8s-io cannot be on in aggregated mode: the host cluster serves resource.k8s.io"))
+	}
+	if o.SharedCASecret != "" && !o.Aggregated() {
+		errs = append(errs, errors.New("--shared-ca-secret is for aggregated mode (a Secret of the host cluster)"))
 	}
 	if o.Aggregated() && (o.ServiceName == "" || o.ServiceNamespace == "") {
 		errs = append(errs, errors.New("aggregated mode needs --service-name and --service-namespace (the aggregator checks the serving certificate for <service>.<namespace>.svc)"))

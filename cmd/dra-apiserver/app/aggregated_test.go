@@ -113,7 +113,12 @@ func TestAggregatedOptions(t *testing.T) {
 		},
 		"negative client budget": {args: []string{"--controller-client-qps=-1"}, wantErr: "--controller-client-qps"},
 		"unknown mode":           {args: []string{"--mode=cluster"}, wantErr: "--mode must be"},
-		"no service name":        {args: []string{"--mode=aggregated", "--service-name="}, wantErr: "--service-name"},
+		"shared CA standalone":   {args: []string{"--shared-ca-secret=draplane-ca"}, wantErr: "--shared-ca-secret is for aggregated mode"},
+		"shared CA with a given certificate": {
+			args:    []string{"--mode=aggregated", "--kubeconfig=/host.kubeconfig", "--shared-ca-secret=draplane-ca", "--tls-cert-file=/s.crt", "--tls-private-key-file=/s.key"},
+			wantErr: "--shared-ca-secret cannot be used with --tls-cert-file",
+		},
+		"no service name": {args: []string{"--mode=aggregated", "--service-name="}, wantErr: "--service-name"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -17,6 +17,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/draplane/draplane/codec"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/server"
 )
@@ -34,7 +36,7 @@ func (o *Options) Config(ctx context.Context) (*server.Config, error) {
 	}
 	// Etcd takes the longest to start; everything else is done meanwhile.
 	etcd := o.startEtcd(ctx)
-	cfg, err := o.config(etcd)
+	cfg, err := o.config(ctx, etcd)
 	if err != nil {
 		// Waits for etcd, so that a failure never leaves it running.
 		if e, _ := etcd.wait(); e != nil {
@@ -49,7 +51,7 @@ func (o *Options) Config(ctx context.Context) (*server.Config, error) {
 
 // config builds everything but the data dir lock; etcd is waited for only
 // when storage needs its address.
-func (o *Options) config(etcd *startingEtcd) (*server.Config, error) {
+func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Config, error) {
 	scheme, codecs, err := server.NewScheme(o.CoreLite)
 	if err != nil {
 		return nil, err
@@ -61,7 +63,7 @@ func (o *Options) config(etcd *startingEtcd) (*server.Config, error) {
 	cfg := &server.Config{Generic: generic, Extra: server.ExtraConfig{Scheme: scheme, Codecs: codecs, DataDir: o.DataDir,
 		UpstreamResourceAPI: o.Aggregated.upstreamResourceAPI()}}
 	generatedCert := o.SecureServing.ServerCert.CertKey.CertFile == "" && o.SecureServing.ServerCert.GeneratedCert == nil
-	if err := o.applyServing(generic); err != nil {
+	if err := o.applyServing(ctx, generic); err != nil {
 		return nil, err
 	}
 	if cfg.Extra.CABundle, err = o.caBundleConfig(generatedCert); err != nil {
@@ -139,8 +141,11 @@ func (s *startingEtcd) wait() (*server.EmbeddedEtcd, error) {
 // applyServing signs a serving certificate by the data dir's CA unless one
 // is given, binds a free port for --secure-port=0 and applies the serving
 // options and the loopback client.
-func (o *Options) applyServing(generic *genericapiserver.RecommendedConfig) error {
+func (o *Options) applyServing(ctx context.Context, generic *genericapiserver.RecommendedConfig) error {
 	if o.SecureServing.ServerCert.CertKey.CertFile == "" && o.SecureServing.ServerCert.GeneratedCert == nil {
+		if err := o.syncSharedCA(ctx); err != nil {
+			return err
+		}
 		dnsNames, ips := o.Aggregated.servingNames(servingNames(o.SecureServing.BindAddress))
 		certFile, keyFile, err := server.EnsureServingCert(o.DataDir, dnsNames, ips)
 		if err != nil {
@@ -167,6 +172,24 @@ func (o *Options) applyServing(generic *genericapiserver.RecommendedConfig) erro
 		return fmt.Errorf("secure serving: %w", err)
 	}
 	return server.ApplyLoopbackClient(&generic.Config)
+}
+
+// syncSharedCA puts the CA of --shared-ca-secret into the data dir, where
+// the serving certificate is signed with it.
+func (o *Options) syncSharedCA(ctx context.Context) error {
+	if !o.Aggregated.Aggregated() || o.Aggregated.SharedCASecret == "" {
+		return nil
+	}
+	host, err := o.Aggregated.hostConfig()
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(host)
+	if err != nil {
+		return fmt.Errorf("--shared-ca-secret: client of the host cluster: %w", err)
+	}
+	shared := server.SharedCA{Client: client, Namespace: o.Aggregated.ServiceNamespace, Name: o.Aggregated.SharedCASecret}
+	return shared.Sync(ctx, o.DataDir)
 }
 
 // externalAddress sets the address clients reach the server at and

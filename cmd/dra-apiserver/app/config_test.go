@@ -63,7 +63,7 @@ func TestLoopbackClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.applyServing(generic); err != nil {
+	if err := o.applyServing(t.Context(), generic); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { generic.SecureServing.Listener.Close() })

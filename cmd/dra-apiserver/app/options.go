@@ -197,6 +197,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.Etcd.Validate()...)
 	}
 	errs = append(errs, o.Aggregated.Validate()...)
+	if o.Aggregated.SharedCASecret != "" && o.SecureServing.ServerCert.CertKey.CertFile != "" {
+		errs = append(errs, errors.New("--shared-ca-secret cannot be used with --tls-cert-file: the CA shares the generated serving certificates"))
+	}
 	errs = append(errs, o.Controllers.Validate()...)
 	errs = append(errs, o.Simulator.Validate()...)
 	errs = append(errs, o.SecureServing.Validate()...)

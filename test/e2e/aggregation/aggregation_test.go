@@ -54,6 +54,11 @@ type env struct {
 	hostKubeconfig  string
 	draDataDir      string
 	draPort         int
+	// The second replica (ha_test.go) and the flags both run with.
+	draDataDir2    string
+	draPort2       int
+	replica2Exited <-chan struct{}
+	replicaArgs    []string
 	frontProxyCert  tls.Certificate
 	draCA           *x509.CertPool
 	availableAfter  time.Duration
@@ -90,6 +95,7 @@ func TestAggregation(t *testing.T) {
 	t.Run("authorization", e.testAuthorization)
 	t.Run("admin access follows the host namespace label", e.testAdminAccess)
 	t.Run("host pod", e.testHostPod)
+	t.Run("two replicas", e.testReplicas)
 	// Last: it reads what the server did in all of the above, and takes
 	// permissions away one at a time.
 	t.Run("rbac", e.testRBAC)
@@ -227,17 +233,18 @@ current-context: host
 	})
 	e.apiserverReady = time.Since(start)
 
-	// deploy/ as an operator applies it, server-side, with one overlay:
-	// the Service becomes an ExternalName for 127.0.0.1 on the port our
-	// server listens on (with --enable-aggregator-routing=false the
-	// aggregator dials it), and the APIServices name that port. The
-	// Deployment and its PVC are created but never run: no kubelet.
-	e.draPort = freePort(t)
+	// deploy/external-etcd (two replicas on an etcd cluster) as an
+	// operator applies it, server-side, with one overlay: the Service
+	// becomes an ExternalName for 127.0.0.1 on the port the first replica
+	// listens on (with --enable-aggregator-routing=false the aggregator
+	// dials it), and the APIServices name that port. The Deployment is
+	// created but never run: no kubelet.
+	e.draPort, e.draPort2 = freePort(t), freePort(t)
 	overlay := filepath.Join(e.dir, "deploy-overlay")
 	if err := os.MkdirAll(overlay, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	deployDir, err := filepath.Rel(overlay, filepath.Join(root, "deploy"))
+	deployDir, err := filepath.Rel(overlay, filepath.Join(root, "deploy", "external-etcd"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,30 +296,29 @@ contexts:
 current-context: host
 `, apiPort, clusterCA.file, token)))
 
+	// Two replicas on one etcd, as deploy/external-etcd runs them, each
+	// with a data dir of its own; the second starts once the first is
+	// ready, so the first stores the shared CA.
 	start = time.Now()
-	e.draDataDir = filepath.Join(e.dir, "draplane")
-	draExited := startProcess(t, "dra-apiserver", draBinary,
-		"--mode=aggregated", "--kubeconfig="+serverKubeconfig,
-		"--data-dir="+e.draDataDir, "--secure-port="+strconv.Itoa(e.draPort), "--bind-address=127.0.0.1",
+	e.replicaArgs = []string{
+		"--mode=aggregated", "--kubeconfig=" + serverKubeconfig,
+		"--bind-address=127.0.0.1",
+		"--etcd-servers=" + etcdURL, "--etcd-prefix=/draplane",
 		"--service-name=draplane", "--service-namespace=draplane-system",
 		"--leader-elect-resource-namespace=draplane-system",
 		"--leader-elect-retry-period=500ms",
-		"--v=2")
+		"--shared-ca-secret=draplane-ca",
+		"--v=2",
+	}
+	e.draDataDir = filepath.Join(e.dir, "draplane-0")
+	draExited := e.startReplica(t, "dra-apiserver-0", draBinary, e.draDataDir, e.draPort)
 	caPEM := waitForFile(t, filepath.Join(e.draDataDir, "pki", "ca.crt"), draExited)
 	e.draCA = x509.NewCertPool()
 	e.draCA.AppendCertsFromPEM(caPEM)
-	poll(t, "dra-apiserver /readyz", func() (bool, error) {
-		if err := exitedErr(draExited); err != nil {
-			return false, err
-		}
-		resp, err := e.draClient(nil).Get(e.draURL("/readyz"))
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	e.waitReady(t, "dra-apiserver-0", e.draPort, draExited)
 	e.draServerReady = time.Since(start)
+	e.draDataDir2 = filepath.Join(e.dir, "draplane-1")
+	e.replica2Exited = e.startReplica(t, "dra-apiserver-1", draBinary, e.draDataDir2, e.draPort2)
 
 	// The server writes its CA into both APIServices; nobody else does.
 	start = time.Now()

@@ -80,6 +80,9 @@ var uses = []use{
 	{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: "draplane-system", name: "draplane-controllers", why: "leader election"},
 	{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "draplane-system", name: "draplane-controllers", why: "leader election, first leader"},
 	{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "draplane-system", name: "draplane-controllers", why: "leader election, renew and release"},
+	// draplane:shared-ca (draplane-system)
+	{verb: "get", resource: "secrets", namespace: "draplane-system", name: "draplane-ca", why: "the CA every replica signs its serving certificate with (--shared-ca-secret)"},
+	{verb: "create", resource: "secrets", namespace: "draplane-system", why: "the first replica stores its CA as the shared one"},
 	// draplane:apiservice-ca-bundle
 	{verb: "patch", group: "apiregistration.k8s.io", resource: "apiservices", name: "v1.resource.draplane.dev", why: "write the serving CA into spec.caBundle"},
 	{verb: "patch", group: "apiregistration.k8s.io", resource: "apiservices", name: "v1beta1.resource.draplane.dev", why: "write the serving CA into spec.caBundle"},
