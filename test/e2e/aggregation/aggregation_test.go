@@ -320,7 +320,9 @@ current-context: host
 	e.draDataDir2 = filepath.Join(e.dir, "draplane-1")
 	e.replica2Exited = e.startReplica(t, "dra-apiserver-1", draBinary, e.draDataDir2, e.draPort2)
 
-	// The server writes its CA into both APIServices; nobody else does.
+	// The replicas write the shared CA into both APIServices; nobody else
+	// does. Replicas with CAs of their own would overwrite each other's
+	// bundle, and the APIServices would not become Available.
 	start = time.Now()
 	for _, version := range []string{"v1", "v1beta1"} {
 		name := version + "." + group
