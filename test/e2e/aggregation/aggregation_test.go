@@ -50,15 +50,15 @@ const (
 
 // env is the running setup.
 type env struct {
-	dir             string
-	hostKubeconfig  string
-	draDataDir      string
-	draPort         int
+	dir            string
+	hostKubeconfig string
+	draDataDir     string
+	draPort        int
 	// The second replica (ha_test.go) and the flags both run with.
-	draDataDir2    string
-	draPort2       int
-	replica2Exited <-chan struct{}
-	replicaArgs    []string
+	draDataDir2     string
+	draPort2        int
+	replica2Exited  <-chan struct{}
+	replicaArgs     []string
 	frontProxyCert  tls.Certificate
 	draCA           *x509.CertPool
 	availableAfter  time.Duration
