@@ -12,8 +12,9 @@
 //   - pods with template claims bound per second on simulated nodes
 //     (default 500 nodes x 8 GPUs, 2,500 pods), the server's CPU per pod,
 //     and the API writes, etcd requests and watch events per pod;
-//   - the server's RSS after that, and after loading claims up to 10,000
-//     beside the 500 slices;
+//   - the server's RSS and live heap (after a forced GC, split by owner)
+//     after that, and after loading claims up to 10,000 beside the 500
+//     slices;
 //   - the server's CPU per claim allocation or release with 5,000 pools
 //     and a watch of resourcepools open, and how many pools each event
 //     made it count again.
@@ -136,6 +137,7 @@ func run(c config) error {
 	}
 	defer s.stop()
 	report("RSS idle", s.rssReport())
+	report("live heap idle (after a forced GC; sampled split by owner)", s.heapReport(context.Background()))
 
 	// 2. Claims through the API beside raw etcd puts of the same size.
 	if err := benchClaims(c, s); err != nil {
@@ -317,6 +319,7 @@ func benchPods(c config) error {
 	}
 	report("Scheduled events recorded (events are best effort)", fmt.Sprintf("%d of %d pods, the last %.0fs after the last pod was bound", scheduled, c.pods, time.Since(at).Seconds()-settled.Seconds()))
 	report(fmt.Sprintf("RSS after %d pods bound, %d claims, %d slices", c.pods, c.pods, c.nodes), s.rssReport())
+	report(fmt.Sprintf("live heap after %d pods bound, %d claims, %d slices", c.pods, c.pods, c.nodes), s.heapReport(ctx))
 	c.profile.heap(ctx, s, "heap-pods.pprof")
 
 	more := c.totalClaims - c.pods
@@ -330,6 +333,7 @@ func benchPods(c config) error {
 	}
 	time.Sleep(5 * time.Second)
 	report(fmt.Sprintf("RSS after loading %d claims and %d slices (+%d pods, %d nodes)", c.totalClaims, c.nodes, c.pods, c.nodes), s.rssReport())
+	report(fmt.Sprintf("live heap after loading %d claims and %d slices (+%d pods, %d nodes)", c.totalClaims, c.nodes, c.pods, c.nodes), s.heapReport(ctx))
 	c.profile.heap(ctx, s, "heap-claims.pprof")
 	return nil
 }
