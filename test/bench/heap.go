@@ -25,16 +25,22 @@ type liveHeap struct {
 }
 
 // owners attribute an allocation to the first owner one of whose
-// packages appears anywhere in its stack; the order matters, since the
-// watch cache fills itself through client-go's reflector, and informers
-// of the in-process controllers decode through the server's codecs.
+// packages appears anywhere in its stack; the order matters: the watch
+// cache fills itself through client-go's reflector, and the allocation
+// controller runs under informers' event handlers.
 var owners = []struct {
 	name     string
 	packages []string
 }{
-	{"watch caches", []string{"k8s.io/apiserver/pkg/storage/cacher."}},
-	{"informers", []string{"k8s.io/client-go/tools/cache.", "k8s.io/client-go/informers.", "github.com/draplane/draplane/generated/informers/"}},
+	// The watch caches hold what their etcd watches decoded: events are
+	// decoded in etcd3's watchChan, the initial list under the cacher.
+	{"watch caches", []string{"k8s.io/apiserver/pkg/storage/cacher.", "k8s.io/apiserver/pkg/storage/etcd3.(*watchChan)"}},
+	// The allocator's own state, also where informers' handlers call it.
 	{"allocator", []string{"github.com/draplane/draplane/allocator.", "github.com/draplane/draplane/allocator/", "github.com/draplane/draplane/controllers/allocation."}},
+	// Informers hold what their watches decoded in client-go's
+	// StreamWatcher and their lists decoded under the reflector.
+	{"informers", []string{"k8s.io/client-go/tools/cache.", "k8s.io/client-go/informers.", "github.com/draplane/draplane/generated/informers/",
+		"k8s.io/client-go/rest/watch.", "k8s.io/apimachinery/pkg/watch.(*StreamWatcher)"}},
 	{"etcd", []string{"go.etcd.io/etcd/", "go.etcd.io/bbolt.", "go.etcd.io/raft/"}},
 }
 

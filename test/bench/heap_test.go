@@ -58,6 +58,14 @@ func TestOwnerOf(t *testing.T) {
 			frames: []string{"encoding/json.Unmarshal+0x1", "k8s.io/client-go/tools/cache.(*Reflector).list+0x2", "k8s.io/apiserver/pkg/storage/cacher.(*Cacher).startCaching+0x3"},
 			want:   "watch caches",
 		},
+		"watch cache event": {
+			frames: []string{"k8s.io/apiserver/pkg/storage/etcd3.decodeObj+0x1", "k8s.io/apiserver/pkg/storage/etcd3.(*watchChan).transform+0x2"},
+			want:   "watch caches",
+		},
+		"informer watch": {
+			frames: []string{"k8s.io/api/core/v1.(*Pod).Unmarshal+0x1", "k8s.io/client-go/rest/watch.(*Decoder).Decode+0x2", "k8s.io/apimachinery/pkg/watch.(*StreamWatcher).receive+0x3"},
+			want:   "informers",
+		},
 		"informer":  {frames: []string{"k8s.io/client-go/tools/cache.(*threadSafeMap).Add+0x1"}, want: "informers"},
 		"allocator": {frames: []string{"github.com/draplane/draplane/allocator.(*Allocator).Allocate+0x1"}, want: "allocator"},
 		"etcd":      {frames: []string{"go.etcd.io/etcd/server/v3/storage/mvcc.(*treeIndex).Put+0x1"}, want: "etcd"},
