@@ -47,6 +47,15 @@ func conv[T any](in any) T {
 	return out
 }
 
+// convAll converts each element of in through JSON.
+func convAll[T, S any](in []S) []*T {
+	out := make([]*T, 0, len(in))
+	for _, v := range in {
+		out = append(out, ptr(conv[T](v)))
+	}
+	return out
+}
+
 type v1lister map[string]*resourcev1.DeviceClass
 
 func (l v1lister) List() ([]*resourcev1.DeviceClass, error) {
@@ -68,14 +77,8 @@ func upstreamFits(in *instance) (bool, error) {
 	for n, c := range in.classes {
 		classes[n] = ptr(conv[resourcev1.DeviceClass](c))
 	}
-	var slices []*resourcev1.ResourceSlice
-	for _, s := range in.slices {
-		slices = append(slices, ptr(conv[resourcev1.ResourceSlice](s)))
-	}
-	var claims []*resourcev1.ResourceClaim
-	for _, c := range in.claims {
-		claims = append(claims, ptr(conv[resourcev1.ResourceClaim](c)))
-	}
+	slices := convAll[resourcev1.ResourceSlice](in.slices)
+	claims := convAll[resourcev1.ResourceClaim](in.claims)
 	state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](), AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}
 	for _, a := range in.prior {
 		for _, r := range a.Devices.Results {

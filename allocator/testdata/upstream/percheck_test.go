@@ -25,14 +25,8 @@ func toOurs(a *allocator.Allocator, w workload) ours {
 	for name, c := range w.classes {
 		classes[name] = ptr(conv[resourceapi.DeviceClass](c))
 	}
-	var slices []*resourceapi.ResourceSlice
-	for _, s := range w.slices {
-		slices = append(slices, ptr(conv[resourceapi.ResourceSlice](s)))
-	}
-	var claims []*resourceapi.ResourceClaim
-	for _, c := range w.claims {
-		claims = append(claims, ptr(conv[resourceapi.ResourceClaim](c)))
-	}
+	slices := convAll[resourceapi.ResourceSlice](w.slices)
+	claims := convAll[resourceapi.ResourceClaim](w.claims)
 	inUse := allocator.NewInUse()
 	for id := range w.used {
 		inUse.AddAllocation(&resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
