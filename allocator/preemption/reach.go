@@ -1,0 +1,59 @@
+package preemption
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/draplane/draplane/allocator"
+	resourceapi "github.com/draplane/draplane/apis/resource"
+)
+
+// reachability says from which nodes a device is usable, as its slice (or,
+// with perDeviceNodeSelection, the device itself) says. A device listed in
+// several slices (generations of a pool) is usable where any says: more
+// candidates cost search time, never a wrong answer.
+type reachability map[allocator.DeviceID][]deviceNodes
+
+type deviceNodes struct {
+	nodeName string
+	allNodes bool
+	selector *corev1.NodeSelector
+}
+
+func newReachability(slices []*resourceapi.ResourceSlice) reachability {
+	r := reachability{}
+	for _, slice := range slices {
+		spec := &slice.Spec
+		for i := range spec.Devices {
+			device := &spec.Devices[i]
+			where := deviceNodes{nodeName: deref(spec.NodeName), allNodes: deref(spec.AllNodes), selector: spec.NodeSelector}
+			if deref(spec.PerDeviceNodeSelection) {
+				where = deviceNodes{nodeName: deref(device.NodeName), allNodes: deref(device.AllNodes), selector: device.NodeSelector}
+			}
+			id := allocator.DeviceID{Driver: spec.Driver, Pool: spec.Pool.Name, Device: device.Name}
+			r[id] = append(r[id], where)
+		}
+	}
+	return r
+}
+
+func (r reachability) usableFromAny(id allocator.DeviceID, nodes []*corev1.Node) bool {
+	for _, where := range r[id] {
+		for _, node := range nodes {
+			switch {
+			case where.allNodes,
+				where.nodeName != "" && where.nodeName == node.Name,
+				where.selector != nil && allocator.NodeSelectorMatches(where.selector, node):
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
