@@ -415,12 +415,12 @@ func (w *world) findForPod(ctx context.Context) (Decision, error) {
 // with an empty Reason when no set of at most limit victims fits.
 //
 // Fitting is monotone: releasing more devices never makes an allocation
-// fail. So the pods without which even all others gone do not suffice
-// are in every solution (forced); dropping victims from all candidates,
-// the highest priorities first, gives a first solution (what upstream's
-// scheduler does); and the fewest victims are then found by trying every
-// set of each size from the forced ones up, the sets being compared by
-// Better.
+// fail. Dropping victims from all candidates, the highest priorities
+// first, gives a first solution (what upstream's scheduler does); the
+// pods without which even all others gone do not suffice are in every
+// solution (forced); and the fewest victims are then found by trying
+// every set of each size from the forced ones up, the sets being
+// compared by Better, until a size has a solution.
 func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int) (Decision, error) {
 	placement, reason, err := fit(ctx, nil)
 	if err != nil {
@@ -440,35 +440,11 @@ func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int)
 		return Decision{Exact: true, Reason: fmt.Sprintf("does not fit even with all %d lower-priority pods gone that hold devices usable here: %s", len(cands), reason)}, nil
 	}
 
-	// Pods every solution needs.
-	forced := make([]bool, len(cands))
-	var forcedPods []Pod
-	for i := range cands {
-		rest := slices.Delete(slices.Clone(cands), i, i+1)
-		p, _, err := fit(ctx, rest)
-		if err != nil {
-			return Decision{}, err
-		}
-		if p == nil {
-			forced[i] = true
-			forcedPods = append(forcedPods, cands[i])
-		}
-	}
-	if limit >= 0 && len(forcedPods) > limit {
-		return Decision{Exact: true}, nil
-	}
-	if p, _, err := fit(ctx, forcedPods); err != nil {
-		return Decision{}, err
-	} else if p != nil {
-		return Decision{Possible: true, Exact: true, Victims: forcedPods, Placement: p}, nil
-	}
-
-	// A first solution: spare the highest priorities first.
+	// A first solution: spare the highest priorities first, as upstream's
+	// scheduler does. Every later phase only improves on it, so running
+	// out of attempts from here on still leaves victims that suffice.
 	victims := slices.Clone(cands)
 	for i := len(cands) - 1; i >= 0; i-- {
-		if forced[i] {
-			continue
-		}
 		without := slices.DeleteFunc(slices.Clone(victims), func(p Pod) bool { return p.UID == cands[i].UID })
 		p, _, err := fit(ctx, without)
 		if err != nil {
@@ -479,19 +455,42 @@ func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int)
 		}
 	}
 	best := Decision{Possible: true, Victims: victims, Placement: placement}
+	outOfAttempts := func(err error) (Decision, error) {
+		if err != errBudget || (limit >= 0 && len(best.Victims) > limit) {
+			return Decision{}, err
+		}
+		return best, nil
+	}
+	if len(best.Victims) <= 1 {
+		// None, or one of the lowest priority that suffices alone (the
+		// first tried).
+		return w.finish(best, limit), nil
+	}
 
-	// Every set of the optional pods, fewest first.
-	var optional []Pod
-	for i, c := range cands {
-		if !forced[i] {
-			optional = append(optional, c)
+	// Pods every solution needs.
+	var forcedPods, optional []Pod
+	for i := range cands {
+		rest := slices.Delete(slices.Clone(cands), i, i+1)
+		p, _, err := fit(ctx, rest)
+		if err != nil {
+			return outOfAttempts(err)
+		}
+		if p == nil {
+			forcedPods = append(forcedPods, cands[i])
+		} else {
+			optional = append(optional, cands[i])
 		}
 	}
+	if len(forcedPods) == len(best.Victims) {
+		return w.finish(best, limit), nil
+	}
+
+	// Every set of the optional pods, fewest first.
 	maxSize := len(best.Victims)
 	if limit >= 0 && limit < maxSize {
 		maxSize = limit
 	}
-	for size := len(forcedPods) + 1; size <= maxSize; size++ {
+	for size := len(forcedPods); size <= maxSize; size++ {
 		found := false
 		err := combinations(len(optional), size-len(forcedPods), func(chosen []int) error {
 			set := slices.Clone(forcedPods)
@@ -512,24 +511,24 @@ func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int)
 			}
 			return nil
 		})
-		if err == errBudget {
-			if limit >= 0 && len(best.Victims) > limit {
-				return Decision{}, errBudget
-			}
-			return best, nil
-		}
 		if err != nil {
-			return Decision{}, err
+			return outOfAttempts(err)
 		}
 		if found {
 			break
 		}
 	}
+	return w.finish(best, limit), nil
+}
+
+// finish marks a completed search exact; a solution of more victims than
+// limit is of no interest.
+func (w *world) finish(best Decision, limit int) Decision {
 	if limit >= 0 && len(best.Victims) > limit {
-		return Decision{Exact: true}, nil
+		return Decision{Exact: true}
 	}
 	best.Exact = true
-	return best, nil
+	return best
 }
 
 // combinations calls f with every k-subset of 0..n-1, as sorted indexes,

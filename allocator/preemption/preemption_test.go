@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -238,6 +239,16 @@ func TestFind(t *testing.T) {
 			priority: 10, request: 2,
 		},
 		{
+			name:   "a network device held by a pod on another node",
+			slices: []*resourceapi.ResourceSlice{nodeSlice("a", 1), nodeSlice("b", 0), nodeSlice("", 1)},
+			claims: map[string]*resourceapi.ResourceClaim{"local": gpuClaim("local", 1, false), "net": gpuClaim("net", 1, false)},
+			pods: []pod{
+				{"a-user", 1, "a", []string{"local"}}, {"b-user", 2, "b", []string{"net"}},
+			},
+			priority: 10, request: 2,
+			want: []string{"default/a-user(1)", "default/b-user(2)"}, wantNodes: []string{"a"},
+		},
+		{
 			name:   "gang across nodes",
 			slices: []*resourceapi.ResourceSlice{nodeSlice("a", 2), nodeSlice("b", 2)},
 			claims: map[string]*resourceapi.ResourceClaim{
@@ -314,5 +325,42 @@ func TestFind(t *testing.T) {
 				t.Error("not exact")
 			}
 		})
+	}
+}
+
+// TestFindOutOfAttempts: with too few allocator calls to prove the best
+// choice, Find still returns victims that make room, none of which could
+// be spared, and says the choice is not proven.
+func TestFindOutOfAttempts(t *testing.T) {
+	s := newScenario(t, nodeSlice("a", 6))
+	for i := range 6 {
+		c := gpuClaim(fmt.Sprintf("c%d", i), 1, false)
+		if !s.run(fmt.Sprintf("p%d", i), int32(i), "a", c) {
+			t.Fatal("does not fit")
+		}
+	}
+	preemptor := &Preemptor{Priority: 10, Members: []Member{{Key: "default/new", Claims: []*resourceapi.ResourceClaim{gpuClaim("new", 3, false)}, Nodes: s.nodes}}}
+	exact, err := Find(context.Background(), s.cluster(), preemptor, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keys(exact.Victims), []string{"default/p0(0)", "default/p1(1)", "default/p2(2)"}; !exact.Exact || !slices.Equal(got, want) {
+		t.Fatalf("victims %v (exact %v), want %v", got, exact.Exact, want)
+	}
+	// Enough calls for the first solution (8: none, all, one per pod
+	// spared), not for the proof.
+	d, err := Find(context.Background(), s.cluster(), preemptor, Options{MaxAttempts: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Possible || d.Exact || len(d.Victims) != 3 || d.Attempts != 9 {
+		t.Errorf("possible %v, exact %v, victims %v, attempts %d", d.Possible, d.Exact, keys(d.Victims), d.Attempts)
+	}
+	d, err = Find(context.Background(), s.cluster(), preemptor, Options{MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Possible || d.Exact || !strings.Contains(d.Reason, "out of attempts") {
+		t.Errorf("possible %v, exact %v, reason %q", d.Possible, d.Exact, d.Reason)
 	}
 }

@@ -2,6 +2,7 @@ package preemption
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
@@ -25,9 +26,9 @@ func newReachability(slices []*resourceapi.ResourceSlice) reachability {
 		spec := &slice.Spec
 		for i := range spec.Devices {
 			device := &spec.Devices[i]
-			where := deviceNodes{nodeName: deref(spec.NodeName), allNodes: deref(spec.AllNodes), selector: spec.NodeSelector}
-			if deref(spec.PerDeviceNodeSelection) {
-				where = deviceNodes{nodeName: deref(device.NodeName), allNodes: deref(device.AllNodes), selector: device.NodeSelector}
+			where := deviceNodes{nodeName: ptr.Deref(spec.NodeName, ""), allNodes: ptr.Deref(spec.AllNodes, false), selector: spec.NodeSelector}
+			if ptr.Deref(spec.PerDeviceNodeSelection, false) {
+				where = deviceNodes{nodeName: ptr.Deref(device.NodeName, ""), allNodes: ptr.Deref(device.AllNodes, false), selector: device.NodeSelector}
 			}
 			id := allocator.DeviceID{Driver: spec.Driver, Pool: spec.Pool.Name, Device: device.Name}
 			r[id] = append(r[id], where)
@@ -48,12 +49,4 @@ func (r reachability) usableFromAny(id allocator.DeviceID, nodes []*corev1.Node)
 		}
 	}
 	return false
-}
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
