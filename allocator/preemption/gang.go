@@ -26,7 +26,11 @@ func (w *world) findForGang(ctx context.Context) (Decision, error) {
 			}
 		}
 	}
-	d, err := w.search(ctx, w.candidates(nodes), w.placeGang, -1)
+	fit := w.placeGang
+	if w.preemptor.Place != nil {
+		fit = w.place
+	}
+	d, err := w.search(ctx, w.candidates(nodes), fit, -1)
 	if err == errBudget {
 		return Decision{Reason: "out of attempts before finding victims for the group", Attempts: w.attempts}, nil
 	}
@@ -38,6 +42,16 @@ func (w *world) findForGang(ctx context.Context) (Decision, error) {
 	}
 	d.Attempts = w.attempts
 	return d, nil
+}
+
+// place asks Preemptor.Place.
+func (w *world) place(ctx context.Context, victims []Pod) ([]allocator.Result, string, error) {
+	w.setVictims(victims)
+	if w.attempts >= w.budget {
+		return nil, "", errBudget
+	}
+	w.attempts++
+	return w.preemptor.Place(ctx, w.state)
 }
 
 // placeGang places the members one by one, each on the first of its nodes

@@ -28,6 +28,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
@@ -45,6 +46,12 @@ type Pod struct {
 	Priority int32
 	// Node the pod is bound to; only reported.
 	Node string
+	// Terminating pods (deletionTimestamp set, e.g. the victims of an
+	// earlier preemption) count as gone whatever their priority: their
+	// claims are released once every other consumer goes too, and they
+	// are never victims. When they alone make room, Find returns no
+	// victims: the preemptor waits for them.
+	Terminating bool
 }
 
 // Cluster is the state the victims are chosen from.
@@ -88,6 +95,13 @@ type Preemptor struct {
 	// PreemptionPolicy nil means PreemptLowerPriority, as defaulted.
 	PreemptionPolicy *corev1.PreemptionPolicy
 	Members          []Member
+	// Place, when set, places every member at once on st (the victims'
+	// claims released there) instead of the built-in search, which places
+	// the members one by one over their nodes, backtracking over nodes but
+	// not over the devices chosen on a node. It returns one result per
+	// member, or nil and a one-line reason. Each call counts as one
+	// attempt. st must not be kept.
+	Place func(ctx context.Context, st *allocator.State) ([]allocator.Result, string, error)
 }
 
 // Options tune Find.
@@ -112,8 +126,8 @@ type Decision struct {
 	// gone. The caller nominates these nodes and allocates only after the
 	// victims are gone (the allocation may then differ).
 	Placement []allocator.Result
-	// Freed are the devices the victims' claims release (admin access
-	// excluded), sorted.
+	// Freed are the devices the claims of the victims (and of the
+	// terminating pods) release, admin access excluded, sorted.
 	Freed []allocator.DeviceID
 	// Exact: Victims are proven to be the best choice (Better). False when
 	// the search ran out of Options.MaxAttempts.
@@ -167,9 +181,10 @@ func SortPods(pods []Pod) {
 // Find chooses the victims for the preemptor. A preemptor of one member is
 // placed on one of its nodes: each node is searched with the pods holding
 // devices usable from it, and the best node's victims win (ties go to the
-// node whose name sorts first). A gang is searched as a whole: its members
-// are placed one by one over their nodes, backtracking, for each victim
-// set tried.
+// node whose name sorts first). A gang (or a preemptor with Place) is
+// searched as a whole, with the pods holding devices usable from any of
+// its members' nodes: for each victim set tried, its members are placed
+// at once (Preemptor.Place, or one by one over their nodes, backtracking).
 //
 // The error is set only when the allocator could not run (cancelled
 // context, too many claims).
@@ -184,7 +199,7 @@ func Find(ctx context.Context, cluster *Cluster, preemptor *Preemptor, opts Opti
 		return Decision{Exact: true, Reason: "no pods to place"}, nil
 	}
 	w := newWorld(cluster, preemptor, opts)
-	if len(preemptor.Members) == 1 {
+	if len(preemptor.Members) == 1 && preemptor.Place == nil {
 		return w.findForPod(ctx)
 	}
 	return w.findForGang(ctx)
@@ -198,8 +213,11 @@ type world struct {
 	budget    int
 	attempts  int
 
-	// lower are the pods below the preemptor's priority, by UID.
+	// lower are the pods below the preemptor's priority, by UID, and the
+	// terminating pods.
 	lower map[types.UID]*Pod
+	// terminating pods are gone in every victim set.
+	terminating []Pod
 	// freeable claims: every consumer is a lower-priority pod, and the
 	// allocation holds at least one device without admin access.
 	freeable []freeableClaim
@@ -211,6 +229,9 @@ type world struct {
 	state *allocator.State
 	// freed[i]: freeable[i] is currently released in inUse and state.
 	freed []bool
+	// gone are the pods whose claims are currently released (the last
+	// victims and the terminating pods).
+	gone map[types.UID]bool
 	// members' allocations currently added (gang search).
 	placed map[types.UID]*resourceapi.AllocationResult
 }
@@ -234,8 +255,11 @@ func newWorld(cluster *Cluster, preemptor *Preemptor, opts Options) *world {
 		placed:      map[types.UID]*resourceapi.AllocationResult{},
 	}
 	for i := range cluster.Pods {
-		if p := &cluster.Pods[i]; p.Priority < preemptor.Priority {
+		if p := &cluster.Pods[i]; p.Terminating || p.Priority < preemptor.Priority {
 			w.lower[p.UID] = p
+		}
+		if p := &cluster.Pods[i]; p.Terminating {
+			w.terminating = append(w.terminating, *p)
 		}
 	}
 	for _, claim := range cluster.Claims {
@@ -276,20 +300,48 @@ func busyDevices(allocation *resourceapi.AllocationResult) []allocator.DeviceID 
 	return ids
 }
 
-// candidates are the lower-priority pods that consume a freeable claim
-// holding a device usable from one of the nodes, sorted by priority, then
-// key.
-func (w *world) candidates(nodes []*corev1.Node) []Pod {
-	var pods []Pod
+// candidatesByNode are, per node, the lower-priority pods that consume a
+// freeable claim holding a device usable from the node, sorted by
+// priority, then key. One pass over the pods' devices.
+func (w *world) candidatesByNode(nodes []*corev1.Node) map[string][]Pod {
+	byNode := make(map[string][]Pod, len(nodes))
+	names := sets.New[string]()
+	for _, node := range nodes {
+		names.Insert(node.Name)
+	}
 	for uid, indexes := range w.claimsByPod {
 		pod := w.lower[uid]
-		if pod == nil {
+		if pod == nil || pod.Terminating {
 			continue
 		}
-		if slices.ContainsFunc(indexes, func(i int) bool {
-			return slices.ContainsFunc(w.freeable[i].devices, func(id allocator.DeviceID) bool { return w.reach.usableFromAny(id, nodes) })
-		}) {
-			pods = append(pods, *pod)
+		usable := map[string]bool{}
+		for _, i := range indexes {
+			for _, id := range w.freeable[i].devices {
+				w.reach.addUsableNodes(id, nodes, usable)
+			}
+		}
+		for name := range usable {
+			if names.Has(name) {
+				byNode[name] = append(byNode[name], *pod)
+			}
+		}
+	}
+	for _, pods := range byNode {
+		SortPods(pods)
+	}
+	return byNode
+}
+
+// candidates are the pods of candidatesByNode of any of the nodes.
+func (w *world) candidates(nodes []*corev1.Node) []Pod {
+	seen := map[types.UID]bool{}
+	var pods []Pod
+	for _, byNode := range w.candidatesByNode(nodes) {
+		for _, pod := range byNode {
+			if !seen[pod.UID] {
+				seen[pod.UID] = true
+				pods = append(pods, pod)
+			}
 		}
 	}
 	SortPods(pods)
@@ -298,12 +350,27 @@ func (w *world) candidates(nodes []*corev1.Node) []Pod {
 
 // setVictims releases the claims every consumer of which is a victim and
 // restores the others.
+//
+// Only the claims of pods that joined or left the victims since the last
+// call are looked at: a search tries thousands of sets in a large cluster.
 func (w *world) setVictims(victims []Pod) {
-	gone := make(map[types.UID]bool, len(victims))
-	for _, v := range victims {
+	gone := make(map[types.UID]bool, len(victims)+len(w.terminating))
+	for _, v := range append(slices.Clip(victims), w.terminating...) {
 		gone[v.UID] = true
 	}
-	for i := range w.freeable {
+	var changed []int
+	for uid := range gone {
+		if !w.gone[uid] {
+			changed = append(changed, w.claimsByPod[uid]...)
+		}
+	}
+	for uid := range w.gone {
+		if !gone[uid] {
+			changed = append(changed, w.claimsByPod[uid]...)
+		}
+	}
+	w.gone = gone
+	for _, i := range changed {
 		fc := &w.freeable[i]
 		free := !slices.ContainsFunc(fc.consumers, func(uid types.UID) bool { return !gone[uid] })
 		if free == w.freed[i] {
@@ -350,6 +417,7 @@ func (w *world) findForPod(ctx context.Context) (Decision, error) {
 	member := &w.preemptor.Members[0]
 	nodes := slices.Clone(member.Nodes)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	candidates := w.candidatesByNode(nodes)
 	var best *Decision
 	var reasons []string
 	exact := true
@@ -370,7 +438,7 @@ func (w *world) findForPod(ctx context.Context) (Decision, error) {
 		if best != nil {
 			limit = len(best.Victims)
 		}
-		d, err := w.search(ctx, w.candidates([]*corev1.Node{node}), fit, limit)
+		d, err := w.search(ctx, candidates[node.Name], fit, limit)
 		if err == errBudget {
 			exact = false
 			break

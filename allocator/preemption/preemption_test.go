@@ -364,3 +364,50 @@ func TestFindOutOfAttempts(t *testing.T) {
 		t.Errorf("possible %v, exact %v, reason %q", d.Possible, d.Exact, d.Reason)
 	}
 }
+
+// TestFindWaitsForTerminating: a pod already terminating (the victim of an
+// earlier preemption) frees its devices without being chosen again, so a
+// second preemptor needs no new victims; and Preemptor.Place replaces the
+// built-in placement.
+func TestFindWaitsForTerminating(t *testing.T) {
+	s := newScenario(t, nodeSlice("a", 2))
+	for i, name := range []string{"going", "staying"} {
+		if !s.run(name, int32(i+1), "a", gpuClaim(name, 1, false)) {
+			t.Fatal("does not fit")
+		}
+	}
+	s.pods[0].Terminating = true
+	preemptor := &Preemptor{Priority: 10, Members: []Member{{Key: "default/new", Claims: []*resourceapi.ResourceClaim{gpuClaim("new", 1, false)}, Nodes: s.nodes}}}
+	d, err := Find(context.Background(), s.cluster(), preemptor, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Possible || len(d.Victims) != 0 || d.Placement[0].Node != "a" {
+		t.Errorf("possible %v, victims %v, placement %+v", d.Possible, keys(d.Victims), d.Placement)
+	}
+	// Two devices: the staying pod must go too, the terminating one is
+	// not counted.
+	preemptor.Members[0].Claims = []*resourceapi.ResourceClaim{gpuClaim("new", 2, false)}
+	if d, err = Find(context.Background(), s.cluster(), preemptor, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(d.Victims); !slices.Equal(got, []string{"default/staying(2)"}) {
+		t.Errorf("victims %v", got)
+	}
+
+	calls := 0
+	preemptor.Place = func(ctx context.Context, st *allocator.State) ([]allocator.Result, string, error) {
+		calls++
+		r, err := s.alloc.Allocate(ctx, st, preemptor.Members[0].Claims, node("a"))
+		if err != nil || !r.Fits() {
+			return nil, "does not fit", err
+		}
+		return []allocator.Result{r}, "", nil
+	}
+	if d, err = Find(context.Background(), s.cluster(), preemptor, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(d.Victims); !slices.Equal(got, []string{"default/staying(2)"}) || calls == 0 || d.Attempts != calls {
+		t.Errorf("with Place: victims %v, %d calls, %d attempts", got, calls, d.Attempts)
+	}
+}

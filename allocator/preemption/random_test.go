@@ -3,6 +3,7 @@ package preemption
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
 
@@ -16,7 +17,8 @@ import (
 // network devices usable from all nodes (only without gangs: the gang
 // check below is complete only when the devices of a node are
 // interchangeable), and 2-7 pods of priorities 1-5 holding 1-2 devices,
-// some through a claim shared with another pod, some with admin access.
+// some through a claim shared with another pod, some with admin access,
+// some terminating.
 func randomScenario(t testing.TB, rng *rand.Rand, network bool) *scenario {
 	var sl []*resourceapi.ResourceSlice
 	for i := range 1 + rng.IntN(3) {
@@ -45,6 +47,9 @@ func randomScenario(t testing.TB, rng *rand.Rand, network bool) *scenario {
 			claims = append(claims, use)
 		}
 	}
+	for i := range s.pods {
+		s.pods[i].Terminating = rng.IntN(8) == 0
+	}
 	return s
 }
 
@@ -52,8 +57,12 @@ func randomScenario(t testing.TB, rng *rand.Rand, network bool) *scenario {
 // by Better, judged on count and priorities only; nil when none fits.
 func bruteForce(t testing.TB, s *scenario, p *Preemptor) []Pod {
 	var lower []Pod
+	terminating := map[types.UID]bool{}
 	for _, pod := range s.pods {
-		if pod.Priority < p.Priority {
+		switch {
+		case pod.Terminating:
+			terminating[pod.UID] = true
+		case pod.Priority < p.Priority:
 			lower = append(lower, pod)
 		}
 	}
@@ -61,7 +70,7 @@ func bruteForce(t testing.TB, s *scenario, p *Preemptor) []Pod {
 	found := false
 	for mask := 0; mask < 1<<len(lower); mask++ {
 		var set []Pod
-		gone := map[types.UID]bool{}
+		gone := maps.Clone(terminating)
 		for i, pod := range lower {
 			if mask&(1<<i) != 0 {
 				set = append(set, pod)
@@ -157,6 +166,9 @@ func TestFindAgainstBruteForce(t *testing.T) {
 			out := fmt.Sprintf("instance %d: gang %v, preemptor priority %d, pods:", i, gang, p.Priority)
 			for _, pod := range s.pods {
 				out += fmt.Sprintf(" %s(%d)@%s", pod.Key, pod.Priority, pod.Node)
+				if pod.Terminating {
+					out += "(terminating)"
+				}
 			}
 			for _, c := range s.claims {
 				out += fmt.Sprintf("\n  claim %s reserved for %d: %v", c.Name, len(c.Status.ReservedFor), c.Status.Allocation.Devices.Results)
@@ -181,9 +193,14 @@ func TestFindAgainstBruteForce(t *testing.T) {
 			t.Fatalf("%s\nvictims %v, brute force %v", describe(), keys(d.Victims), keys(want))
 		}
 		gone := map[types.UID]bool{}
+		for _, pod := range s.pods {
+			if pod.Terminating {
+				gone[pod.UID] = true
+			}
+		}
 		for _, v := range d.Victims {
-			if v.Priority >= p.Priority {
-				t.Fatalf("%s\nvictim %s of priority %d", describe(), v.Key, v.Priority)
+			if v.Priority >= p.Priority || v.Terminating {
+				t.Fatalf("%s\nvictim %s of priority %d, terminating %v", describe(), v.Key, v.Priority, v.Terminating)
 			}
 			gone[v.UID] = true
 		}

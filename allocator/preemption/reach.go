@@ -37,16 +37,22 @@ func newReachability(slices []*resourceapi.ResourceSlice) reachability {
 	return r
 }
 
-func (r reachability) usableFromAny(id allocator.DeviceID, nodes []*corev1.Node) bool {
+// addUsableNodes adds the names of the nodes the device is usable from.
+func (r reachability) addUsableNodes(id allocator.DeviceID, nodes []*corev1.Node, usable map[string]bool) {
 	for _, where := range r[id] {
-		for _, node := range nodes {
-			switch {
-			case where.allNodes,
-				where.nodeName != "" && where.nodeName == node.Name,
-				where.selector != nil && allocator.NodeSelectorMatches(where.selector, node):
-				return true
+		switch {
+		case where.allNodes:
+			for _, node := range nodes {
+				usable[node.Name] = true
+			}
+		case where.nodeName != "":
+			usable[where.nodeName] = true
+		case where.selector != nil:
+			for _, node := range nodes {
+				if allocator.NodeSelectorMatches(where.selector, node) {
+					usable[node.Name] = true
+				}
 			}
 		}
 	}
-	return false
 }
