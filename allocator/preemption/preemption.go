@@ -34,6 +34,9 @@ import (
 	resourceapi "github.com/draplane/draplane/apis/resource"
 )
 
+// maxReasons is how many nodes Decision.Reason explains, in name order.
+const maxReasons = 3
+
 // DefaultMaxAttempts bounds the allocator calls of one Find when
 // Options.MaxAttempts is 0.
 const DefaultMaxAttempts = 20000
@@ -132,7 +135,8 @@ type Decision struct {
 	// Exact: Victims are proven to be the best choice (Better). False when
 	// the search ran out of Options.MaxAttempts.
 	Exact bool
-	// Reason says why there are no victims when Possible is false.
+	// Reason says why there are no victims when Possible is false; for a
+	// single pod, per node (the first nodes by name, then how many more).
 	Reason string
 	// Attempts is the number of allocator calls made.
 	Attempts int
@@ -463,6 +467,9 @@ func (w *world) findForPod(ctx context.Context) (Decision, error) {
 	}
 	if best == nil {
 		reason := "no nodes to place the pod on"
+		if len(reasons) > maxReasons {
+			reasons = append(reasons[:maxReasons], fmt.Sprintf("%d more nodes", len(reasons)-maxReasons))
+		}
 		if len(reasons) > 0 {
 			reason = strings.Join(reasons, "; ")
 		}
