@@ -64,7 +64,7 @@ func Example() {
 		panic(err)
 	}
 	for _, v := range d.Victims {
-		fmt.Println("evict", v.Key, "priority", v.Priority)
+		fmt.Println("evict", v.Key, "priority", v.Priority, "freeing", d.FreedBy[v.UID])
 	}
 	fmt.Println("nominate", d.Placement[0].Node, "freeing", d.Freed)
 
@@ -72,7 +72,7 @@ func Example() {
 	d, _ = preemption.Find(context.Background(), cluster, preemptor, preemption.Options{})
 	fmt.Println(d.Possible, d.Reason)
 	// Output:
-	// evict default/batch-2 priority 50
+	// evict default/batch-2 priority 50 freeing [gpu.example.com/node-a/gpu-1]
 	// nominate node-a freeing [gpu.example.com/node-a/gpu-1]
 	// false preemptionPolicy is Never
 }

@@ -38,7 +38,7 @@ func (w *world) findForGang(ctx context.Context) (Decision, error) {
 		return Decision{}, err
 	}
 	if d.Possible {
-		d.Freed = w.freedDevices(d.Victims)
+		d.Freed, d.FreedBy = w.freedDevices(d.Victims)
 	}
 	d.Attempts = w.attempts
 	return d, nil

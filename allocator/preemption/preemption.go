@@ -132,6 +132,10 @@ type Decision struct {
 	// Freed are the devices the claims of the victims (and of the
 	// terminating pods) release, admin access excluded, sorted.
 	Freed []allocator.DeviceID
+	// FreedBy are, per victim UID, the devices of its claims that are
+	// released (a shared claim's devices are listed under each of its
+	// consumers), for the events on each victim.
+	FreedBy map[types.UID][]allocator.DeviceID
 	// Exact: Victims are proven to be the best choice (Better). False when
 	// the search ran out of Options.MaxAttempts.
 	Exact bool
@@ -390,15 +394,30 @@ func (w *world) setVictims(victims []Pod) {
 	}
 }
 
-// freedDevices are the devices the victims release.
-func (w *world) freedDevices(victims []Pod) []allocator.DeviceID {
+// freedDevices are the devices released with the victims gone, in all
+// and per victim.
+func (w *world) freedDevices(victims []Pod) ([]allocator.DeviceID, map[types.UID][]allocator.DeviceID) {
 	w.setVictims(victims)
-	var ids []allocator.DeviceID
+	var all []allocator.DeviceID
 	for i, free := range w.freed {
 		if free {
-			ids = append(ids, w.freeable[i].devices...)
+			all = append(all, w.freeable[i].devices...)
 		}
 	}
+	by := make(map[types.UID][]allocator.DeviceID, len(victims))
+	for _, v := range victims {
+		var ids []allocator.DeviceID
+		for _, i := range w.claimsByPod[v.UID] {
+			if w.freed[i] {
+				ids = append(ids, w.freeable[i].devices...)
+			}
+		}
+		by[v.UID] = sortedDevices(ids)
+	}
+	return sortedDevices(all), by
+}
+
+func sortedDevices(ids []allocator.DeviceID) []allocator.DeviceID {
 	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
 	return slices.Compact(ids)
 }
@@ -479,7 +498,7 @@ func (w *world) findForPod(ctx context.Context) (Decision, error) {
 		return Decision{Exact: exact, Reason: reason, Attempts: w.attempts}, nil
 	}
 	best.Exact = exact
-	best.Freed = w.freedDevices(best.Victims)
+	best.Freed, best.FreedBy = w.freedDevices(best.Victims)
 	best.Attempts = w.attempts
 	return *best, nil
 }

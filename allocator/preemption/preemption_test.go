@@ -324,6 +324,11 @@ func TestFind(t *testing.T) {
 			if d.Possible && !d.Exact {
 				t.Error("not exact")
 			}
+			for _, v := range d.Victims {
+				if len(d.FreedBy[v.UID]) == 0 {
+					t.Errorf("victim %s frees nothing", v.Key)
+				}
+			}
 		})
 	}
 }

@@ -203,6 +203,10 @@ func TestFindAgainstBruteForce(t *testing.T) {
 				t.Fatalf("%s\nvictim %s of priority %d, terminating %v", describe(), v.Key, v.Priority, v.Terminating)
 			}
 			gone[v.UID] = true
+			// A victim that releases nothing could be spared.
+			if len(d.FreedBy[v.UID]) == 0 {
+				t.Fatalf("%s\nvictim %s frees nothing", describe(), v.Key)
+			}
 		}
 		if !placeable(t, s, s.inUseWithout(gone), p.Members) {
 			t.Fatalf("%s\nvictims %v do not make room", describe(), keys(d.Victims))
