@@ -103,7 +103,7 @@ type Preemptor struct {
 	// the members one by one over their nodes, backtracking over nodes but
 	// not over the devices chosen on a node. It returns one result per
 	// member, or nil and a one-line reason. Each call counts as one
-	// attempt. st must not be kept.
+	// attempt. st must be neither changed nor kept.
 	Place func(ctx context.Context, st *allocator.State) ([]allocator.Result, string, error)
 }
 
