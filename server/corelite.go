@@ -40,9 +40,10 @@ type CoreLite struct {
 	informers     informers.SharedInformerFactory
 }
 
-// NewCoreLite builds the loopback clients and the NamespaceLifecycle
-// admission plugin: no object may be created in a namespace that does not
-// exist or is being deleted.
+// NewCoreLite builds the loopback clients and the admission chain: the
+// NamespaceLifecycle plugin (no object may be created in a namespace that
+// does not exist or is being deleted) and the Priority admission of new
+// pods (package priorityclass).
 func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
@@ -66,7 +67,7 @@ func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) 
 	if err := plugin.ValidateInitialization(); err != nil {
 		return nil, nil, fmt.Errorf("namespace lifecycle admission: %w", err)
 	}
-	return c, admission.NewChainHandler(namespaceLifecycle{plugin}), nil
+	return c, admission.NewChainHandler(namespaceLifecycle{plugin}, c.priorityAdmission()), nil
 }
 
 // namespaceLifecycle is the NamespaceLifecycle plugin asked only about
@@ -83,9 +84,10 @@ func (l namespaceLifecycle) Handles(operation admission.Operation) bool {
 	return operation != admission.Update && l.Lifecycle.Handles(operation)
 }
 
-// install serves core/v1 and coordination.k8s.io/v1 and adds the hooks
-// that start the informers, create the bootstrap namespaces and run the
-// namespace controller.
+// install serves core/v1, coordination.k8s.io/v1 and scheduling.k8s.io/v1
+// and adds the hooks that start the informers, create the bootstrap
+// namespaces and the system priority classes and run the namespace
+// controller.
 func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
 	legacy, err := core.NewLegacyStorage(optsGetter)
 	if err != nil {
@@ -105,6 +107,9 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 	coordinationInfo.VersionedResourcesStorageMap["v1"] = coordination
 	if err := s.InstallAPIGroup(&coordinationInfo); err != nil {
 		return fmt.Errorf("install coordination.k8s.io/v1: %w", err)
+	}
+	if err := c.installScheduling(s, scheme, codecs, optsGetter); err != nil {
+		return err
 	}
 
 	// The controller asks for its informer before the factory starts.

@@ -1,8 +1,8 @@
 // Package core is core-lite: the small part of the Kubernetes core API that
 // the DRA controllers need when draplane runs standalone. It serves the
 // k8s.io/api Go structs (core/v1 namespaces, pods, nodes, events;
-// coordination.k8s.io/v1 leases; policy/v1 Eviction as the body of the pod
-// eviction subresource) from genericregistry stores, with our own defaulting,
+// coordination.k8s.io/v1 leases; scheduling.k8s.io/v1 PriorityClasses;
+// policy/v1 Eviction as the body of the pod eviction subresource) from genericregistry stores, with our own defaulting,
 // validation, field selectors and tables. One package per resource holds its
 // strategy and storage.
 package core
@@ -18,11 +18,13 @@ import (
 	"github.com/draplane/draplane/registry/core/namespace"
 	"github.com/draplane/draplane/registry/core/node"
 	"github.com/draplane/draplane/registry/core/pod"
+	"github.com/draplane/draplane/registry/core/priorityclass"
 )
 
 // AddToScheme registers core/v1 Pod, Namespace, Node, Event (and their
-// lists), Binding, policy/v1 Eviction and coordination/v1 Lease under their
-// real versions and under runtime.APIVersionInternal of the same groups,
+// lists), Binding, policy/v1 Eviction, coordination/v1 Lease and
+// scheduling/v1 PriorityClass under their real versions and under
+// runtime.APIVersionInternal of the same groups,
 // together with the meta option types (metav1.AddToGroupVersion), the
 // defaulting funcs and the field label conversions for field selectors.
 func AddToScheme(scheme *runtime.Scheme) error {
@@ -72,4 +74,14 @@ func NewCoordinationStorage(optsGetter generic.RESTOptionsGetter) (map[string]re
 		return nil, err
 	}
 	return map[string]rest.Storage{"leases": leaseStorage}, nil
+}
+
+// NewSchedulingStorage returns the storage of scheduling.k8s.io/v1:
+// "priorityclasses".
+func NewSchedulingStorage(optsGetter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	priorityClassStorage, err := priorityclass.NewREST(optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]rest.Storage{"priorityclasses": priorityClassStorage}, nil
 }

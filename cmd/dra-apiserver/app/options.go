@@ -136,7 +136,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	generic.StringVar(&o.DataDir, "data-dir", o.DataDir,
 		"Directory for the embedded etcd, the CA, certificates and admin.kubeconfig. Default: $XDG_STATE_HOME/draplane or ~/.local/state/draplane.")
 	generic.BoolVar(&o.CoreLite, "core-lite", o.CoreLite,
-		"Serve core/v1 namespaces, pods, nodes, events and coordination.k8s.io/v1 leases (standalone). Turn off when a cluster serves them.")
+		"Serve core/v1 namespaces, pods, nodes, events, coordination.k8s.io/v1 leases and scheduling.k8s.io/v1 priorityclasses (standalone). Turn off when a cluster serves them.")
 
 	// --feature-gates: upstream's DRA gates (package features) with their
 	// 1.37 defaults, beside the generic API server's own.

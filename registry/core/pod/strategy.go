@@ -55,10 +55,18 @@ func (podStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 }
 
 // PrepareForUpdate keeps the status (only the status subresource changes it)
-// and bumps the generation when the spec changes.
+// and bumps the generation when the spec changes. A priority or
+// preemptionPolicy the request leaves out stays what the Priority admission
+// set at create, as upstream's plugin keeps it on update.
 func (podStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
 	pod.Status = oldPod.Status
+	if pod.Spec.Priority == nil {
+		pod.Spec.Priority = oldPod.Spec.Priority
+	}
+	if pod.Spec.PreemptionPolicy == nil {
+		pod.Spec.PreemptionPolicy = oldPod.Spec.PreemptionPolicy
+	}
 	if len(resourcevalidation.ValidateQuantityMagnitudes(&pod.Spec, nil)) == 0 && !apiequality.Semantic.DeepEqual(pod.Spec, oldPod.Spec) {
 		pod.Generation = oldPod.Generation + 1
 	}

@@ -132,6 +132,9 @@ func TestValidatePod(t *testing.T) {
 }
 
 func TestValidatePodUpdate(t *testing.T) {
+	prioritized := func(p *corev1.Pod) {
+		p.Spec.Priority, p.Spec.PreemptionPolicy = ptr.To[int32](100), ptr.To(corev1.PreemptNever)
+	}
 	gated := func(p *corev1.Pod) {
 		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/a"}, {Name: "example.com/b"}}
 	}
@@ -164,6 +167,10 @@ func TestValidatePodUpdate(t *testing.T) {
 			mutate: func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](90) }, want: []string{"spec.activeDeadlineSeconds"}},
 		{name: "nodeName", mutate: func(p *corev1.Pod) { p.Spec.NodeName = "node-a" }, want: []string{"spec.nodeName"}},
 		{name: "restart policy", mutate: func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }, want: []string{"spec"}},
+		// The Priority admission set them at create; an update that leaves
+		// them out keeps them, one that changes them is refused.
+		{name: "priority left out", oldMutate: prioritized, mutate: func(p *corev1.Pod) { p.Spec.Priority, p.Spec.PreemptionPolicy = nil, nil }},
+		{name: "priority changed", oldMutate: prioritized, mutate: func(p *corev1.Pod) { p.Spec.Priority = ptr.To[int32](1) }, want: []string{"spec"}},
 		{name: "add container", mutate: func(p *corev1.Pod) {
 			p.Spec.Containers = append(p.Spec.Containers, p.Spec.Containers[0])
 			p.Spec.Containers[1].Name = "second"
@@ -308,7 +315,7 @@ func TestDefaults(t *testing.T) {
 	spec := pod.Spec
 	if spec.SchedulerName != "default-scheduler" || spec.RestartPolicy != corev1.RestartPolicyAlways || spec.DNSPolicy != corev1.DNSClusterFirst ||
 		ptr.Deref(spec.TerminationGracePeriodSeconds, 0) != 30 || spec.SecurityContext == nil || !ptr.Deref(spec.EnableServiceLinks, false) ||
-		ptr.Deref(spec.Priority, -1) != 0 {
+		spec.Priority != nil || spec.PreemptionPolicy != nil {
 		t.Errorf("pod spec defaults missing: %+v", spec)
 	}
 	wantPull := []corev1.PullPolicy{corev1.PullAlways, corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullIfNotPresent}

@@ -38,9 +38,11 @@ func addDefaultingFuncs(scheme *runtime.Scheme) error {
 // DefaultSchedulerName is the scheduler a pod gets when it names none.
 const DefaultSchedulerName = "default-scheduler"
 
-// SetDefaultsPod fills in the fields the kube-apiserver defaults for a v1 Pod
-// (and the ones its Priority admission plugin sets when no priority class is
-// named).
+// SetDefaultsPod fills in the fields the kube-apiserver defaults for a v1 Pod.
+// spec.priority and spec.preemptionPolicy are left to the Priority admission
+// (package priorityclass), which derives them from the pod's PriorityClass:
+// defaulting them here, before admission, would make every pod that names a
+// class disagree with it.
 func SetDefaultsPod(pod *corev1.Pod) {
 	spec := &pod.Spec
 	if spec.DNSPolicy == "" {
@@ -60,12 +62,6 @@ func SetDefaultsPod(pod *corev1.Pod) {
 	}
 	if spec.EnableServiceLinks == nil {
 		spec.EnableServiceLinks = ptr.To(corev1.DefaultEnableServiceLinks)
-	}
-	if spec.Priority == nil && spec.PriorityClassName == "" {
-		spec.Priority = ptr.To[int32](0)
-	}
-	if spec.PreemptionPolicy == nil {
-		spec.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
 	}
 	for i := range spec.InitContainers {
 		setDefaultsContainer(&spec.InitContainers[i], spec.HostNetwork)
