@@ -228,15 +228,19 @@ func validateRawJSONObject(raw runtime.RawExtension, fldPath *field.Path, stored
 	return nil
 }
 
-// isExtendedResourceName follows Kubernetes' definition: a domain-prefixed
-// name outside *kubernetes.io/, not starting with "requests.", that is a
-// valid qualified name when used as a quota key ("requests.<name>").
-func isExtendedResourceName(name string) bool {
-	if !strings.Contains(name, "/") || strings.Contains(name, corev1.ResourceDefaultNamespacePrefix) ||
-		strings.HasPrefix(name, corev1.DefaultResourceRequestsPrefix) {
+// IsExtendedResourceName follows Kubernetes' definition (upstream's
+// v1helper.IsExtendedResourceName): a domain-prefixed name outside
+// *kubernetes.io/, not starting with "requests.", that is a valid
+// qualified name when used as a quota key ("requests.<name>"). A
+// DeviceClass's spec.extendedResourceName, a pod's container resources and
+// the controllers that give devices for extended resources all use it.
+func IsExtendedResourceName(name corev1.ResourceName) bool {
+	s := string(name)
+	if !strings.Contains(s, "/") || strings.Contains(s, corev1.ResourceDefaultNamespacePrefix) ||
+		strings.HasPrefix(s, corev1.DefaultResourceRequestsPrefix) {
 		return false
 	}
-	return len(utilvalidation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+name)) == 0
+	return len(utilvalidation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
 }
 
 func validateConditions(conditions []metav1.Condition, maxSize int, fldPath *field.Path) field.ErrorList {

@@ -353,13 +353,13 @@ func validateResourceQuantity(name corev1.ResourceName, quantity resource.Quanti
 		if !standardContainerResources.Has(string(name)) && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
 			allErrs = append(allErrs, field.Invalid(fldPath, string(name), "must be a standard resource for containers or fully qualified"))
 		}
-	case !strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix) && !isExtendedResourceName(name):
+	case !strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix) && !resourcevalidation.IsExtendedResourceName(name):
 		allErrs = append(allErrs, field.Invalid(fldPath, string(name), "doesn't follow extended resource name standard"))
 	}
 	if quantity.Sign() < 0 {
 		allErrs = append(allErrs, field.Invalid(fldPath, quantity.String(), "must be greater than or equal to 0"))
 	}
-	if (isExtendedResourceName(name) || strings.HasPrefix(string(name), deviceClassResourcePrefix)) && quantity.MilliValue()%1000 != 0 {
+	if (resourcevalidation.IsExtendedResourceName(name) || strings.HasPrefix(string(name), deviceClassResourcePrefix)) && quantity.MilliValue()%1000 != 0 {
 		allErrs = append(allErrs, field.Invalid(fldPath, quantity.String(), "must be an integer"))
 	}
 	return allErrs
@@ -371,16 +371,6 @@ func validateResourceQuantity(name corev1.ResourceName, quantity resource.Quanti
 const deviceClassResourcePrefix = "deviceclass.resource.kubernetes.io/"
 
 var standardContainerResources = sets.New(string(corev1.ResourceCPU), string(corev1.ResourceMemory), string(corev1.ResourceEphemeralStorage))
-
-// isExtendedResourceName: domain-prefixed, outside kubernetes.io, and a
-// qualified name as a quota key ("requests.<name>").
-func isExtendedResourceName(name corev1.ResourceName) bool {
-	s := string(name)
-	if !strings.Contains(s, "/") || strings.Contains(s, corev1.ResourceDefaultNamespacePrefix) || strings.HasPrefix(s, corev1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
-}
 
 // overcommitAllowed: only Kubernetes' own resources other than huge pages
 // may be requested below their limit; extended resources are requested
