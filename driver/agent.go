@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 )
 
@@ -34,19 +35,32 @@ func RemoveNodeSlices(ctx context.Context, client versioned.Interface, nodeName 
 		if ptr.Deref(slice.Spec.NodeName, "") != nodeName {
 			continue
 		}
-		err := client.ResourceV1().ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &slice.UID},
-		})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			continue
-		}
-		if err != nil {
+		deleted, err := DeleteSlice(ctx, client, slice)
+		if err != nil && !apierrors.IsConflict(err) {
 			return removed, fmt.Errorf("remove slice %s of node %s: %w", slice.Name, nodeName, err)
 		}
-		removed++
+		if deleted {
+			removed++
+		}
 	}
 	if removed > 0 {
 		klog.FromContext(ctx).Info("Removed the slices of the node before publishing again", "node", nodeName, "slices", removed)
 	}
 	return removed, nil
+}
+
+// DeleteSlice deletes the slice on the condition that its name still holds
+// this slice (the same UID): a slice made again under the name since is
+// left alone, and the API answers with a Conflict error
+// (apierrors.IsConflict) that the caller may pass over. A slice that is
+// gone already is no error. It reports whether this call deleted the
+// slice.
+func DeleteSlice(ctx context.Context, client versioned.Interface, slice *resourcev1.ResourceSlice) (bool, error) {
+	err := client.ResourceV1().ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &slice.UID},
+	})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -3,7 +3,12 @@ package driver
 import (
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -37,5 +42,42 @@ func TestRemoveNodeSlices(t *testing.T) {
 	}
 	if len(names) != 2 || names[0] != "b-1" || names[1] != "net" {
 		t.Errorf("slices left: %v, want [b-1 net]", names)
+	}
+}
+
+// TestDeleteSlice: the delete names the slice's UID, so a slice made again
+// under the name is not deleted (the fake clientset does not check
+// preconditions; a reactor does what the API server does).
+func TestDeleteSlice(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	slice := func(uid types.UID) *resourcev1.ResourceSlice {
+		return &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s", UID: uid}}
+	}
+	for name, tc := range map[string]struct {
+		stored       []runtime.Object
+		wantDeleted  bool
+		wantConflict bool
+	}{
+		"there":    {stored: []runtime.Object{slice("old")}, wantDeleted: true},
+		"gone":     {},
+		"replaced": {stored: []runtime.Object{slice("new")}, wantConflict: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client := newCountingClient(tc.stored...)
+			client.PrependReactor("delete", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				pre := action.(k8stesting.DeleteAction).GetDeleteOptions().Preconditions
+				if pre == nil || pre.UID == nil {
+					t.Fatal("delete without a UID precondition")
+				}
+				if len(tc.stored) > 0 && tc.stored[0].(*resourcev1.ResourceSlice).UID != *pre.UID {
+					return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "resource.draplane.dev", Resource: "resourceslices"}, "s", nil)
+				}
+				return false, nil, nil
+			})
+			deleted, err := DeleteSlice(ctx, client, slice("old"))
+			if deleted != tc.wantDeleted || apierrors.IsConflict(err) != tc.wantConflict || (err != nil && !tc.wantConflict) {
+				t.Errorf("DeleteSlice = %v, %v; want deleted %v, conflict %v", deleted, err, tc.wantDeleted, tc.wantConflict)
+			}
+		})
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -435,16 +434,15 @@ func (p *Publisher) delete(ctx context.Context, slice *resourcev1.ResourceSlice,
 	if err := p.limiter.Wait(ctx); err != nil {
 		return err
 	}
-	err := p.client.ResourceV1().ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &slice.UID},
-	})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	// A conflict (the name holds another slice now) fails the pass; the
+	// next one starts from what it finds.
+	deleted, err := DeleteSlice(ctx, p.client, slice)
 	if err != nil {
 		return fmt.Errorf("delete slice %s: %w", slice.Name, err)
 	}
-	counts.Deleted++
+	if deleted {
+		counts.Deleted++
+	}
 	return nil
 }
 

@@ -437,10 +437,7 @@ func (s *Simulator) removeStaleSlices(ctx context.Context) (map[string]int64, in
 	}
 	err = forEach(ctx, s.opts.SeedWorkers, len(stale), func(ctx context.Context, i int) error {
 		slice := stale[i]
-		err := s.resourceClient.ResourceV1().ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &slice.UID},
-		})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if _, err := dra.DeleteSlice(ctx, s.resourceClient, slice); err != nil && !apierrors.IsConflict(err) {
 			return fmt.Errorf("remove stale slice %s: %w", slice.Name, err)
 		}
 		return nil

@@ -64,12 +64,6 @@ const (
 	ConditionClaimsAllocated corev1.PodConditionType = "ResourceClaimsAllocated"
 	ReasonAllocated                                  = "Allocated"
 
-	// podsByClaimIndex maps "<namespace>/<claim name>" to the pods that
-	// use the claim, as far as the pod knows its name. The name differs
-	// from the resourceclaim controller's index: both may share one pod
-	// informer.
-	podsByClaimIndex = "allocation-pods-by-claim"
-
 	// boundPodsCacheSize bounds the memory of pods this controller bound
 	// and the informer does not show bound yet.
 	boundPodsCacheSize = 10000
@@ -246,7 +240,7 @@ func NewController(
 	c.snapshotGeneration.Store(1)
 	c.nodesGeneration.Store(1)
 
-	if err := c.podIndexer.AddIndexers(cache.Indexers{podsByClaimIndex: podsByClaimIndexFunc}); err != nil {
+	if err := podclaims.AddPodsByClaimIndex(podInformer.Informer()); err != nil {
 		return nil, fmt.Errorf("add pod indexer: %w", err)
 	}
 	if opts.Namespaces != nil {
@@ -516,7 +510,7 @@ func (c *Controller) onClaim(logger klog.Logger, obj any, deleted bool) {
 		c.requeueUnschedulable(logger, "claim released devices", klog.KObj(claim), "")
 	}
 
-	pods, err := c.podIndexer.ByIndex(podsByClaimIndex, claim.Namespace+"/"+claim.Name)
+	pods, err := c.podIndexer.ByIndex(podclaims.PodsByClaimIndex, claim.Namespace+"/"+claim.Name)
 	if err != nil {
 		logger.Error(err, "Listing pods of claim from cache", "claim", klog.KObj(claim))
 		return
@@ -607,24 +601,6 @@ func (c *Controller) eventf(pod *corev1.Pod, eventType, reason, messageFmt strin
 }
 
 func podKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
-
-// podsByClaimIndexFunc indexes pods by the claims they use whose names
-// are known.
-func podsByClaimIndexFunc(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	var keys []string
-	for _, podClaim := range podclaims.ClaimsOf(pod) {
-		name, _, err := podclaims.ClaimName(pod, podClaim)
-		if err != nil || name == nil {
-			continue
-		}
-		keys = append(keys, pod.Namespace+"/"+*name)
-	}
-	return keys, nil
-}
 
 // boundPods is a bounded map of pod UID to the node the controller bound
 // it to; the oldest entry goes first.

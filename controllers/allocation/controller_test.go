@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -32,6 +31,7 @@ import (
 	"github.com/draplane/draplane/controllers/podclaims"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/internal/testing/apitest"
 )
 
 const (
@@ -254,19 +254,9 @@ func makeClass() *resourcev1.DeviceClass {
 // implement pods/binding.
 func serverLike(kubeClient *kubefake.Clientset, resourceClient *resourcefake.Clientset, bindFailure error) {
 	nextRV := 100
-	resourceClient.PrependReactor("update", "resourceclaims", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		claim := action.(k8stesting.UpdateAction).GetObject().(*resourcev1.ResourceClaim)
-		stored, err := resourceClient.Tracker().Get(claimsResource, claim.Namespace, claim.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		storedMeta, _ := meta.Accessor(stored)
-		if claim.ResourceVersion != "" && claim.ResourceVersion != storedMeta.GetResourceVersion() {
-			return true, nil, apierrors.NewConflict(claimsResource.GroupResource(), claim.Name, errors.New("the object has been modified"))
-		}
+	apitest.UpdateConflicts(resourceClient, claimsResource, func() string {
 		nextRV++
-		claim.ResourceVersion = strconv.Itoa(nextRV)
-		return false, nil, nil
+		return strconv.Itoa(nextRV)
 	})
 	kubeClient.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		if action.GetSubresource() != "binding" {

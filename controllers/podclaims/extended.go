@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	resourcevalidation "github.com/draplane/draplane/apis/resource/validation"
 )
 
 // Extended resources backed by devices (KEP-5004): a container that asks
@@ -43,15 +43,7 @@ const (
 // kubernetes.io) or a class's implicit name. Only a DeviceClass decides
 // whether it does.
 func IsExtendedResourceCandidate(name corev1.ResourceName) bool {
-	s := string(name)
-	if strings.HasPrefix(s, DeviceClassResourcePrefix) {
-		return true
-	}
-	if !strings.Contains(s, "/") || strings.Contains(s, corev1.ResourceDefaultNamespacePrefix) ||
-		strings.HasPrefix(s, corev1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
+	return strings.HasPrefix(string(name), DeviceClassResourcePrefix) || resourcevalidation.IsExtendedResourceName(name)
 }
 
 // ExtendedResourceCandidates lists, sorted and without duplicates, the

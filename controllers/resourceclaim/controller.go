@@ -64,10 +64,6 @@ const (
 	podKeyPrefix   = "pod:"
 	claimKeyPrefix = "claim:"
 
-	// podsByClaimIndex maps "<namespace>/<claim name>" to the pods that
-	// use that claim, as far as the pod knows the name.
-	podsByClaimIndex = "pods-by-claim"
-
 	// podsByTemplateIndex maps "<namespace>/<template name>" to the pods
 	// whose claims are generated from that template.
 	podsByTemplateIndex = "pods-by-template"
@@ -185,7 +181,10 @@ func NewControllerWithOptions(
 		deletedPods: newUIDSet(deletedPodsCacheSize),
 	}
 
-	if err := c.podIndexer.AddIndexers(cache.Indexers{podsByClaimIndex: podsByClaimIndexFunc, podsByTemplateIndex: podsByTemplateIndexFunc}); err != nil {
+	if err := podclaims.AddPodsByClaimIndex(podInformer.Informer()); err != nil {
+		return nil, fmt.Errorf("add pod indexer: %w", err)
+	}
+	if err := c.podIndexer.AddIndexers(cache.Indexers{podsByTemplateIndex: podsByTemplateIndexFunc}); err != nil {
 		return nil, fmt.Errorf("add pod indexer: %w", err)
 	}
 	claimIndexer := claimInformer.Informer().GetIndexer()
@@ -439,7 +438,7 @@ func (c *Controller) enqueueClaim(logger klog.Logger, obj any, deleted bool) {
 		c.queue.Add(claimKeyPrefix + claim.Namespace + "/" + claim.Name)
 	}
 
-	pods, err := c.podIndexer.ByIndex(podsByClaimIndex, claim.Namespace+"/"+claim.Name)
+	pods, err := c.podIndexer.ByIndex(podclaims.PodsByClaimIndex, claim.Namespace+"/"+claim.Name)
 	if err != nil {
 		logger.Error(err, "Listing pods of claim from cache", "claim", klog.KObj(claim))
 		return
@@ -1073,25 +1072,6 @@ func podsByTemplateIndexFunc(obj any) ([]string, error) {
 		if podClaim.TemplateName != nil {
 			keys = append(keys, pod.Namespace+"/"+*podClaim.TemplateName)
 		}
-	}
-	return keys, nil
-}
-
-// podsByClaimIndexFunc indexes pods by the claims they use whose names
-// are known.
-func podsByClaimIndexFunc(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	var keys []string
-	for _, podClaim := range podclaims.ClaimsOf(pod) {
-		name, _, err := podclaims.ClaimName(pod, podClaim)
-		if err != nil || name == nil {
-			// Not generated yet or not needed: nothing to index.
-			continue
-		}
-		keys = append(keys, pod.Namespace+"/"+*name)
 	}
 	return keys, nil
 }

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
@@ -17,6 +15,7 @@ import (
 
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/internal/testing/testenv"
 )
 
 // TestRun drives the whole controller through informers on fake clients:
@@ -53,7 +52,7 @@ func TestRun(t *testing.T) {
 
 	// Both claims are generated and recorded.
 	var statuses []corev1.PodResourceClaimStatus
-	waitFor(ctx, t, "claims recorded in pod status", func() (bool, error) {
+	testenv.WaitFor(ctx, t, time.Minute, "claims recorded in pod status", func() (bool, error) {
 		pod, err := kubeClient.CoreV1().Pods(testNamespace).Get(ctx, "pod-a", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -83,27 +82,11 @@ func TestRun(t *testing.T) {
 	if _, err := kubeClient.CoreV1().Pods(testNamespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update pod status: %v", err)
 	}
-	waitFor(ctx, t, "generated claims deleted", func() (bool, error) {
+	testenv.WaitFor(ctx, t, time.Minute, "generated claims deleted", func() (bool, error) {
 		claims, err := resourceClient.ResourceV1().ResourceClaims(testNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
 		return len(claims.Items) == 0, nil
 	})
-}
-
-// waitFor polls until the condition holds. The limit only keeps a broken
-// controller from hanging the test run; nothing depends on how fast it is.
-func waitFor(ctx context.Context, t *testing.T, what string, condition func() (bool, error)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		done, err := condition()
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return done, err
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }

@@ -34,6 +34,7 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/worker"
+	"github.com/draplane/draplane/driver"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
@@ -315,14 +316,13 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 }
 
 func (c *Controller) delete(ctx context.Context, slice *resourcev1.ResourceSlice, reason string) error {
-	err := c.resourceClient.ResourceV1().ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &slice.UID},
-	})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	if err != nil {
+	deleted, err := driver.DeleteSlice(ctx, c.resourceClient, slice)
+	if err != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete slice %s: %w", slice.Name, err)
+	}
+	if !deleted {
+		// Gone already, or the name holds another slice now.
+		return nil
 	}
 	klog.FromContext(ctx).V(2).Info("Removed stale slice", "slice", slice.Name, "node", ptr.Deref(slice.Spec.NodeName, ""), "reason", reason)
 	return nil

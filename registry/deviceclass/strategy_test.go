@@ -5,17 +5,10 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/apis/resource/install"
+	"github.com/draplane/draplane/internal/testing/apitest"
 )
-
-func testScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	install.Install(scheme)
-	return scheme
-}
 
 func testClass(mutate ...func(*resourceapi.DeviceClass)) *resourceapi.DeviceClass {
 	class := &resourceapi.DeviceClass{
@@ -47,7 +40,7 @@ func TestGeneration(t *testing.T) {
 			wantGeneration: 2,
 		},
 	}
-	strategy := NewStrategy(testScheme())
+	strategy := NewStrategy(apitest.Scheme())
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			strategy.PrepareForUpdate(context.Background(), tc.new, tc.old)

@@ -10,11 +10,12 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/internal/testing/apitest"
 	"github.com/draplane/draplane/internal/testing/etcdtest"
 )
 
 func TestStorageStatusSubresource(t *testing.T) {
-	scheme := testScheme()
+	scheme := apitest.Scheme()
 	storage, status, err := NewREST(scheme, etcdtest.RESTOptionsGetter(t, scheme, resourcev1.SchemeGroupVersion))
 	if err != nil {
 		t.Fatal(err)

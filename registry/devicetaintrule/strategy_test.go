@@ -7,18 +7,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/apis/resource/install"
+	"github.com/draplane/draplane/internal/testing/apitest"
 )
-
-func testScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	install.Install(scheme)
-	return scheme
-}
 
 var (
 	earlier = metav1.NewTime(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -27,7 +20,7 @@ var (
 
 // testStrategy stamps the fixed time now.
 func testStrategy() ruleStrategy {
-	s := NewStrategy(testScheme())
+	s := NewStrategy(apitest.Scheme())
 	s.now = func() metav1.Time { return now }
 	return s
 }
@@ -133,7 +126,7 @@ func TestStatusUpdateKeepsSpecAndMetadata(t *testing.T) {
 		r.Spec.Taint.Key = "example.com/other"
 		r.Labels = map[string]string{"a": "b"}
 	})
-	NewStatusStrategy(testScheme()).PrepareForUpdate(context.Background(), new, old)
+	NewStatusStrategy(apitest.Scheme()).PrepareForUpdate(context.Background(), new, old)
 	if diff := cmp.Diff(old.Spec, new.Spec); diff != "" {
 		t.Errorf("spec changed through status (-old +new):\n%s", diff)
 	}

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/draplane/draplane/internal/testing/apitest"
 )
 
 func testPod() *corev1.Pod {
@@ -27,19 +29,11 @@ func testPod() *corev1.Pod {
 	}
 }
 
-func testScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	return scheme
-}
-
 // patchContext is the context of a PATCH of pods/p as WithPatch leaves it.
 func patchContext(t *testing.T, patchType types.PatchType, body string) context.Context {
 	t.Helper()
 	var ctx context.Context
-	handler := WithPatch(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { ctx = req.Context() }), testScheme(), 1<<20)
+	handler := WithPatch(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { ctx = req.Context() }), apitest.Scheme(corev1.AddToScheme), 1<<20)
 	req := httptest.NewRequest(http.MethodPatch, "/api/v1/namespaces/default/pods/p", strings.NewReader(body))
 	req.Header.Set("Content-Type", string(patchType)+"; charset=utf-8")
 	handler.ServeHTTP(httptest.NewRecorder(), req)
@@ -170,7 +164,7 @@ func TestWithPatchKeepsTheBody(t *testing.T) {
 			handler := WithPatch(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 				_, kept = req.Context().Value(contextKey{}).(*patchRequest)
 				got, _ = io.ReadAll(req.Body)
-			}), testScheme(), 1024)
+			}), apitest.Scheme(corev1.AddToScheme), 1024)
 			req := httptest.NewRequest(tc.method, "/api/v1/namespaces/default/pods/p", strings.NewReader(tc.body))
 			req.Header.Set("Content-Type", tc.contentType)
 			handler.ServeHTTP(httptest.NewRecorder(), req)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
+	"github.com/draplane/draplane/internal/testing/apitest"
 )
 
 // namespaces is a NamespaceGetter over a fixed set; it counts reads.
@@ -131,7 +132,7 @@ func TestAdminAccess(t *testing.T) {
 			}
 			ctx := context.Background()
 			var errs []string
-			strategy := NewStrategy(testScheme(), a)
+			strategy := NewStrategy(apitest.Scheme(), a)
 			switch tc.check {
 			case create:
 				for _, err := range strategy.Validate(ctx, tc.claim) {
@@ -142,7 +143,7 @@ func TestAdminAccess(t *testing.T) {
 					errs = append(errs, err.Field+": "+err.Error())
 				}
 			case status:
-				for _, err := range NewStatusStrategy(testScheme(), a).ValidateUpdate(ctx, tc.claim, tc.old) {
+				for _, err := range NewStatusStrategy(apitest.Scheme(), a).ValidateUpdate(ctx, tc.claim, tc.old) {
 					errs = append(errs, err.Field+": "+err.Error())
 				}
 			}

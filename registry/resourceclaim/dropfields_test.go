@@ -17,6 +17,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/internal/testing/apitest"
 )
 
 func withDerivedAttributes(c *resourceapi.ResourceClaim) {
@@ -121,8 +122,8 @@ var gatedClaimFields = []struct {
 // one that does; with the gate on it is kept. Status fields only come
 // with status updates.
 func TestDropDisabledFields(t *testing.T) {
-	strategy := NewStrategy(testScheme(), AdminAccess{})
-	status := NewStatusStrategy(testScheme(), AdminAccess{})
+	strategy := NewStrategy(apitest.Scheme(), AdminAccess{})
+	status := NewStatusStrategy(apitest.Scheme(), AdminAccess{})
 	ctx := context.Background()
 	for _, field := range gatedClaimFields {
 		for _, tc := range []struct {

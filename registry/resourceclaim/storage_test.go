@@ -12,12 +12,13 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/internal/testing/apitest"
 	"github.com/draplane/draplane/internal/testing/etcdtest"
 )
 
 func newTestREST(t *testing.T) (*REST, *StatusREST) {
 	t.Helper()
-	scheme := testScheme()
+	scheme := apitest.Scheme()
 	storage, status, err := NewREST(scheme, etcdtest.RESTOptionsGetter(t, scheme, resourcev1.SchemeGroupVersion), AdminAccess{})
 	if err != nil {
 		t.Fatal(err)

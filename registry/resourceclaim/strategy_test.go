@@ -6,19 +6,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/apis/resource/install"
+	"github.com/draplane/draplane/internal/testing/apitest"
 )
-
-func testScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	install.Install(scheme)
-	return scheme
-}
 
 func testClaim(mutate ...func(*resourceapi.ResourceClaim)) *resourceapi.ResourceClaim {
 	claim := &resourceapi.ResourceClaim{
@@ -58,7 +51,7 @@ func reserved(c *resourceapi.ResourceClaim) {
 
 func TestPrepareForCreateClearsStatus(t *testing.T) {
 	claim := testClaim(allocated("gpu-0"), reserved, func(c *resourceapi.ResourceClaim) { c.Generation = 5 })
-	NewStrategy(testScheme(), AdminAccess{}).PrepareForCreate(context.Background(), claim)
+	NewStrategy(apitest.Scheme(), AdminAccess{}).PrepareForCreate(context.Background(), claim)
 	if diff := cmp.Diff(resourceapi.ResourceClaimStatus{}, claim.Status); diff != "" {
 		t.Errorf("status after create (-want +got):\n%s", diff)
 	}
@@ -90,7 +83,7 @@ func TestUpdate(t *testing.T) {
 			wantErrs: []string{"spec"},
 		},
 	}
-	strategy := NewStrategy(testScheme(), AdminAccess{})
+	strategy := NewStrategy(apitest.Scheme(), AdminAccess{})
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -160,7 +153,7 @@ func TestStatusUpdate(t *testing.T) {
 			wantErrs:   []string{"status.devices[0]"},
 		},
 	}
-	strategy := NewStatusStrategy(testScheme(), AdminAccess{})
+	strategy := NewStatusStrategy(apitest.Scheme(), AdminAccess{})
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			strategy.PrepareForUpdate(context.Background(), tc.new, tc.old)

@@ -9,6 +9,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/internal/testing/apitest"
 	"github.com/draplane/draplane/registry/resourceclaim"
 )
 
@@ -20,7 +21,7 @@ func withDerivedAttributes(tt *resourceapi.ResourceClaimTemplate) {
 // gate like a claim's: dropped with the gate off unless the stored
 // template uses them.
 func TestDropDisabledFields(t *testing.T) {
-	strategy := NewStrategy(testScheme(), resourceclaim.AdminAccess{})
+	strategy := NewStrategy(apitest.Scheme(), resourceclaim.AdminAccess{})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name              string

@@ -11,12 +11,13 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/internal/testing/apitest"
 	"github.com/draplane/draplane/internal/testing/etcdtest"
 	"github.com/draplane/draplane/registry/resourceclaim"
 )
 
 func TestStorageRefusesSpecChanges(t *testing.T) {
-	scheme := testScheme()
+	scheme := apitest.Scheme()
 	storage, err := NewREST(scheme, etcdtest.RESTOptionsGetter(t, scheme, resourcev1.SchemeGroupVersion), resourceclaim.AdminAccess{})
 	if err != nil {
 		t.Fatal(err)

@@ -6,19 +6,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/apis/resource/install"
+	"github.com/draplane/draplane/internal/testing/apitest"
 	"github.com/draplane/draplane/registry/resourceclaim"
 )
-
-func testScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	install.Install(scheme)
-	return scheme
-}
 
 func testTemplate(mutate ...func(*resourceapi.ResourceClaimTemplate)) *resourceapi.ResourceClaimTemplate {
 	template := &resourceapi.ResourceClaimTemplate{
@@ -42,7 +35,7 @@ func withAdminAccess(tt *resourceapi.ResourceClaimTemplate) {
 // TestValidateAdminAccess: a template with admin access is refused in a
 // namespace without the label (no namespaces to read here), as a claim.
 func TestValidateAdminAccess(t *testing.T) {
-	strategy := NewStrategy(testScheme(), resourceclaim.AdminAccess{})
+	strategy := NewStrategy(apitest.Scheme(), resourceclaim.AdminAccess{})
 	if errs := strategy.Validate(context.Background(), testTemplate()); len(errs) > 0 {
 		t.Errorf("template without admin access: %v", errs)
 	}
@@ -75,7 +68,7 @@ func TestValidateUpdate(t *testing.T) {
 			wantErrs: []string{"spec", "spec.spec.devices.requests[0].exactly.adminAccess"},
 		},
 	}
-	strategy := NewStrategy(testScheme(), resourceclaim.AdminAccess{})
+	strategy := NewStrategy(apitest.Scheme(), resourceclaim.AdminAccess{})
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			old := testTemplate()

@@ -19,6 +19,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/internal/testing/apitest"
 )
 
 var added = metav1.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -169,7 +170,7 @@ func present(v any) bool {
 // and on an update of a slice that does not use it yet, and kept on an
 // update of a slice that already uses it; with the gate on it is kept.
 func TestDropDisabledFields(t *testing.T) {
-	strategy := NewStrategy(testScheme())
+	strategy := NewStrategy(apitest.Scheme())
 	ctx := context.Background()
 	for _, field := range gatedSliceFields {
 		for _, tc := range []struct {

@@ -14,6 +14,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/internal/testing/apitest"
 	"github.com/draplane/draplane/internal/testing/etcdtest"
 )
 
@@ -21,7 +22,7 @@ import (
 // as the server does.
 func newTestREST(t *testing.T) *REST {
 	t.Helper()
-	scheme := testScheme()
+	scheme := apitest.Scheme()
 	storage, err := NewREST(scheme, etcdtest.RESTOptionsGetter(t, scheme, resourcev1.SchemeGroupVersion))
 	if err != nil {
 		t.Fatal(err)

@@ -8,18 +8,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/apis/resource/install"
+	"github.com/draplane/draplane/internal/testing/apitest"
 )
-
-func testScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	install.Install(scheme)
-	return scheme
-}
 
 func testSlice(mutate ...func(*resourceapi.ResourceSlice)) *resourceapi.ResourceSlice {
 	slice := &resourceapi.ResourceSlice{
@@ -59,7 +52,7 @@ func TestPrepareForCreate(t *testing.T) {
 			wantStamped:    []bool{true, false},
 		},
 	}
-	strategy := NewStrategy(testScheme())
+	strategy := NewStrategy(apitest.Scheme())
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			before := time.Now().Add(-time.Second)
@@ -114,7 +107,7 @@ func TestPrepareForUpdate(t *testing.T) {
 			wantTimeAdded:  &old,
 		},
 	}
-	strategy := NewStrategy(testScheme())
+	strategy := NewStrategy(apitest.Scheme())
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			tc.old.Generation = 1

@@ -1,10 +1,11 @@
 package e2e
 
 import (
-	"bytes"
-	"os/exec"
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/draplane/draplane/internal/testing/testenv"
 )
 
 // TestDeprecatedVersionWarns drives the real binary (stamped 0.1 with
@@ -29,13 +30,11 @@ spec:
 
 	kubectl := func(t *testing.T, args ...string) (stdout, stderr string) {
 		t.Helper()
-		cmd := exec.Command(kubectlPath, append(s.kubectlFlags(), args...)...)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errOut.String())
+		stdout, stderr, err := testenv.Kubectl(context.Background(), kubectlPath, s.kubectlFlags(), "", args...)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return out.String(), errOut.String()
+		return stdout, stderr
 	}
 
 	tests := []struct {

@@ -4,12 +4,11 @@
 package e2e
 
 import (
-	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	"github.com/draplane/draplane/internal/testing/skipnote"
+	"github.com/draplane/draplane/internal/testing/testenv"
 	"github.com/draplane/draplane/test/launcher"
 )
 
@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	repoRoot = launcher.RepoRoot()
+	repoRoot = testenv.RepoRoot()
 	if path := os.Getenv("KUBECTL"); path != "" {
 		kubectlPath = path
 	} else if _, err := os.Stat(kubectlPath); err != nil {
@@ -165,17 +165,11 @@ func requireKubectl(t testing.TB) {
 func (s *testServer) Kubectl(t testing.TB, stdin string, args ...string) (string, error) {
 	t.Helper()
 	requireKubectl(t)
-	cmd := exec.Command(kubectlPath, append(s.kubectlFlags(), args...)...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	stdout, stderr, err := testenv.Kubectl(context.Background(), kubectlPath, s.kubectlFlags(), stdin, args...)
 	if err != nil {
-		return stdout.String() + stderr.String(), fmt.Errorf("kubectl %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		return stdout + stderr, err
 	}
-	return stdout.String(), nil
+	return stdout, nil
 }
 
 // kubectlFlags point kubectl at the server, with a discovery cache of its

@@ -10,22 +10,15 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-)
 
-// RepoRoot is the module root.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+	"github.com/draplane/draplane/internal/testing/testenv"
+)
 
 // Build builds the main package pkg (relative to the module root, e.g.
 // "./cmd/dra-apiserver") into out, with ldflags if any.
@@ -35,22 +28,12 @@ func Build(pkg, out string, ldflags ...string) error {
 		args = append(args, "-ldflags", strings.Join(ldflags, " "))
 	}
 	build := exec.Command("go", append(args, "-o", out, pkg)...)
-	build.Dir = RepoRoot()
+	build.Dir = testenv.RepoRoot()
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build %s: %w", pkg, err)
 	}
 	return nil
-}
-
-// FreePort asks the kernel for a free loopback port.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Process is one child process whose output, stdout and stderr, is kept.

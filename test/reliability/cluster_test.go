@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/internal/testing/testenv"
 )
 
 const (
@@ -41,8 +42,8 @@ func startEtcdCluster(t *testing.T, n int) *etcdCluster {
 		names = append(names, fmt.Sprintf("m%d", i))
 		// freePort never returns 2379/2380 in practice; etcdmember
 		// refuses them anyway.
-		clients = append(clients, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
-		peers = append(peers, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+		clients = append(clients, fmt.Sprintf("http://127.0.0.1:%d", testenv.MustFreePort(t)))
+		peers = append(peers, fmt.Sprintf("http://127.0.0.1:%d", testenv.MustFreePort(t)))
 	}
 	var initial []string
 	for i := range n {

@@ -22,6 +22,7 @@ import (
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
 	"github.com/draplane/draplane/internal/testing/skipnote"
+	"github.com/draplane/draplane/internal/testing/testenv"
 	"github.com/draplane/draplane/test/launcher"
 )
 
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	repoRoot = launcher.RepoRoot()
+	repoRoot = testenv.RepoRoot()
 	if os.Getenv(enableEnv) == "" {
 		skipnote.Print("test/reliability", fmt.Sprintf("crash safety, HA and churn take minutes; run them with %s=1 (make test-reliability)", enableEnv))
 		return m.Run() // every test skips, saying why
@@ -89,16 +90,6 @@ func seed(t *testing.T, def int64) int64 {
 	return s
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort(t testing.TB) int {
-	t.Helper()
-	port, err := launcher.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
-}
-
 // process is one child process whose output is kept.
 type process = launcher.Process
 
@@ -109,7 +100,7 @@ type server struct {
 }
 
 func newServer(t testing.TB, name, dataDir string, extraArgs ...string) *server {
-	s := &server{launcher.NewServer(name, serverBinary, dataDir, freePort(t), extraArgs...)}
+	s := &server{launcher.NewServer(name, serverBinary, dataDir, testenv.MustFreePort(t), extraArgs...)}
 	t.Cleanup(s.Stop)
 	return s
 }

@@ -392,7 +392,7 @@ func validateAllocationResult(allocation *resourceapi.AllocationResult, fldPath 
 			return append(errs, validateDeviceConfiguration(config.DeviceConfiguration, fldPath, false)...)
 		}, devicesPath.Child("config"))...)
 	if allocation.NodeSelector != nil {
-		allErrs = append(allErrs, validateNodeSelector(allocation.NodeSelector, fldPath.Child("nodeSelector"))...)
+		allErrs = append(allErrs, ValidateNodeSelector(allocation.NodeSelector, false, fldPath.Child("nodeSelector"))...)
 	}
 	return allErrs
 }

@@ -611,8 +611,8 @@ func TestValidateResourceClaimStatusUpdate(t *testing.T) {
 			c.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchExpressions[0].Operator = "Near"
 			c.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchFields = []corev1.NodeSelectorRequirement{{Key: "spec.nodeName", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}
 		}, want: []string{
-			notSupported("status.allocation.nodeSelector.nodeSelectorTerms[0].matchExpressions[0].operator"),
-			notSupported("status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].key"),
+			invalid("status.allocation.nodeSelector.nodeSelectorTerms[0].matchExpressions[0].operator"),
+			invalid("status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].key"),
 		}},
 		"allocation node selector by name": {old: unallocated(), mutate: func(c *resourceapi.ResourceClaim) {
 			c.Status.Allocation = validAllocation()

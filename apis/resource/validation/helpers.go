@@ -228,85 +228,19 @@ func validateRawJSONObject(raw runtime.RawExtension, fldPath *field.Path, stored
 	return nil
 }
 
-var validNodeSelectorOperators = []corev1.NodeSelectorOperator{
-	corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn, corev1.NodeSelectorOpExists,
-	corev1.NodeSelectorOpDoesNotExist, corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt,
-}
-
-// validateNodeSelector checks a node selector the way Kubernetes checks
-// required node affinity (whose validation works only on internal core
-// types, so this is our own): at least one term, valid keys, operators and
-// values.
-func validateNodeSelector(selector *corev1.NodeSelector, fldPath *field.Path) field.ErrorList {
-	termsPath := fldPath.Child("nodeSelectorTerms")
-	if len(selector.NodeSelectorTerms) == 0 {
-		return field.ErrorList{field.Required(termsPath, "must have at least one node selector term")}
-	}
-	var allErrs field.ErrorList
-	for i, term := range selector.NodeSelectorTerms {
-		termPath := termsPath.Index(i)
-		for j, req := range term.MatchExpressions {
-			allErrs = append(allErrs, validateNodeSelectorRequirement(req, termPath.Child("matchExpressions").Index(j))...)
-		}
-		for j, req := range term.MatchFields {
-			allErrs = append(allErrs, validateNodeFieldSelectorRequirement(req, termPath.Child("matchFields").Index(j))...)
-		}
-	}
-	return allErrs
-}
-
-func validateNodeSelectorRequirement(req corev1.NodeSelectorRequirement, fldPath *field.Path) field.ErrorList {
-	allErrs := metav1validation.ValidateLabelName(req.Key, fldPath.Child("key"))
-	valuesPath := fldPath.Child("values")
-	switch req.Operator {
-	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
-		if len(req.Values) == 0 {
-			allErrs = append(allErrs, field.Required(valuesPath, "must be specified when `operator` is 'In' or 'NotIn'"))
-		}
-	case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
-		if len(req.Values) > 0 {
-			allErrs = append(allErrs, field.Forbidden(valuesPath, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
-		}
-	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
-		if len(req.Values) != 1 {
-			allErrs = append(allErrs, field.Required(valuesPath, "must be specified single value when `operator` is 'Lt' or 'Gt'"))
-		}
-	default:
-		allErrs = append(allErrs, field.NotSupported(fldPath.Child("operator"), req.Operator, validNodeSelectorOperators))
-	}
-	for i, value := range req.Values {
-		allErrs = append(allErrs, validateLabelValue(value, valuesPath.Index(i))...)
-	}
-	return allErrs
-}
-
-// Node field selectors support only metadata.name, as in Kubernetes.
-func validateNodeFieldSelectorRequirement(req corev1.NodeSelectorRequirement, fldPath *field.Path) field.ErrorList {
-	var allErrs field.ErrorList
-	switch req.Operator {
-	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
-		if len(req.Values) != 1 {
-			allErrs = append(allErrs, field.Required(fldPath.Child("values"), "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
-		}
-	default:
-		allErrs = append(allErrs, field.NotSupported(fldPath.Child("operator"), req.Operator,
-			[]corev1.NodeSelectorOperator{corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn}))
-	}
-	if req.Key != "metadata.name" {
-		allErrs = append(allErrs, field.NotSupported(fldPath.Child("key"), req.Key, []string{"metadata.name"}))
-	}
-	return allErrs
-}
-
-// isExtendedResourceName follows Kubernetes' definition: a domain-prefixed
-// name outside *kubernetes.io/, not starting with "requests.", that is a
-// valid qualified name when used as a quota key ("requests.<name>").
-func isExtendedResourceName(name string) bool {
-	if !strings.Contains(name, "/") || strings.Contains(name, corev1.ResourceDefaultNamespacePrefix) ||
-		strings.HasPrefix(name, corev1.DefaultResourceRequestsPrefix) {
+// IsExtendedResourceName follows Kubernetes' definition (upstream's
+// v1helper.IsExtendedResourceName): a domain-prefixed name outside
+// *kubernetes.io/, not starting with "requests.", that is a valid
+// qualified name when used as a quota key ("requests.<name>"). A
+// DeviceClass's spec.extendedResourceName, a pod's container resources and
+// the controllers that give devices for extended resources all use it.
+func IsExtendedResourceName(name corev1.ResourceName) bool {
+	s := string(name)
+	if !strings.Contains(s, "/") || strings.Contains(s, corev1.ResourceDefaultNamespacePrefix) ||
+		strings.HasPrefix(s, corev1.DefaultResourceRequestsPrefix) {
 		return false
 	}
-	return len(utilvalidation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+name)) == 0
+	return len(utilvalidation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
 }
 
 func validateConditions(conditions []metav1.Condition, maxSize int, fldPath *field.Path) field.ErrorList {

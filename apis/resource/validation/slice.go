@@ -84,7 +84,7 @@ func validateNodeSelection(spec *resourceapi.ResourceSliceSpec, fldPath *field.P
 	}
 	if spec.NodeSelector != nil {
 		setFields = append(setFields, "`nodeSelector`")
-		allErrs = append(allErrs, validateNodeSelector(spec.NodeSelector, fldPath.Child("nodeSelector"))...)
+		allErrs = append(allErrs, ValidateNodeSelector(spec.NodeSelector, false, fldPath.Child("nodeSelector"))...)
 		if n := len(spec.NodeSelector.NodeSelectorTerms); n > 1 {
 			// One term keeps merging the selectors of devices from
 			// different slices into one allocation result simple.
@@ -196,7 +196,7 @@ func validateDeviceNodeSelection(device resourceapi.Device, fldPath *field.Path,
 	}
 	if device.NodeSelector != nil {
 		setFields = append(setFields, "`nodeSelector`")
-		allErrs = append(allErrs, validateNodeSelector(device.NodeSelector, fldPath.Child("nodeSelector"))...)
+		allErrs = append(allErrs, ValidateNodeSelector(device.NodeSelector, false, fldPath.Child("nodeSelector"))...)
 	}
 	if device.AllNodes != nil {
 		if *device.AllNodes {

@@ -152,6 +152,11 @@ func TestValidateResourceSlice(t *testing.T) {
 			required("spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[2].values"),
 			invalid("spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[3].key"),
 		}},
+		"node selector field value not a node name": {mutate: func(s *resourceapi.ResourceSlice) {
+			s.Spec.NodeName, s.Spec.NodeSelector = nil, &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"Node_1"}}},
+			}}}
+		}, want: []string{invalid("spec.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0]")}},
 		"node selector and per-device": {mutate: func(s *resourceapi.ResourceSlice) {
 			perDevice(s)
 			s.Spec.NodeSelector = nodeSelector(1)

@@ -4,6 +4,7 @@
 package validation
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -36,7 +37,7 @@ func validateDeviceClassSpec(spec, oldSpec *resourceapi.DeviceClassSpec, fldPath
 		func(config resourceapi.DeviceClassConfiguration, fldPath *field.Path) field.ErrorList {
 			return validateDeviceConfiguration(config.DeviceConfiguration, fldPath, configUnchanged)
 		}, fldPath.Child("config"))...)
-	if name := spec.ExtendedResourceName; name != nil && !isExtendedResourceName(*name) {
+	if name := spec.ExtendedResourceName; name != nil && !IsExtendedResourceName(corev1.ResourceName(*name)) {
 		allErrs = append(allErrs, field.Invalid(fldPath.Child("extendedResourceName"), *name, "must be a valid extended resource name"))
 	}
 	return allErrs

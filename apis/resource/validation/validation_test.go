@@ -420,3 +420,19 @@ func TestValidateDeviceTaintRuleStatusUpdate(t *testing.T) {
 		})
 	}
 }
+
+func TestIsExtendedResourceName(t *testing.T) {
+	for name, want := range map[corev1.ResourceName]bool{
+		"example.com/gpu":                        true,
+		"deviceclass.resource.kubernetes.io/gpu": false, // a class's implicit name, not an extended resource
+		"cpu":                                    false,
+		"kubernetes.io/gpu":                      false,
+		"sub.kubernetes.io/gpu":                  false,
+		"requests.example.com/gpu":               false,
+		"example.com/-gpu":                       false,
+	} {
+		if got := IsExtendedResourceName(name); got != want {
+			t.Errorf("%s: got %v, want %v", name, got, want)
+		}
+	}
+}

@@ -353,13 +353,13 @@ func validateResourceQuantity(name corev1.ResourceName, quantity resource.Quanti
 		if !standardContainerResources.Has(string(name)) && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
 			allErrs = append(allErrs, field.Invalid(fldPath, string(name), "must be a standard resource for containers or fully qualified"))
 		}
-	case !strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix) && !isExtendedResourceName(name):
+	case !strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix) && !resourcevalidation.IsExtendedResourceName(name):
 		allErrs = append(allErrs, field.Invalid(fldPath, string(name), "doesn't follow extended resource name standard"))
 	}
 	if quantity.Sign() < 0 {
 		allErrs = append(allErrs, field.Invalid(fldPath, quantity.String(), "must be greater than or equal to 0"))
 	}
-	if (isExtendedResourceName(name) || strings.HasPrefix(string(name), deviceClassResourcePrefix)) && quantity.MilliValue()%1000 != 0 {
+	if (resourcevalidation.IsExtendedResourceName(name) || strings.HasPrefix(string(name), deviceClassResourcePrefix)) && quantity.MilliValue()%1000 != 0 {
 		allErrs = append(allErrs, field.Invalid(fldPath, quantity.String(), "must be an integer"))
 	}
 	return allErrs
@@ -371,16 +371,6 @@ func validateResourceQuantity(name corev1.ResourceName, quantity resource.Quanti
 const deviceClassResourcePrefix = "deviceclass.resource.kubernetes.io/"
 
 var standardContainerResources = sets.New(string(corev1.ResourceCPU), string(corev1.ResourceMemory), string(corev1.ResourceEphemeralStorage))
-
-// isExtendedResourceName: domain-prefixed, outside kubernetes.io, and a
-// qualified name as a quota key ("requests.<name>").
-func isExtendedResourceName(name corev1.ResourceName) bool {
-	s := string(name)
-	if !strings.Contains(s, "/") || strings.Contains(s, corev1.ResourceDefaultNamespacePrefix) || strings.HasPrefix(s, corev1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
-}
 
 // overcommitAllowed: only Kubernetes' own resources other than huge pages
 // may be requested below their limit; extended resources are requested
@@ -590,72 +580,16 @@ func validateExtendedResourceClaimStatus(status *corev1.PodExtendedResourceClaim
 func validateNodeAffinity(affinity *corev1.NodeAffinity, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	if required := affinity.RequiredDuringSchedulingIgnoredDuringExecution; required != nil {
-		termsPath := fldPath.Child("requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
-		if len(required.NodeSelectorTerms) == 0 {
-			allErrs = append(allErrs, field.Required(termsPath, "must have at least one node selector term"))
-		}
-		for i, term := range required.NodeSelectorTerms {
-			allErrs = append(allErrs, validateNodeSelectorTerm(term, termsPath.Index(i))...)
-		}
+		allErrs = append(allErrs, resourcevalidation.ValidateNodeSelector(required, false, fldPath.Child("requiredDuringSchedulingIgnoredDuringExecution"))...)
 	}
 	for i, preferred := range affinity.PreferredDuringSchedulingIgnoredDuringExecution {
 		idxPath := fldPath.Child("preferredDuringSchedulingIgnoredDuringExecution").Index(i)
 		if preferred.Weight < 1 || preferred.Weight > 100 {
 			allErrs = append(allErrs, field.Invalid(idxPath.Child("weight"), preferred.Weight, "must be in the range 1-100"))
 		}
-		allErrs = append(allErrs, validateNodeSelectorTerm(preferred.Preference, idxPath.Child("preference"))...)
-	}
-	return allErrs
-}
-
-var nodeSelectorOperators = []corev1.NodeSelectorOperator{
-	corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn, corev1.NodeSelectorOpExists,
-	corev1.NodeSelectorOpDoesNotExist, corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt,
-}
-
-func validateNodeSelectorTerm(term corev1.NodeSelectorTerm, fldPath *field.Path) field.ErrorList {
-	var allErrs field.ErrorList
-	for i, requirement := range term.MatchExpressions {
-		idxPath := fldPath.Child("matchExpressions").Index(i)
-		allErrs = append(allErrs, metav1validation.ValidateLabelName(requirement.Key, idxPath.Child("key"))...)
-		valuesPath := idxPath.Child("values")
-		switch requirement.Operator {
-		case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
-			if len(requirement.Values) == 0 {
-				allErrs = append(allErrs, field.Required(valuesPath, "must be specified when `operator` is 'In' or 'NotIn'"))
-			}
-		case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
-			if len(requirement.Values) > 0 {
-				allErrs = append(allErrs, field.Forbidden(valuesPath, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
-			}
-		case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
-			if len(requirement.Values) != 1 {
-				allErrs = append(allErrs, field.Required(valuesPath, "must be specified single value when `operator` is 'Lt' or 'Gt'"))
-			}
-		default:
-			allErrs = append(allErrs, field.NotSupported(idxPath.Child("operator"), requirement.Operator, nodeSelectorOperators))
-		}
-		for j, value := range requirement.Values {
-			for _, msg := range validation.IsValidLabelValue(value) {
-				allErrs = append(allErrs, field.Invalid(valuesPath.Index(j), value, msg))
-			}
-		}
-	}
-	for i, requirement := range term.MatchFields {
-		idxPath := fldPath.Child("matchFields").Index(i)
-		if requirement.Key != "metadata.name" {
-			allErrs = append(allErrs, field.NotSupported(idxPath.Child("key"), requirement.Key, []string{"metadata.name"}))
-		}
-		if requirement.Operator != corev1.NodeSelectorOpIn && requirement.Operator != corev1.NodeSelectorOpNotIn {
-			allErrs = append(allErrs, field.NotSupported(idxPath.Child("operator"), requirement.Operator,
-				[]corev1.NodeSelectorOperator{corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn}))
-		}
-		if len(requirement.Values) != 1 {
-			allErrs = append(allErrs, field.Required(idxPath.Child("values"), "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
-		}
-		for j, value := range requirement.Values {
-			allErrs = append(allErrs, validateDNSSubdomain(value, idxPath.Child("values").Index(j))...)
-		}
+		// Invalid label values may stand in a preference, as upstream:
+		// they can only fail to match.
+		allErrs = append(allErrs, resourcevalidation.ValidateNodeSelectorTerm(preferred.Preference, true, idxPath.Child("preference"))...)
 	}
 	return allErrs
 }

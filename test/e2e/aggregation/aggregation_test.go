@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,6 +34,7 @@ import (
 
 	"github.com/draplane/draplane/controllers/podclaims"
 	"github.com/draplane/draplane/internal/testing/skipnote"
+	"github.com/draplane/draplane/internal/testing/testenv"
 	"github.com/draplane/draplane/test/launcher"
 )
 
@@ -101,15 +101,10 @@ func TestAggregation(t *testing.T) {
 	t.Run("rbac", e.testRBAC)
 }
 
-func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
-}
-
 func setUp(t *testing.T) *env {
 	ctx := t.Context()
 	e := &env{dir: t.TempDir()}
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	var err error
 	if e.kubectlPath, err = exec.LookPath("kubectl"); err != nil {
 		t.Fatalf("kubectl: %v", err)
@@ -152,7 +147,7 @@ func setUp(t *testing.T) *env {
 	}
 
 	// etcd.
-	etcdClient, etcdPeer := freePort(t), freePort(t)
+	etcdClient, etcdPeer := testenv.MustFreePort(t), testenv.MustFreePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
 	startProcess(t, "etcd", filepath.Join(toolsDir, "etcd"),
@@ -176,7 +171,7 @@ rules:
 
 	// kube-apiserver.
 	start = time.Now()
-	apiPort := freePort(t)
+	apiPort := testenv.MustFreePort(t)
 	e.clusterCAFile = clusterCA.file
 	e.apiPort = apiPort
 	apiserverExited := startProcess(t, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"),
@@ -239,7 +234,7 @@ current-context: host
 	// listens on (with --enable-aggregator-routing=false the aggregator
 	// dials it), and the APIServices name that port. The Deployment is
 	// created but never run: no kubelet.
-	e.draPort, e.draPort2 = freePort(t), freePort(t)
+	e.draPort, e.draPort2 = testenv.MustFreePort(t), testenv.MustFreePort(t)
 	overlay := filepath.Join(e.dir, "deploy-overlay")
 	if err := os.MkdirAll(overlay, 0o755); err != nil {
 		t.Fatal(err)
@@ -757,26 +752,22 @@ func (e *env) kubectl(args ...string) (string, error) {
 }
 
 func (e *env) kubectlStdin(stdin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, e.kubectlPath, append([]string{"--kubeconfig=" + e.hostKubeconfig}, args...)...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	out, err := cmd.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
+	stdout, stderr, err := e.runKubectl(stdin, args...)
+	return strings.TrimSpace(stdout + stderr), err
 }
 
 // kubectlSplit runs kubectl and returns its standard output and its
 // standard error (where warnings go) apart.
 func (e *env) kubectlSplit(args ...string) (string, string, error) {
+	stdout, stderr, err := e.runKubectl("", args...)
+	return strings.TrimSpace(stdout), stderr, err
+}
+
+// runKubectl runs kubectl against the host cluster, for a minute at most.
+func (e *env) runKubectl(stdin string, args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.kubectlPath, append([]string{"--kubeconfig=" + e.hostKubeconfig}, args...)...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	return strings.TrimSpace(stdout.String()), stderr.String(), err
+	return testenv.Kubectl(ctx, e.kubectlPath, []string{"--kubeconfig=" + e.hostKubeconfig}, stdin, args...)
 }
 
 func (e *env) draURL(path string) string {
@@ -828,21 +819,6 @@ func waitForFile(t *testing.T, path string, exited <-chan struct{}) []byte {
 		return err == nil && len(data) > 0, nil
 	})
 	return data
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if port != 2379 && port != 2380 && port != 6443 {
-			return port
-		}
-	}
 }
 
 // exitedErr fails a wait for a process that is gone.

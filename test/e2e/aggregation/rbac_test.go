@@ -18,6 +18,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
+
+	"github.com/draplane/draplane/internal/testing/testenv"
 )
 
 // A use is one kind of request the server makes to the host cluster as
@@ -102,7 +104,7 @@ type grant struct {
 // serverGrants reads deploy/ (rendered by kustomize) and returns what it
 // grants the server's ServiceAccount.
 func (e *env) serverGrants(t *testing.T) []grant {
-	out, err := exec.Command(e.kubectlPath, "kustomize", filepath.Join(repoRoot(t), "deploy")).Output()
+	out, err := exec.Command(e.kubectlPath, "kustomize", filepath.Join(testenv.RepoRoot(), "deploy")).Output()
 	if err != nil {
 		t.Fatalf("kubectl kustomize deploy/: %v", err)
 	}

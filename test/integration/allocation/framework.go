@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -25,6 +24,7 @@ import (
 	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/internal/testing/testenv"
 	"github.com/draplane/draplane/test/integration/framework"
 )
 
@@ -197,20 +197,11 @@ func PodWithTemplate(namespace, name, template string, nodeSelector map[string]s
 	}
 }
 
-// WaitFor polls the condition until it holds; NotFound counts as "not
-// yet".
+// WaitFor polls the condition until it holds, for PollTimeout at most;
+// NotFound counts as "not yet".
 func WaitFor(ctx context.Context, tb testing.TB, what string, condition func() (bool, error)) {
 	tb.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, PollTimeout, true, func(context.Context) (bool, error) {
-		done, err := condition()
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return done, err
-	})
-	if err != nil {
-		tb.Fatalf("waiting for %s: %v", what, err)
-	}
+	testenv.WaitFor(ctx, tb, PollTimeout, what, condition)
 }
 
 // DeviceKey names an allocated device for the uniqueness check.

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -34,6 +33,7 @@ import (
 	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/internal/testing/testenv"
 	"github.com/draplane/draplane/test/integration/framework"
 )
 
@@ -124,22 +124,6 @@ func startInformers(ctx context.Context, wg *sync.WaitGroup, kubeInformers infor
 		kubeInformers.Shutdown()
 		resourceInformers.Shutdown()
 	})
-}
-
-// waitFor polls the condition until it holds; NotFound counts as "not
-// yet".
-func waitFor(ctx context.Context, t *testing.T, what string, condition func() (bool, error)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
-		done, err := condition()
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return done, err
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 // fixture is one test's namespace, driver and pool.
@@ -247,7 +231,7 @@ func podRef(pod *corev1.Pod) resourcev1.ResourceClaimConsumerReference {
 func waitEvicted(ctx context.Context, t *testing.T, e *env, pod *corev1.Pod) *corev1.PodCondition {
 	t.Helper()
 	var condition *corev1.PodCondition
-	waitFor(ctx, t, "eviction of pod "+pod.Name, func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "eviction of pod "+pod.Name, func() (bool, error) {
 		current, err := e.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || err == nil && current.UID != pod.UID {
 			return true, nil
@@ -275,7 +259,7 @@ func disruptionTarget(pod *corev1.Pod) *corev1.PodCondition {
 func waitRuleCondition(ctx context.Context, t *testing.T, e *env, name, reason, message string) metav1.Condition {
 	t.Helper()
 	var last metav1.Condition
-	waitFor(ctx, t, fmt.Sprintf("rule %s condition %s %q", name, reason, message), func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, fmt.Sprintf("rule %s condition %s %q", name, reason, message), func() (bool, error) {
 		rule, err := e.resource.ResourceV1().DeviceTaintRules().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -297,7 +281,7 @@ func waitRuleCondition(ctx context.Context, t *testing.T, e *env, name, reason, 
 func waitPodEvent(ctx context.Context, t *testing.T, e *env, pod *corev1.Pod, reason string) string {
 	t.Helper()
 	var message string
-	waitFor(ctx, t, "event "+reason+" for pod "+pod.Name, func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "event "+reason+" for pod "+pod.Name, func() (bool, error) {
 		events, err := e.kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -331,7 +315,7 @@ func testSharedClaim(ctx context.Context, t *testing.T, e *env) {
 	waitRuleCondition(ctx, t, e, "shared-gpu-0", devicetainteviction.ReasonCompleted, "0 pods pending eviction, 3 pods evicted, 0 evictions cancelled")
 
 	// Events about a cluster-scoped object land in namespace default.
-	waitFor(ctx, t, "an event on the rule for each evicted pod", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "an event on the rule for each evicted pod", func() (bool, error) {
 		events, err := e.kube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -10,6 +10,7 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/devicetainteviction"
+	"github.com/draplane/draplane/internal/testing/testenv"
 )
 
 // testNoSchedule: with the allocation controller running, a pod gets one
@@ -88,7 +89,7 @@ func testNoSchedule(ctx context.Context, t *testing.T, e *env) {
 	allocatedDevice := func(pod *corev1.Pod) string {
 		t.Helper()
 		var device string
-		waitFor(ctx, t, "pod "+pod.Name+" bound with an allocated claim", func() (bool, error) {
+		testenv.WaitFor(ctx, t, pollTimeout, "pod "+pod.Name+" bound with an allocated claim", func() (bool, error) {
 			current, err := e.kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 			if err != nil || current.Spec.NodeName == "" || len(current.Status.ResourceClaimStatuses) == 0 || current.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
 				return false, err
@@ -136,7 +137,7 @@ func testNoSchedule(ctx context.Context, t *testing.T, e *env) {
 
 	noSchedule("noschedule-free", free)
 	second := createPod("second")
-	waitFor(ctx, t, "pod second unschedulable", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "pod second unschedulable", func() (bool, error) {
 		pod, err := e.kube.CoreV1().Pods(ns).Get(ctx, second.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

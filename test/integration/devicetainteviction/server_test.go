@@ -12,6 +12,7 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/devicetainteviction"
+	"github.com/draplane/draplane/internal/testing/testenv"
 )
 
 // TestServerControllers uses the controllers as the server runs them
@@ -93,7 +94,7 @@ func TestServerControllers(t *testing.T) {
 		}
 		pods = append(pods, pod)
 	}
-	waitFor(ctx, t, "shared claim allocated and reserved for three bound pods", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "shared claim allocated and reserved for three bound pods", func() (bool, error) {
 		claim, err := e.resource.ResourceV1().ResourceClaims(ns).Get(ctx, "shared", metav1.GetOptions{})
 		if err != nil || claim.Status.Allocation == nil || len(claim.Status.ReservedFor) != len(pods) {
 			return false, err

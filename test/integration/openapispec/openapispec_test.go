@@ -16,7 +16,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -34,6 +33,7 @@ import (
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/apis/resource/install"
 	"github.com/draplane/draplane/apis/resource/upstreamv1"
+	"github.com/draplane/draplane/internal/testing/testenv"
 	"github.com/draplane/draplane/test/integration/framework"
 )
 
@@ -55,8 +55,7 @@ type servedKind struct {
 }
 
 func TestOpenAPISpec(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	headDir := filepath.Join(filepath.Dir(file), "..", "..", "..", "api", "openapi-spec", "HEAD")
+	headDir := filepath.Join(testenv.RepoRoot(), "api", "openapi-spec", "HEAD")
 
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup

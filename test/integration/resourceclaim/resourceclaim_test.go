@@ -21,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -34,6 +33,7 @@ import (
 	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/internal/testing/testenv"
 	"github.com/draplane/draplane/test/integration/framework"
 )
 
@@ -159,7 +159,7 @@ func testTwoTemplateClaims(ctx context.Context, t *testing.T, e *env) {
 
 	// Both claims are generated and recorded, despite the failed first
 	// status write.
-	waitFor(ctx, t, "both claims in the pod status", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "both claims in the pod status", func() (bool, error) {
 		current, err := e.kube.CoreV1().Pods(namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -201,7 +201,7 @@ func testTwoTemplateClaims(ctx context.Context, t *testing.T, e *env) {
 		allocate(ctx, t, e, name)
 	}
 	for name := range claims {
-		waitFor(ctx, t, "claim "+name+" reserved for the pod", func() (bool, error) {
+		testenv.WaitFor(ctx, t, pollTimeout, "claim "+name+" reserved for the pod", func() (bool, error) {
 			claim, err := e.resource.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -290,7 +290,7 @@ func testSharedClaim(ctx context.Context, t *testing.T, e *env) {
 		setPhase(ctx, t, e, pod.Name, corev1.PodRunning)
 		pods = append(pods, pod)
 	}
-	waitFor(ctx, t, "claim reserved for all three pods", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "claim reserved for all three pods", func() (bool, error) {
 		current, err := e.resource.ResourceV1().ResourceClaims(namespace).Get(ctx, claim.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -301,7 +301,7 @@ func testSharedClaim(ctx context.Context, t *testing.T, e *env) {
 	// The second pod finishes: only it leaves reservedFor, the claim stays
 	// allocated for the others.
 	setPhase(ctx, t, e, pods[1].Name, corev1.PodSucceeded)
-	waitFor(ctx, t, "finished pod removed from reservedFor", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "finished pod removed from reservedFor", func() (bool, error) {
 		current, err := e.resource.ResourceV1().ResourceClaims(namespace).Get(ctx, claim.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -325,7 +325,7 @@ func testSharedClaim(ctx context.Context, t *testing.T, e *env) {
 	if err := e.kube.CoreV1().Pods(namespace).Delete(ctx, pods[2].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr[int64](0)}); err != nil {
 		t.Fatalf("delete pod: %v", err)
 	}
-	waitFor(ctx, t, "shared claim released", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "shared claim released", func() (bool, error) {
 		current, err := e.resource.ResourceV1().ResourceClaims(namespace).Get(ctx, claim.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -339,7 +339,7 @@ func testSharedClaim(ctx context.Context, t *testing.T, e *env) {
 func testDeletedPod(ctx context.Context, t *testing.T, e *env) {
 	pod := createTemplatePod(ctx, t, e, "short-lived")
 	var claimName string
-	waitFor(ctx, t, "claim in the pod status", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "claim in the pod status", func() (bool, error) {
 		current, err := e.kube.CoreV1().Pods(namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil || len(current.Status.ResourceClaimStatuses) == 0 {
 			return false, err
@@ -359,7 +359,7 @@ func testDeletedPod(ctx context.Context, t *testing.T, e *env) {
 	if err := e.kube.CoreV1().Pods(namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete pod: %v", err)
 	}
-	waitFor(ctx, t, "claim "+claimName+" deleted", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "claim "+claimName+" deleted", func() (bool, error) {
 		_, err := e.resource.ResourceV1().ResourceClaims(namespace).Get(ctx, claimName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -375,7 +375,7 @@ func testDeletedPod(ctx context.Context, t *testing.T, e *env) {
 func testDeletedUnallocatedClaim(ctx context.Context, t *testing.T, e *env) {
 	pod := createTemplatePod(ctx, t, e, "waiting")
 	var first *resourcev1.ResourceClaim
-	waitFor(ctx, t, "claim generated", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "claim generated", func() (bool, error) {
 		for _, claim := range claimsOwnedBy(ctx, t, e, pod) {
 			first = claim
 		}
@@ -387,7 +387,7 @@ func testDeletedUnallocatedClaim(ctx context.Context, t *testing.T, e *env) {
 	if err := e.resource.ResourceV1().ResourceClaims(namespace).Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete claim: %v", err)
 	}
-	waitFor(ctx, t, "claim "+first.Name+" gone", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "claim "+first.Name+" gone", func() (bool, error) {
 		current, err := e.resource.ResourceV1().ResourceClaims(namespace).Get(ctx, first.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -398,7 +398,7 @@ func testDeletedUnallocatedClaim(ctx context.Context, t *testing.T, e *env) {
 			return current.UID != first.UID, nil
 		}
 	})
-	waitFor(ctx, t, "a new claim for the pod", func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, "a new claim for the pod", func() (bool, error) {
 		for _, claim := range claimsOwnedBy(ctx, t, e, pod) {
 			if claim.UID != first.UID && claim.DeletionTimestamp == nil {
 				return slices.Contains(claim.Finalizers, resourceapi.Finalizer), nil
@@ -487,7 +487,7 @@ func allocate(ctx context.Context, t *testing.T, e *env, name string) {
 // conflicts with the controller's own status writes.
 func setPhase(ctx context.Context, t *testing.T, e *env, name string, phase corev1.PodPhase) {
 	t.Helper()
-	waitFor(ctx, t, fmt.Sprintf("pod %s %s", name, phase), func() (bool, error) {
+	testenv.WaitFor(ctx, t, pollTimeout, fmt.Sprintf("pod %s %s", name, phase), func() (bool, error) {
 		pod, err := e.kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -558,20 +558,6 @@ func reservedUIDs(claim *resourcev1.ResourceClaim) uids {
 		set[consumer.UID] = true
 	}
 	return set
-}
-
-func waitFor(ctx context.Context, t *testing.T, what string, condition func() (bool, error)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
-		done, err := condition()
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return done, err
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 func ptr[T any](v T) *T { return &v }

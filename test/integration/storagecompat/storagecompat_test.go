@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -40,6 +39,7 @@ import (
 	"github.com/draplane/draplane/apis/resource/upstreamv1"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/internal/testing/etcdtest"
+	"github.com/draplane/draplane/internal/testing/testenv"
 	"github.com/draplane/draplane/test/integration/framework"
 )
 
@@ -65,8 +65,7 @@ var resources = map[string]resourceInfo{
 }
 
 func TestStoredFixturesReadable(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	testdata := filepath.Join(filepath.Dir(file), "..", "..", "..", "apis", "resource", "testdata")
+	testdata := filepath.Join(testenv.RepoRoot(), "apis", "resource", "testdata")
 	releases, err := filepath.Glob(filepath.Join(testdata, "v*"))
 	if err != nil {
 		t.Fatal(err)
