@@ -15,7 +15,12 @@ require (
 	k8s.io/kubelet v0.37.2
 )
 
-require k8s.io/code-generator v0.37.2 // indirect
+require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/chromedp/chromedp v0.23.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	k8s.io/code-generator v0.37.2 // indirect
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
