@@ -17,6 +17,7 @@ import (
 // informers once the server serves. Pending pods are shown when
 // core-lite serves pods.
 func installDeviceMap(generic *genericapiserver.GenericAPIServer, tracker *capacity.Tracker, shared *controllermanager.SharedInformers, inProcess http.Handler, pods bool) error {
+	devicemap.RegisterMetrics()
 	m := devicemap.New(tracker)
 	stop := make(chan struct{})
 	handler := m.Handler(stop)

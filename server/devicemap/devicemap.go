@@ -78,6 +78,8 @@ type Map struct {
 	holders map[string]map[types.UID]holder
 	rules   map[string]*resourcev1.DeviceTaintRule
 	pending map[types.NamespacedName]Pending
+	// reasons are those the pending pods gauge was set for.
+	reasons map[string]struct{}
 
 	rows         map[string]json.RawMessage
 	dirtyNodes   map[string]struct{}
@@ -87,7 +89,9 @@ type Map struct {
 	pendingJSON  json.RawMessage
 	classesJSON  json.RawMessage
 	flushing     bool
-	updates      uint64
+	// manual: only Flush calls flush (tests and benchmarks).
+	manual  bool
+	updates uint64
 
 	subscribers map[*subscriber]struct{}
 }
@@ -165,6 +169,7 @@ func New(tracker *capacity.Tracker) *Map {
 		holders:     map[string]map[types.UID]holder{},
 		rules:       map[string]*resourcev1.DeviceTaintRule{},
 		pending:     map[types.NamespacedName]Pending{},
+		reasons:     map[string]struct{}{},
 		rows:        map[string]json.RawMessage{},
 		dirtyNodes:  map[string]struct{}{},
 		subscribers: map[*subscriber]struct{}{},
@@ -433,7 +438,7 @@ func (m *Map) DeletePod(key types.NamespacedName) {
 
 // scheduleLocked starts a flush after flushDelay unless one is due.
 func (m *Map) scheduleLocked() {
-	if m.flushing {
+	if m.flushing || m.manual {
 		return
 	}
 	m.flushing = true
@@ -488,6 +493,7 @@ func (m *Map) Flush() {
 	clear(m.dirtyNodes)
 	if m.dirtyPending {
 		m.pendingJSON = m.pendingListLocked()
+		m.setPendingMetricLocked()
 		msg.Pending = m.pendingJSON
 		m.dirtyPending = false
 	}
@@ -507,6 +513,7 @@ func (m *Map) Flush() {
 		return
 	}
 	m.updates++
+	updatesSent.Inc()
 	data, err := json.Marshal(msg)
 	if err != nil {
 		return

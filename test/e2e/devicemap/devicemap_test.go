@@ -9,6 +9,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +64,20 @@ func setUp(t *testing.T, nodes int) *env {
 	t.Cleanup(s.Stop)
 	if !strings.Contains(s.Output(), "draplane: device map at "+s.URL+"/devicemap/") {
 		t.Errorf("the server does not print the device map's URL:\n%s", launcher.Tail(s.Output(), 20))
+	}
+	// The page is behind the API's authentication: an anonymous request
+	// is refused.
+	anonymous, err := s.AnonymousHTTPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := anonymous.Get(s.URL + "/devicemap/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		t.Errorf("anonymous GET /devicemap/: %d, want 401 or 403", resp.StatusCode)
 	}
 	e := &env{server: s, kubectl: kubectl}
 	e.proxyURL = e.startProxy(t)
@@ -337,4 +352,85 @@ func equal(got, want map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// TestDeviceMapScale measures the page at 500 simulated nodes × 8 GPUs
+// (DRAPLANE_DEVICEMAP_SCALE=1): how long the page takes to load and show
+// its snapshot, and the server's CPU per update while a DeviceTaintRule
+// is applied and deleted, each time redrawing every row (the most an
+// update costs). It logs numbers; it asserts none of them.
+func TestDeviceMapScale(t *testing.T) {
+	if os.Getenv("DRAPLANE_DEVICEMAP_SCALE") != "1" {
+		t.Skip("set DRAPLANE_DEVICEMAP_SCALE=1 to measure the page at 500 simulated nodes")
+	}
+	const nodes = 500
+	e := setUp(t, nodes)
+	ctx, cancel := context.WithTimeout(e.browser, 5*time.Minute)
+	defer cancel()
+	// Wait until every node's slice is shown once, then load the page
+	// again for the measurement.
+	do(t, ctx, chromedp.Navigate(e.proxyURL+"/devicemap/"))
+	e.waitCounts(t, ctx, map[string]int{"free": nodes * 8}, 3*time.Minute)
+	start := time.Now()
+	do(t, ctx, chromedp.Navigate(e.proxyURL+"/devicemap/"))
+	do(t, ctx, chromedp.WaitVisible(`body[data-ready="1"]`))
+	load := time.Since(start)
+	domLoad := do(t, ctx, chromedp.Evaluate[float64](`performance.now()`))
+	t.Logf("page at %d nodes × 8 devices: navigation to snapshot shown in %v (page's own clock: %.0f ms)", nodes, load.Round(time.Millisecond), domLoad)
+
+	const rounds = 20
+	updatesBefore := e.updates(t)
+	cpuBefore := processCPU(t, e.server.Pid())
+	begin := time.Now()
+	rule := `apiVersion: resource.draplane.dev/v1
+kind: DeviceTaintRule
+metadata:
+  name: scale
+spec:
+  deviceSelector:
+    device: gpu-0
+    pool: sim-node-0
+  taint:
+    key: example.com/scale
+    effect: NoSchedule
+`
+	for range rounds {
+		e.mustKubectl(t, rule, "apply", "-f", "-")
+		e.waitCounts(t, ctx, map[string]int{"free": nodes*8 - 1, "tainted-noschedule": 1}, time.Minute)
+		e.mustKubectl(t, "", "delete", "devicetaintrule", "scale")
+		e.waitCounts(t, ctx, map[string]int{"free": nodes * 8}, time.Minute)
+	}
+	elapsed := time.Since(begin)
+	cpu := processCPU(t, e.server.Pid()) - cpuBefore
+	updates := e.updates(t) - updatesBefore
+	t.Logf("%d rule changes in %v: %d updates, server CPU %v in all, %v per update (includes the API requests and the other watchers of the rules)",
+		2*rounds, elapsed.Round(time.Millisecond), updates, cpu.Round(time.Millisecond), (cpu / time.Duration(max(updates, 1))).Round(time.Microsecond))
+}
+
+// updates is the server's draplane_devicemap_updates_total.
+func (e *env) updates(t *testing.T) int {
+	for _, line := range strings.Split(e.mustKubectl(t, "", "get", "--raw", "/metrics"), "\n") {
+		if v, ok := strings.CutPrefix(line, "draplane_devicemap_updates_total "); ok {
+			var n float64
+			fmt.Sscan(v, &n)
+			return int(n)
+		}
+	}
+	t.Fatal("no draplane_devicemap_updates_total in /metrics")
+	return 0
+}
+
+// processCPU is the user and system CPU time of a process so far.
+func processCPU(t *testing.T, pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command (which may hold spaces) in parentheses.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	var utime, stime int64
+	fmt.Sscan(fields[11], &utime)
+	fmt.Sscan(fields[12], &stime)
+	const ticks = 100 // USER_HZ
+	return time.Duration(utime+stime) * time.Second / ticks
 }
