@@ -377,13 +377,16 @@ func (m *Map) dirtyPoolLocked(driver, pool string) {
 	}
 }
 
-// SetRule adds or replaces a DeviceTaintRule. Rules are few and may
-// select whole drivers: every row is redrawn.
+// SetRule adds or replaces a DeviceTaintRule; the nodes of the pools
+// its old and new selectors pick are redrawn.
 func (m *Map) SetRule(r *resourcev1.DeviceTaintRule) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if old, ok := m.rules[r.Name]; ok {
+		m.dirtyRuleLocked(old)
+	}
 	m.rules[r.Name] = r
-	m.dirtyAll = true
+	m.dirtyRuleLocked(r)
 	m.scheduleLocked()
 }
 
@@ -391,9 +394,29 @@ func (m *Map) SetRule(r *resourcev1.DeviceTaintRule) {
 func (m *Map) DeleteRule(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.rules, name)
-	m.dirtyAll = true
+	if old, ok := m.rules[name]; ok {
+		m.dirtyRuleLocked(old)
+		delete(m.rules, name)
+	}
 	m.scheduleLocked()
+}
+
+// dirtyRuleLocked marks the nodes of every pool a rule's selector may
+// pick.
+func (m *Map) dirtyRuleLocked(r *resourcev1.DeviceTaintRule) {
+	sel := r.Spec.DeviceSelector
+	if sel == nil || (sel.Driver == nil && sel.Pool == nil) {
+		m.dirtyAll = true
+		return
+	}
+	for pk, nodes := range m.poolNodes {
+		driver, pool, _ := strings.Cut(pk, "/")
+		if (sel.Driver == nil || *sel.Driver == driver) && (sel.Pool == nil || *sel.Pool == pool) {
+			for node := range nodes {
+				m.dirtyNodes[node] = struct{}{}
+			}
+		}
+	}
 }
 
 // SetPod notes whether a pod waits: not bound, with PodScheduled=False.
@@ -669,19 +692,30 @@ func selects(sel *resourcev1.DeviceTaintSelector, driver, pool, device string) b
 		(sel.Device == nil || *sel.Device == device)
 }
 
-// snapshot is every row, the pending pods and the class totals.
+// snapshotLocked is every row, the pending pods and the class totals, as
+// one message. It is written by hand: the rows are encoded already, and
+// json.Marshal would check and copy each of them again.
 func (m *Map) snapshotLocked() []byte {
-	msg := message{Type: "snapshot", Nodes: make([]json.RawMessage, 0, len(m.rows)), Pending: m.pendingJSON, Classes: m.classesJSON}
 	names := make([]string, 0, len(m.rows))
-	for node := range m.rows {
+	size := 64 + len(m.pendingJSON) + len(m.classesJSON)
+	for node, row := range m.rows {
 		names = append(names, node)
+		size += len(row) + 1
 	}
 	sort.Strings(names)
-	for _, node := range names {
-		msg.Nodes = append(msg.Nodes, m.rows[node])
+	data := make([]byte, 0, size)
+	data = append(data, `{"type":"snapshot","nodes":[`...)
+	for i, node := range names {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = append(data, m.rows[node]...)
 	}
-	data, _ := json.Marshal(msg)
-	return data
+	data = append(data, `],"pending":`...)
+	data = append(data, m.pendingJSON...)
+	data = append(data, `,"classes":`...)
+	data = append(data, m.classesJSON...)
+	return append(data, '}')
 }
 
 // Handler serves the page under Path: the embedded assets, and the event

@@ -213,3 +213,67 @@ func BenchmarkSnapshot(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "bytes")
 }
+
+// TestRuleRedrawsItsPools: a DeviceTaintRule for one pool redraws that
+// pool's node only, a rule for every pool all of them, and deleting a
+// rule redraws what it picked.
+func TestRuleRedrawsItsPools(t *testing.T) {
+	m := New(nil)
+	m.manual = true
+	for _, node := range []string{"a", "b", "c"} {
+		m.SetSlice(slice(node, resourcev1.Device{Name: "d"}))
+	}
+	m.Flush()
+	s := &subscriber{ch: make(chan []byte, 4)}
+	m.subscribers[s] = struct{}{}
+	redrawn := func() int {
+		m.Flush()
+		var msg message
+		if err := json.Unmarshal(<-s.ch, &msg); err != nil {
+			t.Fatal(err)
+		}
+		return len(msg.Nodes)
+	}
+	rule := func(pool *string) *resourcev1.DeviceTaintRule {
+		return &resourcev1.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Spec: resourcev1.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1.DeviceTaintSelector{Pool: pool}, Taint: resourcev1.DeviceTaint{Key: "k", Effect: resourcev1.DeviceTaintEffectNoSchedule}}}
+	}
+	m.SetRule(rule(ptr.To("b")))
+	if n := redrawn(); n != 1 {
+		t.Errorf("a rule for pool b redrew %d nodes, want 1", n)
+	}
+	m.SetRule(rule(nil))
+	if n := redrawn(); n != 3 {
+		t.Errorf("a rule for every pool redrew %d nodes, want 3", n)
+	}
+	m.SetRule(rule(ptr.To("c")))
+	if n := redrawn(); n != 3 {
+		t.Errorf("narrowing the rule to pool c redrew %d nodes, want 3 (its old selector picked all)", n)
+	}
+	m.DeleteRule("r")
+	if n := redrawn(); n != 1 {
+		t.Errorf("deleting the rule for pool c redrew %d nodes, want 1", n)
+	}
+}
+
+// TestSnapshotIsJSON: the hand-written snapshot decodes as the message
+// json.Marshal would write.
+func TestSnapshotIsJSON(t *testing.T) {
+	m := New(nil)
+	m.manual = true
+	m.SetSlice(slice("a", resourcev1.Device{Name: "d"}))
+	m.SetSlice(slice("b", resourcev1.Device{Name: "d"}))
+	m.SetPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "waits"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"}}}})
+	m.Flush()
+	m.mu.Lock()
+	data := m.snapshotLocked()
+	m.mu.Unlock()
+	var msg message
+	if err := json.Unmarshal(data, &msg); err != nil {
+		t.Fatalf("%v:\n%s", err, data)
+	}
+	if msg.Type != "snapshot" || len(msg.Nodes) != 2 || !strings.Contains(string(msg.Pending), "ns/waits") || string(msg.Classes) != "[]" {
+		t.Errorf("snapshot %s", data)
+	}
+}

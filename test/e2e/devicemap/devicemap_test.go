@@ -357,8 +357,8 @@ func equal(got, want map[string]int) bool {
 // TestDeviceMapScale measures the page at 500 simulated nodes × 8 GPUs
 // (DRAPLANE_DEVICEMAP_SCALE=1): how long the page takes to load and show
 // its snapshot, and the server's CPU per update while a DeviceTaintRule
-// is applied and deleted, each time redrawing every row (the most an
-// update costs). It logs numbers; it asserts none of them.
+// for one pool is applied and deleted. It logs numbers; it asserts none
+// of them.
 func TestDeviceMapScale(t *testing.T) {
 	if os.Getenv("DRAPLANE_DEVICEMAP_SCALE") != "1" {
 		t.Skip("set DRAPLANE_DEVICEMAP_SCALE=1 to measure the page at 500 simulated nodes")
