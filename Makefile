@@ -143,3 +143,7 @@ test-reliability: ## Crash safety (~11,800 creates, updates, status writes and d
 .PHONY: test-aggregated
 test-aggregated: ## Aggregated mode under a real kube-apiserver 1.37 + etcd on loopback (first run builds them, ~15 min; cached in ~/.cache/draplane).
 	DRAPLANE_AGGREGATION=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 -v ./test/e2e/aggregation/
+
+.PHONY: test-devicemap
+test-devicemap: ## The device map page in headless Chromium (installs Debian's chromium if missing); screenshot in _output/devicemap.
+	DRAPLANE_DEVICEMAP=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 -v ./test/e2e/devicemap/

@@ -3,6 +3,7 @@ module github.com/draplane/draplane
 go 1.26.0
 
 require (
+	github.com/chromedp/chromedp v0.23.0
 	github.com/emicklei/go-restful/v3 v3.13.0
 	github.com/google/cel-go v0.29.2
 	github.com/google/go-containerregistry v0.21.4
@@ -15,7 +16,11 @@ require (
 	k8s.io/kubelet v0.37.2
 )
 
-require k8s.io/code-generator v0.37.2 // indirect
+require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	k8s.io/code-generator v0.37.2 // indirect
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect

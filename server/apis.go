@@ -124,7 +124,7 @@ func expirationEvaluator(info version.Info) (genericapiserver.ResourceExpiration
 // client (served by inProcess) once the server serves; this hook owns
 // them and shuts them down when the server stops.
 func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter,
-	adminAccess resourceclaim.AdminAccess, shared *controllermanager.SharedInformers, inProcess http.Handler, upstream bool) error {
+	adminAccess resourceclaim.AdminAccess, shared *controllermanager.SharedInformers, inProcess http.Handler, upstream bool) (*resourcepool.REST, error) {
 	pools := resourcepool.NewREST(capacity.New(allocator.New(allocator.Options{})))
 	pools.RegisterMetrics()
 	if err := s.AddPostStartHook("start-resourcepools", func(hook genericapiserver.PostStartHookContext) error {
@@ -138,15 +138,15 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 		}()
 		return pools.Start(hook.Context, informers.Resource)
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	storage, err := resourceStorage(scheme, optsGetter, adminAccess, pools)
 	if err != nil {
-		return fmt.Errorf("storage for %s: %w", resourceapi.GroupName, err)
+		return nil, fmt.Errorf("storage for %s: %w", resourceapi.GroupName, err)
 	}
 	expiration, err := expirationEvaluator(baseversion.Get())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	info := newAPIGroupInfo(resourceapi.GroupName, scheme, codecs)
 	info.VersionedResourcesStorageMap[resourcev1.SchemeGroupVersion.Version] = storage
@@ -168,7 +168,7 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 	// schemas from their OpenAPI models). Installed apart, an apply
 	// through one group silently drops the other group's managers.
 	if err := s.InstallAPIGroups(infos...); err != nil {
-		return fmt.Errorf("install %s: %w", resourceapi.GroupName, err)
+		return nil, fmt.Errorf("install %s: %w", resourceapi.GroupName, err)
 	}
 	// kubectl resolves a resource named without its group (`kubectl get
 	// resourceclaims`) to the first group of discovery that has it.
@@ -182,7 +182,7 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 			}
 		}
 	}
-	return nil
+	return pools, nil
 }
 
 // preferredGroupPriority is resource.draplane.dev's priority in aggregated

@@ -19,6 +19,7 @@ import (
 	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/registry/patcherrors"
 	"github.com/draplane/draplane/registry/resourceclaim"
+	"github.com/draplane/draplane/server/devicemap"
 )
 
 // Config is everything the server is built from, resolved from the
@@ -61,6 +62,9 @@ type ExtraConfig struct {
 	Etcd *EmbeddedEtcd
 	// Lock keeps a second server off the data dir until this one stops.
 	Lock *DataDirLock
+	// DeviceMap serves the device map page at /devicemap/ (package
+	// server/devicemap).
+	DeviceMap bool
 }
 
 type completedConfig struct {
@@ -123,6 +127,9 @@ func (c *Config) Complete() CompletedConfig {
 	// at, and malformed resource versions and timeouts are refused up
 	// front.
 	scheme := c.Extra.Scheme
+	if c.Extra.DeviceMap {
+		deviceMapLongRunning(c.Generic)
+	}
 	c.Generic.BuildHandlerChainFunc = func(apiHandler http.Handler, generic *genericapiserver.Config) http.Handler {
 		return genericapiserver.DefaultBuildHandlerChain(withAPIChecks(apiHandler, scheme, generic), generic)
 	}
@@ -162,8 +169,14 @@ func (c CompletedConfig) New() (*Server, error) {
 	// nothing for them (inProcessHandler).
 	inProcess := newInProcessHandler(c.Generic.Config, generic.Handler,
 		withAPIChecks(generic.Handler.Director, c.Extra.Scheme, c.Generic.Config))
-	if err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, shared, inProcess, c.Extra.UpstreamResourceAPI); err != nil {
+	pools, err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, shared, inProcess, c.Extra.UpstreamResourceAPI)
+	if err != nil {
 		return nil, err
+	}
+	if c.Extra.DeviceMap {
+		if err := installDeviceMap(generic, pools.Tracker(), shared, inProcess, c.Extra.CoreLite != nil); err != nil {
+			return nil, err
+		}
 	}
 	if c.Extra.CoreLite != nil {
 		if err := c.Extra.CoreLite.install(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter); err != nil {
@@ -242,6 +255,9 @@ func (c CompletedConfig) addControllerManager(generic *genericapiserver.GenericA
 func (s *Server) printKubeconfig(hookContext genericapiserver.PostStartHookContext) error {
 	fmt.Fprintf(os.Stdout, "draplane: data directory %s\n", s.extra.DataDir)
 	fmt.Fprintf(os.Stdout, "draplane: serving on %s\n", s.extra.ServerURL)
+	if s.extra.DeviceMap {
+		fmt.Fprintf(os.Stdout, "draplane: device map at %s%s (through `kubectl proxy`: http://127.0.0.1:8001%s)\n", s.extra.ServerURL, devicemap.Path, devicemap.Path)
+	}
 	fmt.Fprintf(os.Stdout, "export KUBECONFIG=%s\n", s.extra.KubeconfigPath)
 	return nil
 }

@@ -61,7 +61,7 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 		return nil, err
 	}
 	cfg := &server.Config{Generic: generic, Extra: server.ExtraConfig{Scheme: scheme, Codecs: codecs, DataDir: o.DataDir,
-		UpstreamResourceAPI: o.Aggregated.upstreamResourceAPI()}}
+		UpstreamResourceAPI: o.Aggregated.upstreamResourceAPI(), DeviceMap: o.DeviceMap.enabled(o.Aggregated.Aggregated())}}
 	generatedCert := o.SecureServing.ServerCert.CertKey.CertFile == "" && o.SecureServing.ServerCert.GeneratedCert == nil
 	if err := o.applyServing(ctx, generic); err != nil {
 		return nil, err

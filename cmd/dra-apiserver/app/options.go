@@ -55,6 +55,7 @@ type Options struct {
 	Aggregated     *AggregatedOptions
 	Controllers    *ControllerOptions
 	Simulator      *SimulatorOptions
+	DeviceMap      *DeviceMapOptions
 	Etcd           *genericoptions.EtcdOptions
 	EmbeddedEtcd   *EmbeddedEtcdOptions
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
@@ -70,6 +71,7 @@ func NewOptions() *Options {
 		Aggregated:     NewAggregatedOptions(),
 		Controllers:    NewControllerOptions(),
 		Simulator:      NewSimulatorOptions(),
+		DeviceMap:      &DeviceMapOptions{},
 		Etcd:           genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(etcdPrefix, nil)),
 		EmbeddedEtcd:   NewEmbeddedEtcdOptions(),
 		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
@@ -144,6 +146,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Aggregated.AddFlags(fss.FlagSet("mode"))
 	o.Controllers.AddFlags(fss.FlagSet("controllers"))
 	o.Simulator.AddFlags(fss.FlagSet("simulator"))
+	o.DeviceMap.AddFlags(fss.FlagSet("device map"))
 	o.Etcd.AddFlags(fss.FlagSet("etcd"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("embedded etcd (when --etcd-servers is empty)"))
 	serving := fss.FlagSet("secure serving")
