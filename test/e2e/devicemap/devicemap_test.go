@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/draplane/draplane/internal/testing/skipnote"
+	"github.com/draplane/draplane/internal/testing/testenv"
 	"github.com/draplane/draplane/test/launcher"
 )
 
@@ -239,7 +240,7 @@ func TestDeviceMap(t *testing.T) {
 		pod("too-big", "sixteen-gpus"), "apply", "-f", "-")
 	e.mustKubectl(t, "", "wait", "--for=condition=Ready", "pod/one-a", "pod/one-b", "pod/two", "--timeout=60s")
 
-	out := filepath.Join(launcher.RepoRoot(), "_output", "devicemap")
+	out := filepath.Join(testenv.RepoRoot(), "_output", "devicemap")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +307,7 @@ spec:
 	}
 	t.Logf("screenshot: %s", path)
 	if *update {
-		if err := os.WriteFile(filepath.Join(launcher.RepoRoot(), "docs", "devicemap.png"), shot, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(testenv.RepoRoot(), "docs", "devicemap.png"), shot, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
