@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/dynamic"
@@ -38,6 +39,7 @@ type CoreLite struct {
 	client        kubernetes.Interface
 	dynamicClient dynamic.Interface
 	informers     informers.SharedInformerFactory
+	auth          *coreLiteAuth
 }
 
 // NewCoreLite builds the loopback clients and the NamespaceLifecycle
@@ -57,6 +59,8 @@ func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) 
 		dynamicClient: dynamicClient,
 		informers:     informers.NewSharedInformerFactory(client, 10*time.Minute),
 	}
+	// The RBAC informers are asked for before the factory starts.
+	c.auth = newCoreLiteAuth(c)
 	plugin, err := lifecycle.NewLifecycle(sets.New(bootstrapNamespaces...))
 	if err != nil {
 		return nil, nil, fmt.Errorf("namespace lifecycle admission: %w", err)
@@ -83,10 +87,11 @@ func (l namespaceLifecycle) Handles(operation admission.Operation) bool {
 	return operation != admission.Update && l.Lifecycle.Handles(operation)
 }
 
-// install serves core/v1 and coordination.k8s.io/v1 and adds the hooks
-// that start the informers, create the bootstrap namespaces and run the
-// namespace controller.
-func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
+// install serves core/v1, coordination.k8s.io/v1 and the RBAC and self
+// review groups (installAuth; authz is the server's whole authorizer) and
+// adds the hooks that start the informers, create the bootstrap namespaces
+// and run the namespace controller.
+func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, authz authorizer.Authorizer) error {
 	legacy, err := core.NewLegacyStorage(optsGetter)
 	if err != nil {
 		return fmt.Errorf("core/v1 storage: %w", err)
@@ -105,6 +110,10 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 	coordinationInfo.VersionedResourcesStorageMap["v1"] = coordination
 	if err := s.InstallAPIGroup(&coordinationInfo); err != nil {
 		return fmt.Errorf("install coordination.k8s.io/v1: %w", err)
+	}
+
+	if err := c.installAuth(s, scheme, codecs, optsGetter, authz); err != nil {
+		return err
 	}
 
 	// The controller asks for its informer before the factory starts.

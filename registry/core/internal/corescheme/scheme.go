@@ -60,6 +60,9 @@ func AddToScheme(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(CoordinationInternal, &coordinationv1.Lease{}, &coordinationv1.LeaseList{})
 	metav1.AddToGroupVersion(scheme, CoordinationV1)
 
+	if err := addAuthToScheme(scheme); err != nil {
+		return err
+	}
 	if err := addDefaultingFuncs(scheme); err != nil {
 		return err
 	}
