@@ -23,7 +23,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/draplane/draplane/auth/node"
 	"github.com/draplane/draplane/controllers/namespace"
+	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	"github.com/draplane/draplane/registry/core"
 )
 
@@ -40,6 +43,8 @@ type CoreLite struct {
 	dynamicClient dynamic.Interface
 	informers     informers.SharedInformerFactory
 	auth          *coreLiteAuth
+	// resourceInformers feed the node authorizer's claim cache.
+	resourceInformers resourceinformers.SharedInformerFactory
 }
 
 // NewCoreLite builds the loopback clients and the NamespaceLifecycle
@@ -59,7 +64,13 @@ func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) 
 		dynamicClient: dynamicClient,
 		informers:     informers.NewSharedInformerFactory(client, 10*time.Minute),
 	}
-	// The RBAC informers are asked for before the factory starts.
+	resourceClient, err := versioned.NewForConfig(loopback)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loopback resource client: %w", err)
+	}
+	c.resourceInformers = resourceinformers.NewSharedInformerFactory(resourceClient, 10*time.Minute)
+	// The RBAC and node authorizers' informers are asked for before the
+	// factories start.
 	c.auth = newCoreLiteAuth(c)
 	plugin, err := lifecycle.NewLifecycle(sets.New(bootstrapNamespaces...))
 	if err != nil {
@@ -70,7 +81,7 @@ func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) 
 	if err := plugin.ValidateInitialization(); err != nil {
 		return nil, nil, fmt.Errorf("namespace lifecycle admission: %w", err)
 	}
-	return c, admission.NewChainHandler(namespaceLifecycle{plugin}), nil
+	return c, admission.NewChainHandler(namespaceLifecycle{plugin}, node.NewAdmission()), nil
 }
 
 // namespaceLifecycle is the NamespaceLifecycle plugin asked only about
@@ -122,6 +133,7 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 
 	if err := s.AddPostStartHook("start-core-lite-informers", func(hook genericapiserver.PostStartHookContext) error {
 		c.informers.Start(hook.Done())
+		c.resourceInformers.Start(hook.Done())
 		return nil
 	}); err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/draplane/draplane/auth/node"
 	"github.com/draplane/draplane/auth/rbac"
 	"github.com/draplane/draplane/controllers/clusterroleaggregation"
 	"github.com/draplane/draplane/registry/core"
@@ -27,7 +28,9 @@ import (
 type coreLiteAuth struct {
 	resolver   *rbac.Resolver
 	authorizer *rbac.Authorizer
-	synced     []cache.InformerSynced
+	// node restricts node-bound identities to their node's objects.
+	node   *node.Authorizer
+	synced []cache.InformerSynced
 }
 
 func newCoreLiteAuth(c *CoreLite) *coreLiteAuth {
@@ -38,10 +41,15 @@ func newCoreLiteAuth(c *CoreLite) *coreLiteAuth {
 		ClusterRoles:        rbacInformers.ClusterRoles().Lister(),
 		ClusterRoleBindings: rbacInformers.ClusterRoleBindings().Lister(),
 	}
+	claims := c.resourceInformers.Resource().V1().ResourceClaims()
+	pods := c.informers.Core().V1().Pods()
 	return &coreLiteAuth{
 		resolver:   resolver,
 		authorizer: &rbac.Authorizer{Resolver: resolver},
+		node:       &node.Authorizer{Claims: claims.Lister(), Pods: pods.Lister()},
 		synced: []cache.InformerSynced{
+			claims.Informer().HasSynced,
+			pods.Informer().HasSynced,
 			rbacInformers.Roles().Informer().HasSynced,
 			rbacInformers.RoleBindings().Informer().HasSynced,
 			rbacInformers.ClusterRoles().Informer().HasSynced,
@@ -53,6 +61,10 @@ func newCoreLiteAuth(c *CoreLite) *coreLiteAuth {
 // RBACAuthorizer is the authorizer of core-lite's RBAC objects; the
 // command puts it after the admin group's in the server's chain.
 func (c *CoreLite) RBACAuthorizer() authorizer.Authorizer { return c.auth.authorizer }
+
+// NodeAuthorizer denies node-bound identities other nodes' objects; the
+// command puts it before RBAC.
+func (c *CoreLite) NodeAuthorizer() authorizer.Authorizer { return c.auth.node }
 
 // adminRules answers SelfSubjectRulesReviews of the admin group, which
 // is allowed everything without a binding.

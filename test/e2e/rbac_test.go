@@ -200,6 +200,25 @@ func TestRBACMatrix(t *testing.T) {
 		}
 		return false
 	}
+	// The node restriction narrows the role for node-bound identities:
+	// claims only by name when allocated on their node (none is, here),
+	// slices removed as a collection only for their node, only their own
+	// Node written, only their pods' status. Writes the admission plugin
+	// checks are refused after validation, so a create without a spec is
+	// a 422 (authorized), a node of another name a 403.
+	nodeDriverRules := func(r rbacRequest) bool {
+		switch {
+		case in(r.group, dra...) && r.resource == "resourceclaims":
+			return false
+		case in(r.group, dra...) && r.resource == "resourceslices" && r.verb == "deletecollection":
+			return false
+		case r.group == "" && r.resource == "nodes" && in(r.verb, "create", "update", "patch", "delete"):
+			return false
+		case r.group == "" && r.resource == "pods" && r.subresource == "status" && in(r.verb, "update", "patch"):
+			return false
+		}
+		return driverRules(r)
+	}
 	identities := []rbacIdentity{
 		{name: "admin", kubeconfig: s.Kubeconfig, allowed: func(rbacRequest) bool { return true }},
 		{name: "edit", kubeconfig: mintKubeconfig(t, s, "rbac-editor"), allowed: func(r rbacRequest) bool {
@@ -225,8 +244,8 @@ func TestRBACMatrix(t *testing.T) {
 			return in(r.verb, readVerbs...) && viewable(r)
 		}},
 		{name: "no binding", kubeconfig: mintKubeconfig(t, s, "rbac-nobody", "rbac-strangers"), allowed: func(rbacRequest) bool { return false }},
-		{name: "node A's driver", kubeconfig: mintKubeconfig(t, s, "draplane:node:rbac-node-a", "draplane:nodes", "draplane:driver:gpu.example.com"), allowed: driverRules},
-		{name: "node B's driver", kubeconfig: mintKubeconfig(t, s, "draplane:node:rbac-node-b", "draplane:nodes", "draplane:driver:gpu.example.com"), allowed: driverRules},
+		{name: "node A's driver", kubeconfig: mintKubeconfig(t, s, "draplane:node:rbac-node-a", "draplane:nodes", "draplane:driver:gpu.example.com"), allowed: nodeDriverRules},
+		{name: "node B's driver", kubeconfig: mintKubeconfig(t, s, "draplane:node:rbac-node-b", "draplane:nodes", "draplane:driver:gpu.example.com"), allowed: nodeDriverRules},
 	}
 	for i := range identities {
 		identities[i].client = httpClientFor(t, identities[i].kubeconfig)
@@ -334,4 +353,84 @@ func TestKubectlAuth(t *testing.T) {
 	if out, err := kubectl("create", "rolebinding", "self-cluster-admin", "--clusterrole=cluster-admin", "--user=rbac-whoami", "-n", "rbac-whoami"); err == nil || !strings.Contains(out, "attempting to grant RBAC permissions not currently held") {
 		t.Errorf("binding cluster-admin without holding it: %v\n%s", err, out)
 	}
+}
+
+// TestNodeRestriction: node A's driver publishes slices of its node for
+// the drivers it holds a group for, and nothing else; it reads the claims
+// allocated on its node and no others; each refusal is a 403 naming the
+// rule. Without the node authorizer and admission (RBAC alone), node A
+// could do all of it.
+func TestNodeRestriction(t *testing.T) {
+	s := sharedServer(t)
+	admin, err := rest.HTTPClientFor(s.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeA := httpClientFor(t, mintKubeconfig(t, s, "draplane:node:restrict-a", "draplane:nodes", "draplane:driver:gpu.example.com"))
+	nodeB := httpClientFor(t, mintKubeconfig(t, s, "draplane:node:restrict-b", "draplane:nodes", "draplane:driver:gpu.example.com"))
+	slice := func(name, node, driver string) string {
+		return `{"apiVersion":"resource.draplane.dev/v1","kind":"ResourceSlice","metadata":{"name":"` + name + `"},"spec":{"driver":"` + driver +
+			`","nodeName":"` + node + `","pool":{"name":"` + node + `","generation":1,"resourceSliceCount":1},"devices":[{"name":"d0"}]}}`
+	}
+	const slices = "/apis/resource.draplane.dev/v1/resourceslices"
+	expectForbidden := func(what string, code int, answer, reason string) {
+		t.Helper()
+		if code != http.StatusForbidden || !strings.Contains(answer, reason) {
+			t.Errorf("%s: status %d, want 403 naming %q: %.600s", what, code, reason, answer)
+		} else {
+			t.Logf("%s: 403: %.400s", what, answer)
+		}
+	}
+
+	if code, answer := httpDo(t, s, nodeA, "POST", slices, "application/json", slice("restrict-a-gpu", "restrict-a", "gpu.example.com")); code != http.StatusCreated {
+		t.Errorf("node A publishing its own slice: status %d: %.500s", code, answer)
+	}
+	code, answer := httpDo(t, s, nodeA, "POST", slices, "application/json", slice("restrict-b-by-a", "restrict-b", "gpu.example.com"))
+	expectForbidden("node A writing a slice of node B", code, answer, "may only write ResourceSlices with spec.nodeName restrict-a")
+	code, answer = httpDo(t, s, nodeA, "POST", slices, "application/json", slice("restrict-a-nic", "restrict-a", "nic.example.com"))
+	expectForbidden("node A publishing for a driver it is not allowed", code, answer, "lacks the group draplane:driver:nic.example.com")
+	if code, answer := httpDo(t, s, nodeB, "POST", slices, "application/json", slice("restrict-b-gpu", "restrict-b", "gpu.example.com")); code != http.StatusCreated {
+		t.Errorf("node B publishing its own slice: status %d: %.500s", code, answer)
+	}
+	code, answer = httpDo(t, s, nodeA, "PATCH", slices+"/restrict-b-gpu", "application/merge-patch+json", `{"metadata":{"labels":{"changed-by":"restrict-a"}}}`)
+	expectForbidden("node A changing node B's slice", code, answer, `spec.nodeName restrict-a; slice restrict-b-gpu has \"restrict-b\"`)
+	code, answer = httpDo(t, s, nodeA, "DELETE", slices+"/restrict-b-gpu", "", "")
+	expectForbidden("node A deleting node B's slice", code, answer, "may only write ResourceSlices with spec.nodeName restrict-a")
+
+	// A claim allocated on node B.
+	const claims = "/apis/resource.draplane.dev/v1/namespaces/default/resourceclaims"
+	claim := `{"apiVersion":"resource.draplane.dev/v1","kind":"ResourceClaim","metadata":{"name":"restrict-claim-b"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu.example.com"}}]}}}`
+	if code, answer := httpDo(t, s, admin, "POST", claims, "application/json", claim); code != http.StatusCreated {
+		t.Fatalf("admin creating the claim: status %d: %.500s", code, answer)
+	}
+	allocation := `{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.example.com","pool":"restrict-b","device":"d0"}]},` +
+		`"nodeSelector":{"nodeSelectorTerms":[{"matchFields":[{"key":"metadata.name","operator":"In","values":["restrict-b"]}]}]}}}}`
+	if code, answer := httpDo(t, s, admin, "PATCH", claims+"/restrict-claim-b/status", "application/merge-patch+json", allocation); code != http.StatusOK {
+		t.Fatalf("admin allocating the claim: status %d: %.500s", code, answer)
+	}
+	// The node authorizer reads claims from its cache: wait until node B
+	// may read it (no timed assertion: the first success ends the wait).
+	for range 200 {
+		if code, _ := httpDo(t, s, nodeB, "GET", claims+"/restrict-claim-b", "", ""); code == http.StatusOK {
+			break
+		}
+	}
+	if code, answer := httpDo(t, s, nodeB, "GET", claims+"/restrict-claim-b", "", ""); code != http.StatusOK {
+		t.Errorf("node B reading the claim allocated on it: status %d: %.500s", code, answer)
+	}
+	code, answer = httpDo(t, s, nodeA, "GET", claims+"/restrict-claim-b", "", "")
+	expectForbidden("node A reading a claim allocated on node B", code, answer, "may only read and write ResourceClaims allocated on node restrict-a; claim default/restrict-claim-b is not")
+	code, answer = httpDo(t, s, nodeA, "PATCH", claims+"/restrict-claim-b/status", "application/merge-patch+json", `{"status":{"devices":[]}}`)
+	expectForbidden("node A writing the status of a claim allocated on node B", code, answer, "claim default/restrict-claim-b is not")
+	code, answer = httpDo(t, s, nodeB, "PATCH", claims+"/restrict-claim-b/status", "application/merge-patch+json", `{"status":{"reservedFor":[{"resource":"pods","name":"p","uid":"u"}]}}`)
+	expectForbidden("node B writing more than status.devices", code, answer, "may only change status.devices")
+	code, answer = httpDo(t, s, nodeA, "PATCH", "/api/v1/nodes/restrict-b", "application/merge-patch+json", `{"metadata":{"labels":{"x":"y"}}}`)
+	expectForbidden("node A writing node B", code, answer, "may only write its own Node restrict-a")
+	code, answer = httpDo(t, s, nodeA, "DELETE", slices+"?fieldSelector=spec.nodeName%3Drestrict-b", "", "")
+	expectForbidden("node A deleting node B's slices as a collection", code, answer, "field selector spec.nodeName=restrict-a")
+	if code, answer := httpDo(t, s, nodeA, "DELETE", slices+"?fieldSelector=spec.nodeName%3Drestrict-a", "", ""); code != http.StatusOK {
+		t.Errorf("node A deleting its own slices as a collection: status %d: %.500s", code, answer)
+	}
+	_, _ = httpDo(t, s, admin, "DELETE", slices+"/restrict-b-gpu", "", "")
+	_, _ = httpDo(t, s, admin, "DELETE", claims+"/restrict-claim-b", "", "")
 }

@@ -44,7 +44,9 @@ func (o *Options) applyAuthorization(info *genericapiserver.AuthorizationInfo, c
 		authorizers = append(authorizers, union.NamedAuthorizer{AuthorizerName: "kubernetes.io/always-allow-paths", Authorizer: paths})
 	}
 	if coreLite != nil {
-		authorizers = append(authorizers, union.NamedAuthorizer{AuthorizerName: "RBAC", Authorizer: coreLite.RBACAuthorizer()})
+		authorizers = append(authorizers,
+			union.NamedAuthorizer{AuthorizerName: "Node", Authorizer: coreLite.NodeAuthorizer()},
+			union.NamedAuthorizer{AuthorizerName: "RBAC", Authorizer: coreLite.RBACAuthorizer()})
 	}
 	authz, err := union.New(authorizers...)
 	if err != nil {
