@@ -10,12 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
 	"github.com/draplane/draplane/auth/rbac"
 	"github.com/draplane/draplane/registry/core/internal/rbacstore"
 	"github.com/draplane/draplane/registry/internal/table"
-	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // Strategy is the create, update and delete strategy of ClusterRoles.
@@ -29,22 +27,9 @@ var Strategy = rbacstore.NewStrategy(false, func(obj runtime.Object) field.Error
 // may write only the rules it holds cluster-wide (or may escalate
 // clusterroles, which an aggregation rule also needs).
 func NewREST(optsGetter generic.RESTOptionsGetter, escalation *rbac.Escalation) (*rbacstore.Store, error) {
-	store := &genericregistry.Store{
-		NewFunc:                   func() runtime.Object { return &rbacv1.ClusterRole{} },
-		NewListFunc:               func() runtime.Object { return &rbacv1.ClusterRoleList{} },
-		DefaultQualifiedResource:  rbacv1.Resource("clusterroles"),
-		SingularQualifiedResource: rbacv1.Resource("clusterrole"),
-		CreateStrategy:            Strategy,
-		UpdateStrategy:            Strategy,
-		DeleteStrategy:            Strategy,
-		TableConvertor:            tableConvertor,
-	}
-	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
-		return nil, err
-	}
-	rest := &rbacstore.Store{Store: patcherrors.Store{Store: store}}
+	var guard rbacstore.Guard
 	if escalation != nil {
-		rest.Guard = func(ctx context.Context, obj, old runtime.Object) error {
+		guard = func(ctx context.Context, obj, old runtime.Object) error {
 			role := obj.(*rbacv1.ClusterRole)
 			var oldRole *rbacv1.ClusterRole
 			if old != nil {
@@ -66,7 +51,12 @@ func NewREST(optsGetter generic.RESTOptionsGetter, escalation *rbac.Escalation) 
 			return escalation.ConfirmRole(ctx, rbacv1.Resource("clusterroles"), "", role.Name, role.Rules)
 		}
 	}
-	return rest, nil
+	return rbacstore.New(optsGetter, rbacstore.Kind{
+		New:      func() runtime.Object { return &rbacv1.ClusterRole{} },
+		NewList:  func() runtime.Object { return &rbacv1.ClusterRoleList{} },
+		Resource: "clusterroles", Singular: "clusterrole",
+		Strategy: Strategy, Table: tableConvertor,
+	}, guard)
 }
 
 var tableConvertor = table.Convertor[*rbacv1.ClusterRole]{

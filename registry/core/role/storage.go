@@ -10,12 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
 	"github.com/draplane/draplane/auth/rbac"
 	"github.com/draplane/draplane/registry/core/internal/rbacstore"
 	"github.com/draplane/draplane/registry/internal/table"
-	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // Strategy is the create, update and delete strategy of Roles.
@@ -26,22 +24,9 @@ var Strategy = rbacstore.NewStrategy(true, func(obj runtime.Object) field.ErrorL
 // NewREST returns the storage of Roles; with escalation, a user may write
 // only the rules it holds in the namespace (or may escalate roles).
 func NewREST(optsGetter generic.RESTOptionsGetter, escalation *rbac.Escalation) (*rbacstore.Store, error) {
-	store := &genericregistry.Store{
-		NewFunc:                   func() runtime.Object { return &rbacv1.Role{} },
-		NewListFunc:               func() runtime.Object { return &rbacv1.RoleList{} },
-		DefaultQualifiedResource:  rbacv1.Resource("roles"),
-		SingularQualifiedResource: rbacv1.Resource("role"),
-		CreateStrategy:            Strategy,
-		UpdateStrategy:            Strategy,
-		DeleteStrategy:            Strategy,
-		TableConvertor:            tableConvertor,
-	}
-	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
-		return nil, err
-	}
-	rest := &rbacstore.Store{Store: patcherrors.Store{Store: store}}
+	var guard rbacstore.Guard
 	if escalation != nil {
-		rest.Guard = func(ctx context.Context, obj, old runtime.Object) error {
+		guard = func(ctx context.Context, obj, old runtime.Object) error {
 			role := obj.(*rbacv1.Role)
 			if old != nil && reflect.DeepEqual(role.Rules, old.(*rbacv1.Role).Rules) {
 				return nil
@@ -49,7 +34,12 @@ func NewREST(optsGetter generic.RESTOptionsGetter, escalation *rbac.Escalation) 
 			return escalation.ConfirmRole(ctx, rbacv1.Resource("roles"), role.Namespace, role.Name, role.Rules)
 		}
 	}
-	return rest, nil
+	return rbacstore.New(optsGetter, rbacstore.Kind{
+		New:      func() runtime.Object { return &rbacv1.Role{} },
+		NewList:  func() runtime.Object { return &rbacv1.RoleList{} },
+		Resource: "roles", Singular: "role",
+		Strategy: Strategy, Table: tableConvertor,
+	}, guard)
 }
 
 var tableConvertor = table.Convertor[*rbacv1.Role]{

@@ -2,20 +2,15 @@
 package rolebinding
 
 import (
-	"context"
-	"reflect"
-
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
 	"github.com/draplane/draplane/auth/rbac"
 	"github.com/draplane/draplane/registry/core/internal/rbacstore"
 	"github.com/draplane/draplane/registry/internal/table"
-	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // Strategy is the create, update and delete strategy of RoleBindings;
@@ -34,32 +29,15 @@ var Strategy = rbacstore.NewStrategy(true, func(obj runtime.Object) field.ErrorL
 // may bind only a role whose rules it holds in the namespace (or may bind
 // that role).
 func NewREST(optsGetter generic.RESTOptionsGetter, escalation *rbac.Escalation) (*rbacstore.Store, error) {
-	store := &genericregistry.Store{
-		NewFunc:                   func() runtime.Object { return &rbacv1.RoleBinding{} },
-		NewListFunc:               func() runtime.Object { return &rbacv1.RoleBindingList{} },
-		DefaultQualifiedResource:  rbacv1.Resource("rolebindings"),
-		SingularQualifiedResource: rbacv1.Resource("rolebinding"),
-		CreateStrategy:            Strategy,
-		UpdateStrategy:            Strategy,
-		DeleteStrategy:            Strategy,
-		TableConvertor:            tableConvertor,
-	}
-	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
-		return nil, err
-	}
-	rest := &rbacstore.Store{Store: patcherrors.Store{Store: store}}
-	if escalation != nil {
-		rest.Guard = func(ctx context.Context, obj, old runtime.Object) error {
-			binding := obj.(*rbacv1.RoleBinding)
-			if old != nil {
-				if o := old.(*rbacv1.RoleBinding); o.RoleRef == binding.RoleRef && reflect.DeepEqual(o.Subjects, binding.Subjects) {
-					return nil
-				}
-			}
-			return escalation.ConfirmBinding(ctx, rbacv1.Resource("rolebindings"), binding.Namespace, binding.Name, binding.RoleRef)
-		}
-	}
-	return rest, nil
+	return rbacstore.New(optsGetter, rbacstore.Kind{
+		New:      func() runtime.Object { return &rbacv1.RoleBinding{} },
+		NewList:  func() runtime.Object { return &rbacv1.RoleBindingList{} },
+		Resource: "rolebindings", Singular: "rolebinding",
+		Strategy: Strategy, Table: tableConvertor,
+	}, rbacstore.BindingGuard(escalation, "rolebindings", func(obj runtime.Object) (string, string, rbacv1.RoleRef, []rbacv1.Subject) {
+		b := obj.(*rbacv1.RoleBinding)
+		return b.Namespace, b.Name, b.RoleRef, b.Subjects
+	}))
 }
 
 var tableConvertor = table.Convertor[*rbacv1.RoleBinding]{

@@ -2,10 +2,16 @@ package rbacstore
 
 import (
 	"context"
+	"reflect"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/draplane/draplane/auth/rbac"
 
 	"github.com/draplane/draplane/registry/patcherrors"
 )
@@ -43,4 +49,51 @@ func (s *Store) Update(ctx context.Context, name string, objInfo rest.UpdatedObj
 		})
 	}
 	return s.Store.Update(ctx, name, objInfo, createValidation, updateValidation, forceAllowCreate, options)
+}
+
+// Kind is what tells one RBAC kind's store from another's.
+type Kind struct {
+	New, NewList       func() runtime.Object
+	Resource, Singular string
+	Strategy           Strategy
+	Table              rest.TableConvertor
+}
+
+// New returns the store of one RBAC kind; guard may be nil.
+func New(optsGetter generic.RESTOptionsGetter, kind Kind, guard Guard) (*Store, error) {
+	store := &genericregistry.Store{
+		NewFunc:                   kind.New,
+		NewListFunc:               kind.NewList,
+		DefaultQualifiedResource:  rbacv1.Resource(kind.Resource),
+		SingularQualifiedResource: rbacv1.Resource(kind.Singular),
+		CreateStrategy:            kind.Strategy,
+		UpdateStrategy:            kind.Strategy,
+		DeleteStrategy:            kind.Strategy,
+		TableConvertor:            kind.Table,
+	}
+	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter}); err != nil {
+		return nil, err
+	}
+	return &Store{Store: patcherrors.Store{Store: store}, Guard: guard}, nil
+}
+
+// Binding is what the guard of a binding kind reads from its objects.
+type Binding func(obj runtime.Object) (namespace, name string, roleRef rbacv1.RoleRef, subjects []rbacv1.Subject)
+
+// BindingGuard confirms that the writer of a binding may bind its role,
+// when the binding is new or its subjects change (roleRef cannot).
+func BindingGuard(escalation *rbac.Escalation, resource string, binding Binding) Guard {
+	if escalation == nil {
+		return nil
+	}
+	return func(ctx context.Context, obj, old runtime.Object) error {
+		namespace, name, roleRef, subjects := binding(obj)
+		if old != nil {
+			_, _, oldRef, oldSubjects := binding(old)
+			if oldRef == roleRef && reflect.DeepEqual(oldSubjects, subjects) {
+				return nil
+			}
+		}
+		return escalation.ConfirmBinding(ctx, rbacv1.Resource(resource), namespace, name, roleRef)
+	}
 }
