@@ -47,9 +47,13 @@ type CoreLite struct {
 	resourceInformers resourceinformers.SharedInformerFactory
 }
 
-// NewCoreLite builds the loopback clients and the NamespaceLifecycle
-// admission plugin: no object may be created in a namespace that does not
-// exist or is being deleted.
+// NewCoreLite builds the loopback clients and the admission chain: the
+// NamespaceLifecycle plugin (no object may be created in a namespace that
+// does not exist or is being deleted) and the node restriction
+// (auth/node). The node restriction validates updates, so the chain
+// handles them, and the API handlers check managedFields again after
+// mutating admission on every update; the NamespaceLifecycle plugin
+// itself still skips them.
 func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
