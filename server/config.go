@@ -179,7 +179,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		}
 	}
 	if c.Extra.CoreLite != nil {
-		if err := c.Extra.CoreLite.install(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter); err != nil {
+		if err := c.Extra.CoreLite.install(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, c.Generic.Authorization.Authorizer); err != nil {
 			return nil, err
 		}
 	}

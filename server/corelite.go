@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/dynamic"
@@ -22,7 +23,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/draplane/draplane/auth/node"
 	"github.com/draplane/draplane/controllers/namespace"
+	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	"github.com/draplane/draplane/registry/core"
 )
 
@@ -38,12 +42,18 @@ type CoreLite struct {
 	client        kubernetes.Interface
 	dynamicClient dynamic.Interface
 	informers     informers.SharedInformerFactory
+	auth          *coreLiteAuth
+	// resourceInformers feed the node authorizer's claim cache.
+	resourceInformers resourceinformers.SharedInformerFactory
 }
 
 // NewCoreLite builds the loopback clients and the admission chain: the
 // NamespaceLifecycle plugin (no object may be created in a namespace that
-// does not exist or is being deleted) and the Priority admission of new
-// pods (package priorityclass).
+// does not exist or is being deleted), the Priority admission of new
+// pods (package priorityclass) and the node restriction (auth/node). The
+// node restriction validates updates, so the chain handles them, and the
+// API handlers check managedFields again after mutating admission on
+// every update; the NamespaceLifecycle plugin itself still skips them.
 func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
@@ -58,6 +68,14 @@ func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) 
 		dynamicClient: dynamicClient,
 		informers:     informers.NewSharedInformerFactory(client, 10*time.Minute),
 	}
+	resourceClient, err := versioned.NewForConfig(loopback)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loopback resource client: %w", err)
+	}
+	c.resourceInformers = resourceinformers.NewSharedInformerFactory(resourceClient, 10*time.Minute)
+	// The RBAC and node authorizers' informers are asked for before the
+	// factories start.
+	c.auth = newCoreLiteAuth(c)
 	plugin, err := lifecycle.NewLifecycle(sets.New(bootstrapNamespaces...))
 	if err != nil {
 		return nil, nil, fmt.Errorf("namespace lifecycle admission: %w", err)
@@ -67,7 +85,7 @@ func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) 
 	if err := plugin.ValidateInitialization(); err != nil {
 		return nil, nil, fmt.Errorf("namespace lifecycle admission: %w", err)
 	}
-	return c, admission.NewChainHandler(namespaceLifecycle{plugin}, c.priorityAdmission()), nil
+	return c, admission.NewChainHandler(namespaceLifecycle{plugin}, c.priorityAdmission(), node.NewAdmission()), nil
 }
 
 // namespaceLifecycle is the NamespaceLifecycle plugin asked only about
@@ -84,11 +102,12 @@ func (l namespaceLifecycle) Handles(operation admission.Operation) bool {
 	return operation != admission.Update && l.Lifecycle.Handles(operation)
 }
 
-// install serves core/v1, coordination.k8s.io/v1 and scheduling.k8s.io/v1
-// and adds the hooks that start the informers, create the bootstrap
-// namespaces and the system priority classes and run the namespace
-// controller.
-func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
+// install serves core/v1, coordination.k8s.io/v1, scheduling.k8s.io/v1
+// and the RBAC and self review groups (installAuth; authz is the server's
+// whole authorizer) and adds the hooks that start the informers, create
+// the bootstrap namespaces and the system priority classes and run the
+// namespace controller.
+func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, authz authorizer.Authorizer) error {
 	legacy, err := core.NewLegacyStorage(optsGetter)
 	if err != nil {
 		return fmt.Errorf("core/v1 storage: %w", err)
@@ -112,12 +131,17 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 		return err
 	}
 
+	if err := c.installAuth(s, scheme, codecs, optsGetter, authz); err != nil {
+		return err
+	}
+
 	// The controller asks for its informer before the factory starts.
 	namespaceInformer := c.informers.Core().V1().Namespaces()
 	controller := namespace.NewController(klog.Background(), c.client, c.dynamicClient, c.client.Discovery(), namespaceInformer)
 
 	if err := s.AddPostStartHook("start-core-lite-informers", func(hook genericapiserver.PostStartHookContext) error {
 		c.informers.Start(hook.Done())
+		c.resourceInformers.Start(hook.Done())
 		return nil
 	}); err != nil {
 		return err

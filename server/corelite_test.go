@@ -10,8 +10,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// TestCoreLiteAdmission checks which operations the NamespaceLifecycle
-// chain takes, and the premise of leaving updates out: the plugin allows
+// TestCoreLiteAdmission checks which operations the admission chain
+// takes (updates for the node restriction, which validates them) and the
+// premise of leaving updates out of NamespaceLifecycle: the plugin allows
 // any update, even in a namespace it has never seen.
 func TestCoreLiteAdmission(t *testing.T) {
 	_, chain, err := NewCoreLite(&rest.Config{Host: "https://127.0.0.1:1"})
@@ -27,7 +28,7 @@ func TestCoreLiteAdmission(t *testing.T) {
 	}{
 		{admission.Create, true},
 		{admission.Delete, true},
-		{admission.Update, false},
+		{admission.Update, true},
 		{admission.Connect, false},
 	} {
 		if got := chain.Handles(tc.operation); got != tc.handles {

@@ -3,9 +3,12 @@ package server
 import (
 	"fmt"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	k8sresourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,6 +59,7 @@ func newOpenAPIScheme() (*runtime.Scheme, error) {
 	for _, add := range []func(*runtime.Scheme) error{
 		resourcev1.AddToScheme, resourcev1beta1.AddToScheme, k8sresourcev1.AddToScheme,
 		corev1.AddToScheme, coordinationv1.AddToScheme, policyv1.AddToScheme, schedulingv1.AddToScheme,
+		rbacv1.AddToScheme, authorizationv1.AddToScheme, authenticationv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("build OpenAPI scheme: %w", err)

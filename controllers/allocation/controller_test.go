@@ -137,6 +137,15 @@ func allocatedOn(node, device string) claimOption {
 	}
 }
 
+// grantedAdminAccess marks the allocated devices as granted admin access.
+func grantedAdminAccess() claimOption {
+	return func(claim *resourcev1.ResourceClaim) {
+		for i := range claim.Status.Allocation.Devices.Results {
+			claim.Status.Allocation.Devices.Results[i].AdminAccess = ptr(true)
+		}
+	}
+}
+
 func reservedFor(pods ...*corev1.Pod) claimOption {
 	return func(claim *resourcev1.ResourceClaim) {
 		for _, pod := range pods {
@@ -706,6 +715,28 @@ func TestSyncPod(t *testing.T) {
 			expectedEvents:        []string{"Warning FailedScheduling"},
 			expectedAttempts:      map[string]int{resultUnschedulable: 1},
 			expectNoClaimWrites:   true,
+		},
+		"claim granted admin access, namespace label since removed: not reserved for a new pod": {
+			nodes: three, slices: threeSlices,
+			namespaces:            []*corev1.Namespace{makeNamespace(testNamespace, nil)},
+			pods:                  []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "shared"))},
+			claims:                []*resourcev1.ResourceClaim{makeClaim("shared", withAdminAccess(), allocatedOn("node-b", "gpu-1"), grantedAdminAccess(), reservedFor(other))},
+			expectedErrors:        []string{errUnschedulable.Error()},
+			expectedNodes:         map[string]string{"pod-1": ""},
+			expectedReservedFor:   map[string][]string{"shared": {"other"}},
+			expectedUnschedulable: map[string]string{"pod-1": "claim default/shared was granted admin access (status.allocation.devices.results[0].adminAccess) and is not reserved for new pods, but namespace default lacks the label resource.kubernetes.io/admin-access=true"},
+			expectedEvents:        []string{"Warning FailedScheduling"},
+			expectedAttempts:      map[string]int{resultUnschedulable: 1},
+			expectNoClaimWrites:   true,
+		},
+		"claim granted admin access in a namespace still labelled: reserved for a new pod": {
+			nodes: three, slices: threeSlices,
+			namespaces:          []*corev1.Namespace{makeNamespace(testNamespace, map[string]string{resourceapi.AdminAccessNamespaceLabel: "true"})},
+			pods:                []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "shared"), withNodeName("node-b"))},
+			claims:              []*resourcev1.ResourceClaim{makeClaim("shared", withAdminAccess(), allocatedOn("node-b", "gpu-1"), grantedAdminAccess(), reservedFor(other))},
+			expectedNodes:       map[string]string{"pod-1": "node-b"},
+			expectedReservedFor: map[string][]string{"shared": {"other", "pod-1"}},
+			expectedAttempts:    map[string]int{resultAllocated: 1},
 		},
 		"admin access in a labelled namespace: allocated": {
 			nodes: three, slices: threeSlices,

@@ -195,6 +195,9 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 	if reason := c.adminAccessRefused(toAllocate); reason != "" {
 		return d.refuse(reason), nil
 	}
+	if reason := c.grantedAdminAccessRevoked(pod, d.claims); reason != "" {
+		return d.refuse(reason), nil
+	}
 
 	nodes, filter, err := c.candidateNodes(logger, pod, allocatedSelectors)
 	if err != nil {
@@ -300,6 +303,37 @@ func (c *Controller) adminAccessRefused(claims []*resourceapi.ResourceClaim) str
 		}
 	}
 	return ""
+}
+
+// grantedAdminAccessRevoked says why an allocated claim that holds a
+// device with admin access may not be reserved for the pod, or "": its
+// namespace has lost the admin access label since the allocation. Pods
+// the claim is reserved for already keep it; new ones do not get it.
+func (c *Controller) grantedAdminAccessRevoked(pod *corev1.Pod, claims []*podClaim) string {
+	for _, pc := range claims {
+		if pc.allocation == nil || reservedForPod(pc.claim, pod) {
+			continue
+		}
+		for i, result := range pc.allocation.Devices.Results {
+			if result.AdminAccess == nil || !*result.AdminAccess {
+				continue
+			}
+			if denied := c.adminAccessDenied(pc.claim.Namespace); denied != "" {
+				return fmt.Sprintf("claim %s was granted admin access (status.allocation.devices.results[%d].adminAccess) and is not reserved for new pods, %s", klog.KObj(pc.claim), i, denied)
+			}
+			break
+		}
+	}
+	return ""
+}
+
+func reservedForPod(claim *resourcev1.ResourceClaim, pod *corev1.Pod) bool {
+	for _, ref := range claim.Status.ReservedFor {
+		if ref.UID == pod.UID {
+			return true
+		}
+	}
+	return false
 }
 
 // refusedAllocation says why the API would refuse to store one of the

@@ -8,17 +8,20 @@ import (
 	"k8s.io/apiserver/pkg/authorization/union"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
+
+	"github.com/draplane/draplane/server"
 )
 
 // applyAuthorization sets the authorizer. Standalone, without
 // --authorization-kubeconfig and outside a cluster, nobody can answer
-// SubjectAccessReviews: the admin group and the health paths are allowed
-// and everybody else is denied. That is the authorizer the delegating
-// options build then too, but they also warn that SubjectAccessReviews
-// won't work, which here is the design, not something a user could act on.
-// With a kubeconfig (aggregated mode, or --authorization-kubeconfig), or in
-// a cluster, the delegating options apply as they are.
-func (o *Options) applyAuthorization(info *genericapiserver.AuthorizationInfo) error {
+// SubjectAccessReviews: the admin group and the health paths are allowed,
+// then core-lite's RBAC decides (when core-lite is served), and everybody
+// else is denied. The delegating options would warn that
+// SubjectAccessReviews won't work, which here is the design, not something
+// a user could act on. With a kubeconfig (aggregated mode, or
+// --authorization-kubeconfig), or in a cluster, the delegating options
+// apply as they are.
+func (o *Options) applyAuthorization(info *genericapiserver.AuthorizationInfo, coreLite *server.CoreLite) error {
 	a := o.Authorization
 	if a == nil || a.RemoteKubeConfigFile != "" || !a.RemoteKubeConfigFileOptional {
 		return a.ApplyTo(info)
@@ -39,6 +42,11 @@ func (o *Options) applyAuthorization(info *genericapiserver.AuthorizationInfo) e
 			return err
 		}
 		authorizers = append(authorizers, union.NamedAuthorizer{AuthorizerName: "kubernetes.io/always-allow-paths", Authorizer: paths})
+	}
+	if coreLite != nil {
+		authorizers = append(authorizers,
+			union.NamedAuthorizer{AuthorizerName: "Node", Authorizer: coreLite.NodeAuthorizer()},
+			union.NamedAuthorizer{AuthorizerName: "RBAC", Authorizer: coreLite.RBACAuthorizer()})
 	}
 	authz, err := union.New(authorizers...)
 	if err != nil {

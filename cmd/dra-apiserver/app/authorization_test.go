@@ -17,7 +17,7 @@ import (
 func TestStandaloneAuthorization(t *testing.T) {
 	o := NewOptions()
 	var info genericapiserver.AuthorizationInfo
-	if err := o.applyAuthorization(&info); err != nil {
+	if err := o.applyAuthorization(&info, nil); err != nil {
 		t.Fatal(err)
 	}
 	var delegating genericapiserver.AuthorizationInfo

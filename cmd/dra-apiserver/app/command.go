@@ -72,7 +72,7 @@ kubeconfig in --data-dir, serving on https://127.0.0.1:6444.`,
 	}
 	cliflag.SetUsageAndHelpFunc(cmd, fss, cols)
 
-	cmd.AddCommand(newVersionCommand(), newNodeAgentCommand())
+	cmd.AddCommand(newVersionCommand(), newNodeAgentCommand(), newClientKubeconfigCommand())
 	return cmd
 }
 

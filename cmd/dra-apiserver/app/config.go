@@ -78,13 +78,6 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 	if generic.Authentication.RequestHeaderConfig == nil && generic.Authentication.Authenticator != nil {
 		generic.Authentication.Authenticator = server.CacheClientCertificates(generic.Authentication.Authenticator, server.ClientCertCacheTTL)
 	}
-	if err := o.applyAuthorization(&generic.Authorization); err != nil {
-		return nil, fmt.Errorf("authorization: %w", err)
-	}
-	cfg.Extra.ServerURL = o.externalAddress(generic)
-	if cfg.Extra.KubeconfigPath, err = server.WriteAdminKubeconfig(o.DataDir, cfg.Extra.ServerURL); err != nil {
-		return nil, err
-	}
 	generic.AdmissionControl = admission.NewChainHandler()
 	if o.CoreLite {
 		coreLite, plugin, err := server.NewCoreLite(generic.LoopbackClientConfig)
@@ -93,6 +86,13 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 		}
 		generic.AdmissionControl = plugin
 		cfg.Extra.CoreLite = coreLite
+	}
+	if err := o.applyAuthorization(&generic.Authorization, cfg.Extra.CoreLite); err != nil {
+		return nil, fmt.Errorf("authorization: %w", err)
+	}
+	cfg.Extra.ServerURL = o.externalAddress(generic)
+	if cfg.Extra.KubeconfigPath, err = server.WriteAdminKubeconfig(o.DataDir, cfg.Extra.ServerURL); err != nil {
+		return nil, err
 	}
 	if cfg.Extra.ControllerManager, err = o.controllerManagerConfig(); err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ var layers = [][]string{
 	{"cmd"},
 	{"server"},
 	{"controllermanager", "registry"},
-	{"simulator"},
+	{"simulator", "auth"},
 	{"driver/nodeagent"},
 	{"controllers"},
 	{"allocator", "driver"},

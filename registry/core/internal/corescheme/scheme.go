@@ -62,6 +62,9 @@ func AddToScheme(scheme *runtime.Scheme) error {
 
 	addSchedulingTypes(scheme)
 
+	if err := addAuthToScheme(scheme); err != nil {
+		return err
+	}
 	if err := addDefaultingFuncs(scheme); err != nil {
 		return err
 	}

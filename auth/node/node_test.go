@@ -1,0 +1,121 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
+)
+
+var nodeA = &user.DefaultInfo{Name: "draplane:node:a", Groups: []string{"draplane:nodes", "draplane:driver:gpu.example.com"}}
+
+func onNode(node string) *corev1.NodeSelector {
+	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+		{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}},
+	}}}}
+}
+
+func testAuthorizer() *Authorizer {
+	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for name, node := range map[string]string{"on-a": "a", "on-b": "b"} {
+		_ = claims.Add(&resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+			Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{NodeSelector: onNode(node)}}})
+	}
+	_ = claims.Add(&resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "unallocated", Namespace: "ns"}})
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-a", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "a"}})
+	_ = pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-b", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "b"}})
+	return &Authorizer{Claims: resourcelisters.NewResourceClaimLister(claims), Pods: corelisters.NewPodLister(pods)}
+}
+
+func TestAuthorizer(t *testing.T) {
+	a := testAuthorizer()
+	other := &user.DefaultInfo{Name: "alice"}
+	req := func(u user.Info, verb, group, resource, sub, name string) authorizer.AttributesRecord {
+		return authorizer.AttributesRecord{User: u, Verb: verb, APIGroup: group, Resource: resource, Subresource: sub, Namespace: "ns", Name: name, ResourceRequest: true}
+	}
+	for _, tc := range []struct {
+		name     string
+		attrs    authorizer.AttributesRecord
+		wantDeny string
+	}{
+		{"claim on its node", req(nodeA, "get", "resource.draplane.dev", "resourceclaims", "", "on-a"), ""},
+		{"claim on another node", req(nodeA, "get", "resource.k8s.io", "resourceclaims", "", "on-b"), "claim ns/on-b is not"},
+		{"claim not allocated", req(nodeA, "get", "resource.draplane.dev", "resourceclaims", "", "unallocated"), "claim ns/unallocated is not"},
+		{"claim missing", req(nodeA, "get", "resource.draplane.dev", "resourceclaims", "", "gone"), "does not exist"},
+		{"status of a claim on another node", req(nodeA, "patch", "resource.draplane.dev", "resourceclaims", "status", "on-b"), "claim ns/on-b is not"},
+		{"claims listed", req(nodeA, "list", "resource.draplane.dev", "resourceclaims", "", ""), "one by name"},
+		{"its own node", req(nodeA, "patch", "", "nodes", "status", "a"), ""},
+		{"another node", req(nodeA, "update", "", "nodes", "", "b"), "only write its own Node a"},
+		{"its pod's status", req(nodeA, "patch", "", "pods", "status", "p-a"), ""},
+		{"another node's pod's status", req(nodeA, "patch", "", "pods", "status", "p-b"), "pod ns/p-b is not"},
+		{"slices as a collection without selector", req(nodeA, "deletecollection", "resource.draplane.dev", "resourceslices", "", ""), "field selector"},
+		{"not a node identity", req(other, "get", "resource.draplane.dev", "resourceclaims", "", "on-b"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			decision, reason, err := a.Authorize(context.Background(), tc.attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantDeny == "" && decision != authorizer.DecisionNoOpinion || tc.wantDeny != "" && (decision != authorizer.DecisionDeny || !strings.Contains(reason, tc.wantDeny)) {
+				t.Errorf("decision %v %q, want deny naming %q (\"\": no opinion)", decision, reason, tc.wantDeny)
+			}
+		})
+	}
+}
+
+func TestAdmission(t *testing.T) {
+	slice := func(node, driver string) *resourceapi.ResourceSlice {
+		return &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: resourceapi.ResourceSliceSpec{NodeName: ptr.To(node), Driver: driver}}
+	}
+	claim := func(devices int, reserved int) *resourceapi.ResourceClaim {
+		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}
+		c.Status.Devices = make([]resourceapi.AllocatedDeviceStatus, devices)
+		c.Status.ReservedFor = make([]resourceapi.ResourceClaimConsumerReference, reserved)
+		return c
+	}
+	slices := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
+	claims := schema.GroupVersionResource{Group: "resource.draplane.dev", Version: "v1", Resource: "resourceclaims"}
+	nodes := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	for _, tc := range []struct {
+		name     string
+		resource schema.GroupVersionResource
+		sub      string
+		op       admission.Operation
+		obj, old runtime.Object
+		objName  string
+		wantErr  string
+	}{
+		{name: "own slice", resource: slices, op: admission.Create, obj: slice("a", "gpu.example.com")},
+		{name: "another node's slice", resource: slices, op: admission.Create, obj: slice("b", "gpu.example.com"), wantErr: `slice s has "b"`},
+		{name: "slice without a node", resource: slices, op: admission.Create, obj: &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.example.com"}}, wantErr: `has ""`},
+		{name: "driver not allowed", resource: slices, op: admission.Create, obj: slice("a", "nic.example.com"), wantErr: "lacks the group draplane:driver:nic.example.com"},
+		{name: "deleting another node's slice", resource: slices, op: admission.Delete, old: slice("b", "gpu.example.com"), wantErr: `has "b"`},
+		{name: "own node registered", resource: nodes, op: admission.Create, obj: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, objName: "a"},
+		{name: "another node registered", resource: nodes, op: admission.Create, obj: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, objName: "b", wantErr: "only register its own Node a"},
+		{name: "claim devices status", resource: claims, sub: "status", op: admission.Update, obj: claim(1, 1), old: claim(0, 1)},
+		{name: "claim reservedFor", resource: claims, sub: "status", op: admission.Update, obj: claim(0, 2), old: claim(0, 1), wantErr: "only change status.devices"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			attrs := admission.NewAttributesRecord(tc.obj, tc.old, schema.GroupVersionKind{}, "ns", tc.objName, tc.resource, tc.sub, tc.op, nil, false, nodeA)
+			err := NewAdmission().Validate(context.Background(), attrs, nil)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("error %v, want one naming %q", err, tc.wantErr)
+			}
+		})
+	}
+}
