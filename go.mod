@@ -15,7 +15,12 @@ require (
 	k8s.io/kubelet v0.37.2
 )
 
-require k8s.io/code-generator v0.37.2 // indirect
+require (
+	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
+	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
+	honnef.co/go/tools v0.8.1 // indirect
+	k8s.io/code-generator v0.37.2 // indirect
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
@@ -136,6 +141,7 @@ require (
 
 tool (
 	golang.org/x/tools/cmd/goimports
+	honnef.co/go/tools/cmd/staticcheck
 	k8s.io/code-generator/cmd/applyconfiguration-gen
 	k8s.io/code-generator/cmd/client-gen
 	k8s.io/code-generator/cmd/conversion-gen

@@ -45,6 +45,9 @@ func main() {
 		if err != nil {
 			return err
 		}
+		if ast.IsGenerated(file) {
+			return nil
+		}
 		for _, decl := range file.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Body == nil {
