@@ -88,10 +88,16 @@ vet: ## go vet every package, and those of test/e2e/upstreamdriver (a module of 
 # side, the allocator's parallel search, the simulator, the controller
 # manager): `make test-race` runs their tests under the race detector.
 RACE_PKGS := ./controllers/... ./driver/... ./allocator/... ./simulator/... ./controllermanager/...
+# Left out of the race run: the allocator's TestOracle and
+# TestOracleSelectNode, one goroutine each sweeping 12,000 random instances
+# (the allocator package took 353 s of a 981 s race run with them, most of
+# it theirs; `make test` runs them). The allocator's use from several
+# goroutines is TestConcurrentUse.
+RACE_SKIP := ^TestOracle(SelectNode)?$$
 
 .PHONY: test-race
 test-race: ## go test -race over the packages with concurrency: controllers, driver, allocator, simulator, controllermanager.
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '$(RACE_SKIP)' $(RACE_PKGS)
 
 .PHONY: lint
 lint: ## staticcheck (pinned in go.mod; staticcheck.conf) over every package but the generator output under generated/.
