@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,8 +34,6 @@ func (in *instance) inUse() *InUse {
 	}
 	return u
 }
-
-var errNoSolution = errors.New("no solution")
 
 // runChecked allocates and validates the result, failing the test on an
 // invalid one.

@@ -229,8 +229,6 @@ func sub(name, class string, count int64, exprs ...string) resourceapi.DeviceSub
 	return s
 }
 
-type claimOpt func(*resourceapi.ResourceClaim)
-
 func mkClaim(name string, reqs ...resourceapi.DeviceRequest) *resourceapi.ResourceClaim {
 	return &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},

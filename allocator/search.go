@@ -934,13 +934,6 @@ func countersFree(d *device, st *State) bool {
 	return true
 }
 
-func constraintAttribute(c resourceapi.DeviceConstraint) resourceapi.FullyQualifiedName {
-	if c.MatchAttribute != nil {
-		return *c.MatchAttribute
-	}
-	return deref(c.DistinctAttribute)
-}
-
 func (s *search) reset() {
 	clear(s.taken)
 	s.picks = s.picks[:0]

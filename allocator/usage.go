@@ -181,48 +181,49 @@ func (s *State) countPool(ctx context.Context, p *pool, u *PoolUsage, classNames
 	}
 
 	for _, name := range classNames {
-		class := inv.classes[name]
-		cu := ClassUsage{Class: name}
-		var exprs []*exprCache
-		ok := true
-		for _, sel := range class.Spec.Selectors {
-			if sel.CEL == nil {
-				ok = false
-				break
-			}
-			e := inv.expr(sel.CEL.Expression)
-			if e.compileErr != nil {
-				ok = false
-				break
-			}
-			exprs = append(exprs, e)
-		}
-		if !ok {
-			continue
-		}
-		for i, d := range p.devices {
-			matches := true
-			for _, e := range exprs {
-				m, err := e.match(ctx, d)
-				if err != nil {
-					cu.SelectorErrors++
-				}
-				if !m {
-					matches = false
-					break
-				}
-			}
-			if matches {
-				cu.Devices++
-				if free[i] {
-					cu.Free++
-				}
-			}
-		}
-		if cu.Devices > 0 || cu.SelectorErrors > 0 {
+		if cu, ok := s.countClass(ctx, p, name, free); ok {
 			u.Classes = append(u.Classes, cu)
 		}
 	}
+}
+
+// countClass counts the devices of the pool that the class matches and how
+// many of them are free (free is indexed like p.devices). It returns false
+// when the class is not shown for the pool: one of its selectors is not CEL
+// or does not compile, or it matches no device and no selector failed.
+func (s *State) countClass(ctx context.Context, p *pool, name string, free []bool) (ClassUsage, bool) {
+	cu := ClassUsage{Class: name}
+	var exprs []*exprCache
+	for _, sel := range s.inv.classes[name].Spec.Selectors {
+		if sel.CEL == nil {
+			return cu, false
+		}
+		e := s.inv.expr(sel.CEL.Expression)
+		if e.compileErr != nil {
+			return cu, false
+		}
+		exprs = append(exprs, e)
+	}
+	for i, d := range p.devices {
+		matches := true
+		for _, e := range exprs {
+			m, err := e.match(ctx, d)
+			if err != nil {
+				cu.SelectorErrors++
+			}
+			if !m {
+				matches = false
+				break
+			}
+		}
+		if matches {
+			cu.Devices++
+			if free[i] {
+				cu.Free++
+			}
+		}
+	}
+	return cu, cu.Devices > 0 || cu.SelectorErrors > 0
 }
 
 func hasEffect(taints []resourceapi.DeviceTaint, effect resourceapi.DeviceTaintEffect) bool {

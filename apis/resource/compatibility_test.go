@@ -91,7 +91,7 @@ func fillFuncs() map[reflect.Type]roundtrip.FillFunc {
 			// Kind and apiVersion are set by the caller.
 		},
 		reflect.TypeOf(&metav1.FieldsV1{}): func(s string, _ int, obj any) {
-			obj.(*metav1.FieldsV1).Raw = fmt.Appendf(nil, `{"f:%s":{}}`, s)
+			obj.(*metav1.FieldsV1).SetRawString(fmt.Sprintf(`{"f:%s":{}}`, s))
 		},
 		reflect.TypeOf(&metav1.Time{}): func(_ string, i int, obj any) {
 			// Whole seconds in UTC: what JSON can carry.

@@ -62,7 +62,10 @@ const (
 	// It is set False with ReasonFailedAllocation when they cannot, and
 	// True with ReasonAllocated once they are.
 	ConditionClaimsAllocated corev1.PodConditionType = "ResourceClaimsAllocated"
-	ReasonAllocated                                  = "Allocated"
+
+	// ReasonAllocated is the reason of ConditionClaimsAllocated True: a
+	// condition reason, a plain string like the event reasons above.
+	ReasonAllocated = "Allocated"
 
 	// boundPodsCacheSize bounds the memory of pods this controller bound
 	// and the informer does not show bound yet.

@@ -1059,12 +1059,10 @@ func claimWrites(actions []k8stesting.Action) []string {
 		}
 		var name string
 		switch action := action.(type) {
-		case k8stesting.UpdateAction:
+		case k8stesting.UpdateAction: // and CreateAction: the two interfaces have the same methods
 			name = action.GetObject().(metav1.Object).GetName()
 		case k8stesting.PatchAction:
 			name = action.GetName()
-		case k8stesting.CreateAction:
-			name = action.GetObject().(metav1.Object).GetName()
 		case k8stesting.DeleteAction:
 			name = action.GetName()
 		default:

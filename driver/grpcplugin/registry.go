@@ -208,197 +208,231 @@ func (r *Registry) Run(ctx context.Context) error {
 	}
 	defer func() { _ = watcher.Close() }()
 
-	var wg sync.WaitGroup
-	results := make(chan attempt)
-	desired := map[string]os.FileInfo{}
-	sockets := map[string]*socket{}
-
-	// scan reads the directory tree again: what it finds replaces what
-	// the events said.
-	scan := func() {
-		found := map[string]os.FileInfo{}
-		err := filepath.WalkDir(r.opts.Dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if path == r.opts.Dir {
-					return err
-				}
-				return nil
-			}
-			if path != r.opts.Dir && strings.HasPrefix(d.Name(), ".") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.IsDir() {
-				if err := watcher.Add(path); err != nil {
-					logger.Error(err, "Watching a directory", "path", path)
-				}
-				return nil
-			}
-			if d.Type()&fs.ModeSocket != 0 {
-				if fi, err := os.Stat(path); err == nil {
-					found[path] = fi
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			logger.Error(err, "Reading the registration directory", "path", r.opts.Dir)
-			return
-		}
-		for path, fi := range found {
-			if !sameFile(desired[path], fi) {
-				desired[path] = fi
-			}
-		}
-		for path := range desired {
-			if _, ok := found[path]; !ok {
-				delete(desired, path)
-			}
-		}
+	w := &dirWatch{
+		r:       r,
+		logger:  logger,
+		watcher: watcher,
+		results: make(chan attempt),
+		desired: map[string]os.FileInfo{},
+		sockets: map[string]*socket{},
 	}
-
-	handle := func(event fsnotify.Event) {
-		path := event.Name
-		switch {
-		case event.Has(fsnotify.Create):
-			if strings.HasPrefix(filepath.Base(path), ".") {
-				return
-			}
-			fi, err := os.Stat(path)
-			if err != nil {
-				return // gone already; its Remove follows
-			}
-			if fi.IsDir() {
-				scan() // watches it and finds what is in it already
-				return
-			}
-			if fi.Mode()&fs.ModeSocket != 0 {
-				desired[path] = fi
-			}
-		case event.Has(fsnotify.Remove), event.Has(fsnotify.Rename):
-			for p := range desired {
-				if p == path || strings.HasPrefix(p, path+string(filepath.Separator)) {
-					delete(desired, p)
-				}
-			}
-		}
-	}
-
-	var retry *time.Timer
-	reconcile := func() {
-		// Deregister first: a socket created again drops its old
-		// registration before registering anew.
-		for path, s := range sockets {
-			if s.registered != nil && !sameFile(desired[path], s.registered.file) {
-				r.deregister(ctx, s.registered, true)
-				s.registered = nil
-			}
-		}
-		now := time.Now()
-		var next time.Duration
-		for path, fi := range desired {
-			s := sockets[path]
-			if s == nil {
-				s = &socket{}
-				sockets[path] = s
-			}
-			if s.registered != nil || s.inFlight {
-				continue
-			}
-			if sameFile(s.failed, fi) && now.Before(s.retryAt) {
-				if wait := s.retryAt.Sub(now); next == 0 || wait < next {
-					next = wait
-				}
-				continue
-			}
-			if !sameFile(s.failed, fi) {
-				s.failures = 0
-			}
-			s.inFlight = true
-			wg.Go(func() {
-				p, err := r.register(ctx, path, fi)
-				select {
-				case results <- attempt{path: path, file: fi, plugin: p, err: err}:
-				case <-ctx.Done():
-					if p != nil {
-						_ = p.conn.Close()
-					}
-				}
-			})
-		}
-		for path, s := range sockets {
-			if _, ok := desired[path]; !ok && s.registered == nil && !s.inFlight {
-				delete(sockets, path)
-			}
-		}
-		if next > 0 {
-			retry.Reset(next)
-		}
-	}
-
 	logger.V(2).Info("Watching for plugins", "path", r.opts.Dir)
 	if err := watcher.Add(r.opts.Dir); err != nil {
 		return fmt.Errorf("grpcplugin: watch %s: %w", r.opts.Dir, err)
 	}
-	retry = time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
+	w.retry = time.NewTimer(time.Hour)
+	w.retry.Stop()
+	defer w.retry.Stop()
 	resync := time.NewTicker(r.opts.ResyncPeriod)
 	defer resync.Stop()
-	scan()
-	reconcile()
+	w.scan()
+	w.reconcile(ctx)
 	for {
 		select {
 		case <-ctx.Done():
-			logger.V(2).Info("Stopping")
-			wg.Wait() // attempts end with ctx and close what they opened
-			r.mu.Lock()
-			all := r.drivers
-			r.drivers = map[string][]*plugin{}
-			r.mu.Unlock()
-			for _, list := range all {
-				for _, p := range list {
-					r.deregister(ctx, p, false)
-				}
-			}
-			r.streams.Wait()
+			w.stop(ctx)
 			return nil
 		case event, ok := <-watcher.Events:
 			if !ok {
 				return errors.New("grpcplugin: the directory watch ended")
 			}
-			handle(event)
+			w.handle(event)
 		case err, ok := <-watcher.Errors:
 			if !ok {
 				return errors.New("grpcplugin: the directory watch ended")
 			}
 			logger.Error(err, "Watching the registration directory; reading it again")
-			scan()
+			w.scan()
 		case <-resync.C:
-			scan()
-		case <-retry.C:
-		case a := <-results:
-			s := sockets[a.path]
-			s.inFlight = false
-			switch {
-			case a.err != nil:
-				s.failed, s.failures = a.file, s.failures+1
-				backoff := min(initialBackoff<<min(s.failures-1, 10), maxBackoff)
-				s.retryAt = time.Now().Add(backoff)
-				logger.Error(a.err, "Registering a plugin failed", "path", a.path, "retryIn", backoff)
-			case !sameFile(desired[a.path], a.file):
-				// The socket went or was created again meanwhile.
-				_ = a.plugin.conn.Close()
-			default:
-				s.failed, s.failures = nil, 0
-				s.registered = a.plugin
-				r.add(ctx, a.plugin)
+			w.scan()
+		case <-w.retry.C:
+		case a := <-w.results:
+			w.finish(ctx, a)
+		}
+		w.reconcile(ctx)
+	}
+}
+
+// dirWatch is the state of one Run: the sockets the directory holds
+// (desired), and what became of each (sockets). Only Run's goroutine uses
+// it; registration attempts run in goroutines of their own and report on
+// results.
+type dirWatch struct {
+	r       *Registry
+	logger  klog.Logger
+	watcher *fsnotify.Watcher
+	wg      sync.WaitGroup
+	results chan attempt
+	desired map[string]os.FileInfo
+	sockets map[string]*socket
+	retry   *time.Timer
+}
+
+// scan reads the directory tree again: what it finds replaces what the
+// events said.
+func (w *dirWatch) scan() {
+	dir := w.r.opts.Dir
+	found := map[string]os.FileInfo{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == dir {
+				return err
+			}
+			return nil
+		}
+		if path != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			if err := w.watcher.Add(path); err != nil {
+				w.logger.Error(err, "Watching a directory", "path", path)
+			}
+			return nil
+		}
+		if d.Type()&fs.ModeSocket != 0 {
+			if fi, err := os.Stat(path); err == nil {
+				found[path] = fi
 			}
 		}
-		reconcile()
+		return nil
+	})
+	if err != nil {
+		w.logger.Error(err, "Reading the registration directory", "path", dir)
+		return
 	}
+	for path, fi := range found {
+		if !sameFile(w.desired[path], fi) {
+			w.desired[path] = fi
+		}
+	}
+	for path := range w.desired {
+		if _, ok := found[path]; !ok {
+			delete(w.desired, path)
+		}
+	}
+}
+
+// handle applies one event of the directory watch to desired.
+func (w *dirWatch) handle(event fsnotify.Event) {
+	path := event.Name
+	switch {
+	case event.Has(fsnotify.Create):
+		if strings.HasPrefix(filepath.Base(path), ".") {
+			return
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			return // gone already; its Remove follows
+		}
+		if fi.IsDir() {
+			w.scan() // watches it and finds what is in it already
+			return
+		}
+		if fi.Mode()&fs.ModeSocket != 0 {
+			w.desired[path] = fi
+		}
+	case event.Has(fsnotify.Remove), event.Has(fsnotify.Rename):
+		for p := range w.desired {
+			if p == path || strings.HasPrefix(p, path+string(filepath.Separator)) {
+				delete(w.desired, p)
+			}
+		}
+	}
+}
+
+// reconcile deregisters what is gone, starts a registration attempt for
+// each socket that needs one and is not waiting out a backoff, and sets the
+// retry timer for the first of those that are.
+func (w *dirWatch) reconcile(ctx context.Context) {
+	// Deregister first: a socket created again drops its old
+	// registration before registering anew.
+	for path, s := range w.sockets {
+		if s.registered != nil && !sameFile(w.desired[path], s.registered.file) {
+			w.r.deregister(ctx, s.registered, true)
+			s.registered = nil
+		}
+	}
+	now := time.Now()
+	var next time.Duration
+	for path, fi := range w.desired {
+		s := w.sockets[path]
+		if s == nil {
+			s = &socket{}
+			w.sockets[path] = s
+		}
+		if s.registered != nil || s.inFlight {
+			continue
+		}
+		if sameFile(s.failed, fi) && now.Before(s.retryAt) {
+			if wait := s.retryAt.Sub(now); next == 0 || wait < next {
+				next = wait
+			}
+			continue
+		}
+		if !sameFile(s.failed, fi) {
+			s.failures = 0
+		}
+		s.inFlight = true
+		w.wg.Go(func() {
+			p, err := w.r.register(ctx, path, fi)
+			select {
+			case w.results <- attempt{path: path, file: fi, plugin: p, err: err}:
+			case <-ctx.Done():
+				if p != nil {
+					_ = p.conn.Close()
+				}
+			}
+		})
+	}
+	for path, s := range w.sockets {
+		if _, ok := w.desired[path]; !ok && s.registered == nil && !s.inFlight {
+			delete(w.sockets, path)
+		}
+	}
+	if next > 0 {
+		w.retry.Reset(next)
+	}
+}
+
+// finish records the outcome of a registration attempt.
+func (w *dirWatch) finish(ctx context.Context, a attempt) {
+	s := w.sockets[a.path]
+	s.inFlight = false
+	switch {
+	case a.err != nil:
+		s.failed, s.failures = a.file, s.failures+1
+		backoff := min(initialBackoff<<min(s.failures-1, 10), maxBackoff)
+		s.retryAt = time.Now().Add(backoff)
+		w.logger.Error(a.err, "Registering a plugin failed", "path", a.path, "retryIn", backoff)
+	case !sameFile(w.desired[a.path], a.file):
+		// The socket went or was created again meanwhile.
+		_ = a.plugin.conn.Close()
+	default:
+		s.failed, s.failures = nil, 0
+		s.registered = a.plugin
+		w.r.add(ctx, a.plugin)
+	}
+}
+
+// stop waits for the attempts, which end with ctx and close what they
+// opened, then deregisters every plugin and waits for their streams.
+func (w *dirWatch) stop(ctx context.Context) {
+	w.logger.V(2).Info("Stopping")
+	w.wg.Wait()
+	r := w.r
+	r.mu.Lock()
+	all := r.drivers
+	r.drivers = map[string][]*plugin{}
+	r.mu.Unlock()
+	for _, list := range all {
+		for _, p := range list {
+			r.deregister(ctx, p, false)
+		}
+	}
+	r.streams.Wait()
 }
 
 // register does what the kubelet does for a new registration socket:

@@ -229,9 +229,8 @@ func (r *REST) List(_ context.Context, opts *metainternalversion.ListOptions) (r
 
 type watcher struct {
 	filter
-	ch   chan watch.Event
-	r    *REST
-	once sync.Once
+	ch chan watch.Event
+	r  *REST
 }
 
 func (w *watcher) ResultChan() <-chan watch.Event { return w.ch }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
 )
 
 // benchResourcePools measures what watching resourcepools costs with many
@@ -79,28 +80,6 @@ func benchResourcePools(c config) error {
 			return err
 		}
 	}
-	// One round: allocate every claim (each on another pool), then release
-	// them all; returns the server's CPU seconds.
-	round := func() (float64, error) {
-		cpu0 := s.cpuSeconds()
-		for _, allocate := range []bool{true, false} {
-			for i := range c.poolEvents {
-				claim, err := claims.Get(ctx, fmt.Sprintf("pool-claim-%d", i), metav1.GetOptions{})
-				if err != nil {
-					return 0, err
-				}
-				claim.Status.Allocation = nil
-				if allocate {
-					claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
-						Request: "gpu", Driver: "gpu.bench.draplane.dev", Pool: fmt.Sprintf("bench-node-%05d", i%c.pools), Device: "gpu-0"}}}}
-				}
-				if _, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
-					return 0, err
-				}
-			}
-		}
-		return s.cpuSeconds() - cpu0, nil
-	}
 	events := float64(2 * c.poolEvents)
 
 	recounts0, err := s.recounts(ctx)
@@ -119,7 +98,7 @@ func benchResourcePools(c config) error {
 		}
 		received <- n
 	}()
-	watched, err := round()
+	watched, err := poolRound(ctx, s, claims, c)
 	if err != nil {
 		return err
 	}
@@ -131,7 +110,7 @@ func benchResourcePools(c config) error {
 	if err != nil {
 		return err
 	}
-	unwatched, err := round()
+	unwatched, err := poolRound(ctx, s, claims, c)
 	if err != nil {
 		return err
 	}
@@ -141,6 +120,29 @@ func benchResourcePools(c config) error {
 		fmt.Sprintf("%.2f ms", 1000*unwatched/events))
 	report("resourcepools: pools counted again per event", fmt.Sprintf("%.2f", (recounts1-recounts0)/events))
 	return nil
+}
+
+// poolRound allocates every claim of benchResourcePools (each on another
+// pool), then releases them all; it returns the server's CPU seconds.
+func poolRound(ctx context.Context, s *server, claims resourcev1client.ResourceClaimInterface, c config) (float64, error) {
+	cpu0 := s.cpuSeconds()
+	for _, allocate := range []bool{true, false} {
+		for i := range c.poolEvents {
+			claim, err := claims.Get(ctx, fmt.Sprintf("pool-claim-%d", i), metav1.GetOptions{})
+			if err != nil {
+				return 0, err
+			}
+			claim.Status.Allocation = nil
+			if allocate {
+				claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
+					Request: "gpu", Driver: "gpu.bench.draplane.dev", Pool: fmt.Sprintf("bench-node-%05d", i%c.pools), Device: "gpu-0"}}}}
+			}
+			if _, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return s.cpuSeconds() - cpu0, nil
 }
 
 // cpuSeconds is the user and system CPU time of the server process.
