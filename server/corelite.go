@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/draplane/draplane/controllers/namespace"
+	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/registry/core"
 )
 
@@ -83,7 +84,8 @@ func (l namespaceLifecycle) Handles(operation admission.Operation) bool {
 	return operation != admission.Update && l.Lifecycle.Handles(operation)
 }
 
-// install serves core/v1 and coordination.k8s.io/v1 and adds the hooks
+// install serves core/v1, coordination.k8s.io/v1 and, with the
+// GenericWorkload gate, scheduling.k8s.io/v1beta1 PodGroups, and adds the hooks
 // that start the informers, create the bootstrap namespaces and run the
 // namespace controller.
 func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
@@ -105,6 +107,18 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 	coordinationInfo.VersionedResourcesStorageMap["v1"] = coordination
 	if err := s.InstallAPIGroup(&coordinationInfo); err != nil {
 		return fmt.Errorf("install coordination.k8s.io/v1: %w", err)
+	}
+
+	if features.Enabled(features.GenericWorkload) {
+		scheduling, err := core.NewSchedulingStorage(optsGetter)
+		if err != nil {
+			return fmt.Errorf("scheduling.k8s.io/v1beta1 storage: %w", err)
+		}
+		schedulingInfo := newAPIGroupInfo("scheduling.k8s.io", scheme, codecs)
+		schedulingInfo.VersionedResourcesStorageMap["v1beta1"] = scheduling
+		if err := s.InstallAPIGroup(&schedulingInfo); err != nil {
+			return fmt.Errorf("install scheduling.k8s.io/v1beta1: %w", err)
+		}
 	}
 
 	// The controller asks for its informer before the factory starts.

@@ -18,6 +18,7 @@ import (
 	"github.com/draplane/draplane/registry/core/namespace"
 	"github.com/draplane/draplane/registry/core/node"
 	"github.com/draplane/draplane/registry/core/pod"
+	"github.com/draplane/draplane/registry/core/podgroup"
 )
 
 // AddToScheme registers core/v1 Pod, Namespace, Node, Event (and their
@@ -72,4 +73,14 @@ func NewCoordinationStorage(optsGetter generic.RESTOptionsGetter) (map[string]re
 		return nil, err
 	}
 	return map[string]rest.Storage{"leases": leaseStorage}, nil
+}
+
+// NewSchedulingStorage returns the storage of scheduling.k8s.io/v1beta1:
+// "podgroups" and "podgroups/status".
+func NewSchedulingStorage(optsGetter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	podGroupStorage, err := podgroup.NewStorage(optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]rest.Storage{"podgroups": podGroupStorage.PodGroup, "podgroups/status": podGroupStorage.Status}, nil
 }

@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,6 +35,8 @@ var (
 	CoordinationInternal = schema.GroupVersion{Group: coordinationv1.GroupName, Version: runtime.APIVersionInternal}
 	PolicyV1             = policyv1.SchemeGroupVersion
 	PolicyInternal       = schema.GroupVersion{Group: policyv1.GroupName, Version: runtime.APIVersionInternal}
+	SchedulingV1beta1    = schedulingv1beta1.SchemeGroupVersion
+	SchedulingInternal   = schema.GroupVersion{Group: schedulingv1beta1.GroupName, Version: runtime.APIVersionInternal}
 )
 
 // AddToScheme registers the core-lite types under their real and internal
@@ -59,6 +62,10 @@ func AddToScheme(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(CoordinationV1, &coordinationv1.Lease{}, &coordinationv1.LeaseList{})
 	scheme.AddKnownTypes(CoordinationInternal, &coordinationv1.Lease{}, &coordinationv1.LeaseList{})
 	metav1.AddToGroupVersion(scheme, CoordinationV1)
+
+	scheme.AddKnownTypes(SchedulingV1beta1, &schedulingv1beta1.PodGroup{}, &schedulingv1beta1.PodGroupList{})
+	scheme.AddKnownTypes(SchedulingInternal, &schedulingv1beta1.PodGroup{}, &schedulingv1beta1.PodGroupList{})
+	metav1.AddToGroupVersion(scheme, SchedulingV1beta1)
 
 	if err := addDefaultingFuncs(scheme); err != nil {
 		return err

@@ -43,8 +43,11 @@ type optionsGetter struct {
 
 func (g *optionsGetter) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
 	storageVersion := corescheme.CoreV1
-	if resource.Group == corescheme.CoordinationV1.Group {
+	switch resource.Group {
+	case corescheme.CoordinationV1.Group:
 		storageVersion = corescheme.CoordinationV1
+	case corescheme.SchedulingV1beta1.Group:
+		storageVersion = corescheme.SchedulingV1beta1
 	}
 	config := *g.config
 	config.Codec = g.codecs.LegacyCodec(storageVersion)
