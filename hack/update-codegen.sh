@@ -116,8 +116,8 @@ if [[ ${#lifecycle_pkgs[@]} -gt 0 ]]; then
 fi
 
 # OpenAPI for our group plus every foreign type the server publishes
-# (core-lite serves pods, nodes, namespaces, events, leases and
-# PriorityClasses). The
+# (core-lite serves pods, nodes, namespaces, events, leases, PriorityClasses
+# and PodGroups). The
 # violations list holds apimachinery's own rule violations we accept.
 report_args=(--report-filename "${ROOT}/hack/api-rule-violations.list")
 if [[ "${UPDATE_API_KNOWN_VIOLATIONS:-}" == "true" ]]; then
@@ -135,6 +135,7 @@ kube::codegen::gen_openapi \
   --extra-pkgs k8s.io/api/policy/v1 \
   --extra-pkgs k8s.io/api/resource/v1 \
   --extra-pkgs k8s.io/api/scheduling/v1 \
+  --extra-pkgs k8s.io/api/scheduling/v1beta1 \
   --extra-pkgs k8s.io/apimachinery/pkg/apis/meta/v1 \
   --extra-pkgs k8s.io/apimachinery/pkg/runtime \
   --extra-pkgs k8s.io/apimachinery/pkg/version \

@@ -84,10 +84,11 @@ func (l namespaceLifecycle) Handles(operation admission.Operation) bool {
 	return operation != admission.Update && l.Lifecycle.Handles(operation)
 }
 
-// install serves core/v1, coordination.k8s.io/v1 and scheduling.k8s.io/v1
-// and adds the hooks that start the informers, create the bootstrap
-// namespaces and the system priority classes and run the namespace
-// controller.
+// install serves core/v1, coordination.k8s.io/v1 and scheduling.k8s.io
+// (v1 PriorityClasses and, with the GenericWorkload gate, v1beta1
+// PodGroups), and adds the hooks that start the informers, create the
+// bootstrap namespaces and the system priority classes and run the
+// namespace controller.
 func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
 	legacy, err := core.NewLegacyStorage(optsGetter)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	k8sresourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,7 +56,7 @@ func newOpenAPIScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		resourcev1.AddToScheme, resourcev1beta1.AddToScheme, k8sresourcev1.AddToScheme,
-		corev1.AddToScheme, coordinationv1.AddToScheme, policyv1.AddToScheme, schedulingv1.AddToScheme,
+		corev1.AddToScheme, coordinationv1.AddToScheme, policyv1.AddToScheme, schedulingv1.AddToScheme, schedulingv1beta1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("build OpenAPI scheme: %w", err)
@@ -63,3 +64,4 @@ func newOpenAPIScheme() (*runtime.Scheme, error) {
 	}
 	return scheme, nil
 }
+

@@ -94,6 +94,11 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 			return nil
 		}
 	}
+	if key, ok := c.gangPod(pod); ok {
+		// Placed with its group.
+		c.queue.Add(key)
+		return nil
+	}
 	if pod.Spec.NodeName == "" {
 		if node, ok := c.bound.get(pod.UID); ok {
 			logger.V(5).Info("Pod bound already, waiting for the informer", "node", node)
@@ -599,7 +604,6 @@ func (c *Controller) setPodCondition(ctx context.Context, pod *corev1.Pod, condi
 func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d *decision, eventsBefore int64) error {
 	logger := klog.FromContext(ctx)
 	var done []*podClaim
-	wrote := false
 	fail := func(err error) error {
 		rollbackErr := c.rollback(ctx, key, pod, d, done)
 		if slices.ContainsFunc(d.claims, func(pc *podClaim) bool { return pc.newAllocation != nil }) {
@@ -621,22 +625,11 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 		allocationAttempts.WithLabelValues(resultError).Inc()
 		return err
 	}
-	for _, pc := range d.claims {
-		var err error
-		switch {
-		case pc.newAllocation != nil:
-			err = c.writeAllocation(ctx, key, pod, pc)
-		case podclaims.IsReservedForPod(pod, pc.claim) || c.tracker.writtenFor(pc.claim.UID, pod.UID):
-			continue
-		default:
-			err = c.reserveForPod(ctx, key, pod, pc.claim)
-		}
-		if err != nil {
-			return fail(err)
-		}
-		done = append(done, pc)
-		wrote = true
+	done, err := c.writeClaims(ctx, key, pod, d)
+	if err != nil {
+		return fail(err)
 	}
+	wrote := len(done) > 0
 
 	if pod.Spec.NodeName != "" {
 		c.clearUnschedulable(key)
@@ -667,6 +660,29 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 	c.eventf(pod, corev1.EventTypeNormal, ReasonScheduled, "Successfully assigned %s to %s", klog.KObj(pod), d.node)
 	logger.V(2).Info("Bound pod", "node", d.node)
 	return nil
+}
+
+// writeClaims writes the decision's allocations and reservations for the
+// pod and returns the claims it wrote, also when a write fails (those
+// written before it).
+func (c *Controller) writeClaims(ctx context.Context, key string, pod *corev1.Pod, d *decision) ([]*podClaim, error) {
+	var done []*podClaim
+	for _, pc := range d.claims {
+		var err error
+		switch {
+		case pc.newAllocation != nil:
+			err = c.writeAllocation(ctx, key, pod, pc)
+		case podclaims.IsReservedForPod(pod, pc.claim) || c.tracker.writtenFor(pc.claim.UID, pod.UID):
+			continue
+		default:
+			err = c.reserveForPod(ctx, key, pod, pc.claim)
+		}
+		if err != nil {
+			return done, err
+		}
+		done = append(done, pc)
+	}
+	return done, nil
 }
 
 // writeAllocation protects the claim with the finalizer unless it is
