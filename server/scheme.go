@@ -64,4 +64,3 @@ func newOpenAPIScheme() (*runtime.Scheme, error) {
 	}
 	return scheme, nil
 }
-
