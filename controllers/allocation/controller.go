@@ -155,6 +155,9 @@ type Controller struct {
 	// tracker holds the allocations in use; its mutex guards node
 	// selection and the fields below.
 	tracker *allocationTracker
+	// nominations are the preemptors waiting for their victims to go,
+	// by pod UID (preempt.go); guarded by the tracker's mutex.
+	nominations map[types.UID]*nomination
 	// snapshotGeneration counts changes of slices, classes and taint
 	// rules; inventory is rebuilt when it moved on.
 	snapshotGeneration  atomic.Int64
@@ -244,6 +247,7 @@ func NewController(
 			sliceInformer.Informer().HasSynced,
 		},
 		tracker:       newAllocationTracker(),
+		nominations:   map[types.UID]*nomination{},
 		ownWrites:     newOwnWrites(),
 		slices:        make(map[types.UID]convertedSlice),
 		unschedulable: make(map[string]struct{}),
@@ -434,6 +438,7 @@ func (c *Controller) onPod(logger klog.Logger, obj any, deleted bool) {
 			c.bound.remove(pod.UID)
 			c.waits.done(pod.UID, nil)
 		}
+		c.dropNomination(logger, pod.UID)
 		return
 	}
 	if pod.Spec.NodeName != "" {

@@ -56,6 +56,9 @@ type decision struct {
 	unschedulable bool
 	summary       string
 	details       string
+	// preemption is set when a pod that fits nowhere was considered for
+	// preemption (preempt.go).
+	preemption *preemptionPlan
 }
 
 // refuse makes the decision "unschedulable" with one reason for the
@@ -79,12 +82,14 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 	pod, err := c.podLister.Pods(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.clearUnschedulable(key)
+		c.dropNominationByKey(logger, key)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("get pod %s from cache: %w", key, err)
 	}
 	if !podclaims.HasClaims(pod) || podclaims.IsDone(pod) || pod.DeletionTimestamp != nil {
+		c.dropNomination(logger, pod.UID)
 		return nil
 	}
 	if pod.Spec.NodeName == "" {
@@ -131,6 +136,13 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 		return err
 	}
 	if d.unschedulable {
+		if d.preemption != nil {
+			if err := c.preempt(ctx, pod, d.preemption); err != nil {
+				return err
+			}
+			d.summary += "; " + d.preemption.summary()
+			d.details += "; " + d.preemption.summary()
+		}
 		return c.reportUnschedulable(ctx, key, pod, eventsBefore, d)
 	}
 	return c.commit(ctx, key, pod, d, eventsBefore)
@@ -193,6 +205,8 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 	defer t.mutex.Unlock()
 
 	d := &decision{}
+	restore := c.releaseNominationsLocked(pod)
+	defer func() { restore(d.node == "") }()
 	toAllocate, allocatedSelectors, err := c.podClaimsLocked(pod, claims, d)
 	if err != nil {
 		return nil, err
@@ -240,6 +254,11 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 			d.summary += fmt.Sprintf(" (%d other nodes filtered: %s)", filtered, filter)
 		}
 		d.details = explainRequests(&selection)
+		if pod.Spec.NodeName == "" {
+			if err := c.considerPreemptionLocked(ctx, pod, toAllocate, nodes, inv, d); err != nil {
+				return nil, err
+			}
+		}
 		return d, nil
 	}
 
@@ -652,6 +671,12 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 		return fail(err)
 	}
 	c.bound.add(pod.UID, d.node)
+	if pod.Status.NominatedNodeName != "" {
+		// Placed: the nomination is over, wherever the pod went.
+		if err := c.setNominatedNode(ctx, pod, ""); err != nil {
+			logger.Error(err, "Clearing the nomination")
+		}
+	}
 	c.bindingDone(pod, d)
 	c.clearUnschedulable(key)
 	allocationAttempts.WithLabelValues(resultPlaced).Inc()
