@@ -228,7 +228,13 @@ func (c *Controller) syncGroup(ctx context.Context, key string) error {
 			}
 			return errUnschedulable
 		}
-		return c.reportGroupUnschedulable(ctx, key, group, pending, eventsBefore, gangReason(result), true)
+		reason := gangReason(result)
+		if summary, err := c.preemptGang(ctx, members); err != nil {
+			return err
+		} else if summary != "" {
+			reason += "; " + summary
+		}
+		return c.reportGroupUnschedulable(ctx, key, group, pending, eventsBefore, reason, true)
 	}
 	return c.commitGang(ctx, key, group, members, result, eventsBefore, placed)
 }
@@ -251,6 +257,7 @@ func (c *Controller) decideGang(ctx context.Context, group *schedulingv1beta1.Po
 	t := c.tracker
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
+	defer c.releaseGangNominationsLocked(members)()
 
 	req := allocator.GangRequest{MinCount: need, Budget: c.gangBudget, Greedy: c.gangGreedy}
 	domain, key := "", ""
@@ -292,6 +299,11 @@ func (c *Controller) decideGang(ctx context.Context, group *schedulingv1beta1.Po
 	}
 	logger.V(3).Info("Gang placement", "members", len(members), "need", need, "placed", len(result.Placements), "domain", result.Domain, "steps", result.Steps, "duration", time.Since(start))
 	if result.Placements == nil {
+		if !placed {
+			if err := c.considerGangPreemptionLocked(ctx, group, members, req, inv); err != nil {
+				return allocator.GangResult{}, err
+			}
+		}
 		return result, nil
 	}
 	now := metav1.NewTime(c.clock.Now()).Rfc3339Copy()
@@ -385,6 +397,11 @@ func (c *Controller) commitGang(ctx context.Context, key string, group *scheduli
 			return fmt.Errorf("bind pod %s of group %s: %w", klog.KObj(pod), group.Name, err)
 		}
 		c.bound.add(pod.UID, m.d.node)
+		if pod.Status.NominatedNodeName != "" {
+			if err := c.setNominatedNode(ctx, pod, ""); err != nil {
+				logger.Error(err, "Clearing the nomination", "pod", klog.KObj(pod))
+			}
+		}
 		c.bindingDone(pod, m.d)
 		c.clearUnschedulable(podKey(pod))
 		allocationAttempts.WithLabelValues(resultPlaced).Inc()

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -305,14 +306,14 @@ func (c *Controller) preempt(ctx context.Context, pod *corev1.Pod, p *preemption
 			continue
 		case apierrors.IsTooManyRequests(err):
 			// A disruption budget refuses it for now.
-			c.eventf(pod, corev1.EventTypeWarning, ReasonPreemptionFailed, "Evicting pod %s on node %s: %v", v.Key, p.node, err)
+			c.eventf(pod, corev1.EventTypeWarning, ReasonPreemptionFailed, "Evicting pod %s on node %s: %v", v.Key, v.Node, err)
 			return fmt.Errorf("evict pod %s: %w", v.Key, err)
 		case err != nil:
 			return fmt.Errorf("evict pod %s: %w", v.Key, err)
 		}
-		c.eventf(victim, corev1.EventTypeNormal, ReasonPreempted, "Preempted by pod %s (priority %d) on node %s, releasing devices %s", podKey(pod), podPriority(pod), p.node, devices)
-		c.eventf(pod, corev1.EventTypeNormal, ReasonPreempting, "Preempting pod %s (priority %d) on node %s, releasing devices %s", v.Key, v.Priority, p.node, devices)
-		logger.V(2).Info("Preempted pod", "victim", v.Key, "node", p.node, "devices", devices)
+		c.eventf(victim, corev1.EventTypeNormal, ReasonPreempted, "Preempted by pod %s (priority %d) on node %s, releasing devices %s", podKey(pod), podPriority(pod), v.Node, devices)
+		c.eventf(pod, corev1.EventTypeNormal, ReasonPreempting, "Preempting pod %s (priority %d) on node %s, releasing devices %s", v.Key, v.Priority, v.Node, devices)
+		logger.V(2).Info("Preempted pod", "victim", v.Key, "node", v.Node, "devices", devices)
 	}
 	return nil
 }
@@ -346,4 +347,112 @@ func (c *Controller) setNominatedNode(ctx context.Context, pod *corev1.Pod, node
 		return fmt.Errorf("set nominatedNodeName of pod %s: %w", klog.KObj(pod), err)
 	}
 	return nil
+}
+
+// groupPriority is a gang's priority and preemption policy: the
+// PodGroup's spec.priority and spec.preemptionPolicy when set (the
+// Priority admission fills them from spec.priorityClassName), else the
+// highest of its pending pods', with the policy of that pod.
+func groupPriority(group *schedulingv1beta1.PodGroup, members []*gangMember) (int32, *corev1.PreemptionPolicy) {
+	var priority int32
+	var policy *corev1.PreemptionPolicy
+	for i, m := range members {
+		if p := podPriority(m.pod); i == 0 || p > priority {
+			priority, policy = p, m.pod.Spec.PreemptionPolicy
+		}
+	}
+	if group.Spec.Priority != nil {
+		priority = *group.Spec.Priority
+	}
+	if group.Spec.PreemptionPolicy != nil {
+		groupPolicy := corev1.PreemptionPolicy(*group.Spec.PreemptionPolicy)
+		policy = &groupPolicy
+	}
+	return priority, policy
+}
+
+// releaseGangNominationsLocked is releaseNominationsLocked for every
+// member of a gang.
+func (c *Controller) releaseGangNominationsLocked(members []*gangMember) func() {
+	restores := make([]func(bool), 0, len(members))
+	for _, m := range members {
+		restores = append(restores, c.releaseNominationsLocked(m.pod))
+	}
+	return func() {
+		for i, restore := range restores {
+			restore(members[i].d.node == "")
+		}
+	}
+}
+
+// considerGangPreemptionLocked looks for victims for a gang whose
+// members fit nowhere together; each member gets its part of the plan
+// (the victims with the first). The tracker's mutex must be held.
+func (c *Controller) considerGangPreemptionLocked(ctx context.Context, group *schedulingv1beta1.PodGroup, members []*gangMember, req allocator.GangRequest, inv *allocator.Inventory) error {
+	cluster, err := c.preemptionClusterLocked(inv)
+	if err != nil {
+		return err
+	}
+	priority, policy := groupPriority(group, members)
+	preemptor := &preemption.Preemptor{Priority: priority, PreemptionPolicy: policy}
+	for i, m := range members {
+		preemptor.Members = append(preemptor.Members, preemption.Member{Key: podKey(m.pod), Claims: req.Members[i].Claims, Nodes: req.Members[i].Nodes})
+	}
+	decision, err := preemption.Find(ctx, cluster, preemptor, preemption.Options{})
+	if err != nil {
+		return fmt.Errorf("preemption: %w", err)
+	}
+	for i, m := range members {
+		if old, ok := c.nominations[m.pod.UID]; ok {
+			c.setHoldsLocked(old, false)
+			delete(c.nominations, m.pod.UID)
+		}
+		if !decision.Possible {
+			m.d.preemption = &preemptionPlan{reason: decision.Reason}
+			continue
+		}
+		placement := decision.Placement[i]
+		plan := &preemptionPlan{node: placement.Node, freedBy: decision.FreedBy, freed: decision.Freed}
+		if i == 0 {
+			plan.victims = decision.Victims
+		}
+		m.d.preemption = plan
+		n := &nomination{podUID: m.pod.UID, key: podKey(m.pod), node: placement.Node, priority: priority, holds: placement.Allocations}
+		c.nominations[m.pod.UID] = n
+		c.setHoldsLocked(n, true)
+	}
+	klog.FromContext(ctx).V(2).Info("Gang preemption", "possible", decision.Possible, "victims", len(decision.Victims), "attempts", decision.Attempts)
+	return nil
+}
+
+// preemptGang carries out the members' plans and says what the group's
+// condition adds about preemption ("" when there was no plan).
+func (c *Controller) preemptGang(ctx context.Context, members []*gangMember) (string, error) {
+	summary := ""
+	var victims []string
+	for _, m := range members {
+		p := m.d.preemption
+		if p == nil {
+			continue
+		}
+		if err := c.preempt(ctx, m.pod, p); err != nil {
+			return "", err
+		}
+		if p.reason != "" {
+			summary = p.summary()
+			continue
+		}
+		for _, v := range p.victims {
+			victims = append(victims, v.Key)
+		}
+		summary = "members nominated"
+	}
+	if summary == "members nominated" {
+		if len(victims) > 0 {
+			summary = "preempting " + strings.Join(victims, ", ")
+		} else {
+			summary = "members nominated, waiting for preempted pods to terminate"
+		}
+	}
+	return summary, nil
 }

@@ -223,3 +223,38 @@ func TestPreemptionAbandoned(t *testing.T) {
 		t.Errorf("the victim still exists")
 	}
 }
+
+// TestPreemptionGang: two nodes of two GPUs, each GPU held by a low pod;
+// a high-priority gang of two pods with two GPUs each preempts all four,
+// across both nodes, and runs whole.
+func TestPreemptionGang(t *testing.T) {
+	requireKubectl(t)
+	s := startServer(t, t.TempDir(), "--simulate-nodes=2", "--simulate-devices-per-node=2", gangGates)
+	s.MustKubectl(t, gangSetup+"---\n"+preemptionClasses, "apply", "-f", "-")
+	var small strings.Builder
+	for i := range 4 {
+		small.WriteString(priorityPodYAML(fmt.Sprintf("small-%d", i), "low", "", 1))
+	}
+	s.MustKubectl(t, small.String(), "apply", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/small-0", "pod/small-1", "pod/small-2", "pod/small-3", "--timeout=120s")
+
+	gang := strings.ReplaceAll(gangYAML("train", 2, 2, "gpus-2", ""), "spec:\n  schedulingGroup:", "spec:\n  priorityClassName: high\n  schedulingGroup:")
+	s.MustKubectl(t, gang, "apply", "-f", "-")
+	waitGroupCondition(t, s, "train", "true")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod", "-l", "group=train", "--timeout=120s")
+	nodes := gangNodes(t, s, "train")
+	if len(nodes) != 2 || nodes["train-0"] == nodes["train-1"] || nodes["train-0"] == "" {
+		t.Errorf("gang on nodes %v, want two nodes", nodes)
+	}
+	for i := range 4 {
+		if name := fmt.Sprintf("pod/small-%d", i); podExists(t, s, name) {
+			t.Errorf("%s still exists", name)
+		}
+	}
+	out := preemptionEvents(t, s, "train-0", "Preempting")
+	for _, node := range []string{"sim-node-0", "sim-node-1"} {
+		if !strings.Contains(out, "on node "+node) && !strings.Contains(preemptionEvents(t, s, "train-1", "Preempting"), node) {
+			t.Errorf("no Preempting event names node %s:\n%s", node, out)
+		}
+	}
+}
