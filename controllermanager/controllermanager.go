@@ -7,10 +7,14 @@ package controllermanager
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	corev1informers "k8s.io/client-go/informers/core/v1"
+	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -41,6 +45,9 @@ type Config struct {
 	// BindingTimeout is how long a pod waits for the binding conditions
 	// of its devices; allocation.DefaultBindingTimeout when zero.
 	BindingTimeout time.Duration
+	// GangBudget and GangGreedy: see allocation.Options.
+	GangBudget int
+	GangGreedy bool
 	// ClientQPS and ClientBurst bound every client the controller manager
 	// makes.
 	ClientQPS   float32
@@ -166,7 +173,8 @@ func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kuber
 	logger := klog.FromContext(ctx)
 	term := newTermInformers(kubeClient, resourceClient, shared, stop, m.config.Host == nil)
 	defer term.end()
-	controllers, err := m.newControllers(logger, kubeClient, resourceClient, term.Core, term.Resource)
+	podGroups := m.podGroups(logger, kubeClient, term)
+	controllers, err := m.newControllers(logger, kubeClient, resourceClient, term.Core, term.Resource, podGroups)
 	if err != nil {
 		return err
 	}
@@ -186,6 +194,25 @@ func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kuber
 	return nil
 }
 
+// podGroups returns the PodGroup informer gang placement watches, or nil:
+// with the GenericWorkload gate, core-lite's PodGroups standalone, the
+// host cluster's in aggregated mode where the host serves them. A host
+// that does not is said so, once per term.
+func (m *ControllerManager) podGroups(logger klog.Logger, kubeClient kubernetes.Interface, term *termInformers) schedulinginformers.PodGroupInformer {
+	if !features.Enabled(features.GenericWorkload) {
+		return nil
+	}
+	if m.config.Host != nil {
+		resources, err := kubeClient.Discovery().ServerResourcesForGroupVersion(schedulingv1beta1.SchemeGroupVersion.String())
+		if err != nil || !slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == "podgroups" }) {
+			logger.Info("The host cluster does not serve scheduling.k8s.io/v1beta1 PodGroups: pods' spec.schedulingGroup is ignored, gangs are not placed as a whole", "err", err)
+			return nil
+		}
+		logger.Info("Placing gangs of the host cluster's PodGroups")
+	}
+	return term.own.Kube.Scheduling().V1beta1().PodGroups()
+}
+
 // namedController is a controller's Run under the name it logs with.
 type namedController struct {
 	name string
@@ -195,7 +222,7 @@ type namedController struct {
 // newControllers builds the controllers; each asks the factories for the
 // informers it needs before they start.
 func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
-	core corev1informers.Interface, resource resourcev1informers.Interface) ([]namedController, error) {
+	core corev1informers.Interface, resource resourcev1informers.Interface, podGroups schedulinginformers.PodGroupInformer) ([]namedController, error) {
 	pods := core.Pods()
 	nodes := core.Nodes()
 	claims := resource.ResourceClaims()
@@ -220,7 +247,8 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 	}
 	allocationController, err := allocation.NewController(logger.WithName("allocation"), kubeClient, resourceClient,
 		pods, nodes, claims, classes, slices, taintRules, allocation.Options{Mode: m.config.PodMode, Namespaces: namespaces, ExtendedResources: extendedResources,
-			BindingTimeout: m.config.BindingTimeout})
+			BindingTimeout: m.config.BindingTimeout, PodGroups: podGroups,
+			GangBudget: m.config.GangBudget, GangGreedy: m.config.GangGreedy})
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}

@@ -33,7 +33,7 @@ func TestControllersFollowGates(t *testing.T) {
 			resourceClient := resourcefake.NewClientset()
 			m := New(Config{Controllers: true, Workers: 1})
 			controllers, err := m.newControllers(logger, kubeClient, resourceClient,
-				informers.NewSharedInformerFactory(kubeClient, 0).Core().V1(), resourceinformers.NewSharedInformerFactory(resourceClient, 0).Resource().V1())
+				informers.NewSharedInformerFactory(kubeClient, 0).Core().V1(), resourceinformers.NewSharedInformerFactory(resourceClient, 0).Resource().V1(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -73,6 +73,19 @@ const (
 	// DRAResourceClaimDeviceStatus: status.devices of claims (GA, locked
 	// on).
 	DRAResourceClaimDeviceStatus featuregate.Feature = "DRAResourceClaimDeviceStatus"
+	// DRAWorkloadResourceClaims: resourceClaims of PodGroups and their
+	// status.resourceClaimStatuses; while it is off, the fields are
+	// dropped on create and unchanged updates.
+	DRAWorkloadResourceClaims featuregate.Feature = "DRAWorkloadResourceClaims"
+	// GenericWorkload: scheduling.k8s.io/v1beta1 PodGroups (served by
+	// core-lite in standalone mode), pods' spec.schedulingGroup, and
+	// gang placement of a PodGroup's pods. While it is off PodGroups are
+	// not served and spec.schedulingGroup is dropped.
+	GenericWorkload featuregate.Feature = "GenericWorkload"
+	// TopologyAwareWorkloadScheduling: schedulingConstraints of
+	// PodGroups (all pods of the group on nodes sharing one value of a
+	// node label).
+	TopologyAwareWorkloadScheduling featuregate.Feature = "TopologyAwareWorkloadScheduling"
 )
 
 // versioned are the gates with their upstream history; the entry of the
@@ -145,6 +158,17 @@ var versioned = map[featuregate.Feature]featuregate.VersionedSpecs{
 		{Version: version.MustParse("1.32"), Default: false, PreRelease: featuregate.Alpha},
 		{Version: version.MustParse("1.33"), Default: true, PreRelease: featuregate.Beta},
 		{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	},
+	DRAWorkloadResourceClaims: {
+		{Version: version.MustParse("1.36"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Beta},
+	},
+	GenericWorkload: {
+		{Version: version.MustParse("1.35"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Beta},
+	},
+	TopologyAwareWorkloadScheduling: {
+		{Version: version.MustParse("1.36"), Default: false, PreRelease: featuregate.Alpha},
 	},
 }
 

@@ -34,6 +34,10 @@ func TestDefaultsAre137(t *testing.T) {
 		DRAPartitionableDevicesType:  false,
 		DRAPrioritizedList:           true,
 		DRAResourceClaimDeviceStatus: true,
+		DRAWorkloadResourceClaims:    false,
+		GenericWorkload:              false,
+		// Alpha in 1.36, unchanged in 1.37.
+		TopologyAwareWorkloadScheduling: false,
 	}
 	if len(want) != len(Known()) {
 		t.Errorf("%d gates known, %d in this table", len(Known()), len(want))
@@ -114,7 +118,7 @@ func TestREADMEListsTheGates(t *testing.T) {
 	listed := map[featuregate.Feature]string{}
 	for _, line := range strings.Split(string(data), "\n") {
 		cells := strings.Split(line, "|")
-		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "DRA") {
+		if len(cells) < 5 || !isGate(strings.TrimSpace(cells[1])) {
 			continue
 		}
 		listed[featuregate.Feature(strings.TrimSpace(cells[1]))] = strings.TrimRight(strings.TrimSpace(cells[3]), "¹")
@@ -131,4 +135,14 @@ func TestREADMEListsTheGates(t *testing.T) {
 	for f := range listed {
 		t.Errorf("README lists %s, which is not a gate of this package", f)
 	}
+}
+
+// isGate: a table cell that names a gate of this package.
+func isGate(cell string) bool {
+	for _, f := range Known() {
+		if string(f) == cell {
+			return true
+		}
+	}
+	return strings.HasPrefix(cell, "DRA")
 }

@@ -117,7 +117,7 @@ fi
 
 # OpenAPI for our group plus every foreign type the server publishes
 # (core-lite serves pods, nodes, namespaces, events, leases, PriorityClasses,
-# RBAC and the self reviews). The
+# PodGroups, RBAC and the self reviews). The
 # violations list holds apimachinery's own rule violations we accept.
 report_args=(--report-filename "${ROOT}/hack/api-rule-violations.list")
 if [[ "${UPDATE_API_KNOWN_VIOLATIONS:-}" == "true" ]]; then
@@ -138,6 +138,7 @@ kube::codegen::gen_openapi \
   --extra-pkgs k8s.io/api/authentication/v1 \
   --extra-pkgs k8s.io/api/resource/v1 \
   --extra-pkgs k8s.io/api/scheduling/v1 \
+  --extra-pkgs k8s.io/api/scheduling/v1beta1 \
   --extra-pkgs k8s.io/apimachinery/pkg/apis/meta/v1 \
   --extra-pkgs k8s.io/apimachinery/pkg/runtime \
   --extra-pkgs k8s.io/apimachinery/pkg/version \

@@ -102,7 +102,8 @@ func (l namespaceLifecycle) Handles(operation admission.Operation) bool {
 	return operation != admission.Update && l.Lifecycle.Handles(operation)
 }
 
-// install serves core/v1, coordination.k8s.io/v1, scheduling.k8s.io/v1
+// install serves core/v1, coordination.k8s.io/v1, scheduling.k8s.io (v1
+// PriorityClasses and, with the GenericWorkload gate, v1beta1 PodGroups)
 // and the RBAC and self review groups (installAuth; authz is the server's
 // whole authorizer) and adds the hooks that start the informers, create
 // the bootstrap namespaces and the system priority classes and run the

@@ -15,6 +15,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/klog/v2"
 
+	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/registry/core"
 	"github.com/draplane/draplane/registry/core/priorityclass"
 )
@@ -25,8 +26,9 @@ func (c *CoreLite) priorityAdmission() admission.Interface {
 	return priorityclass.NewAdmission(c.informers.Scheduling().V1().PriorityClasses())
 }
 
-// installScheduling serves scheduling.k8s.io/v1 PriorityClasses and
-// creates the system classes at start, as the kube-apiserver does.
+// installScheduling serves scheduling.k8s.io: v1 PriorityClasses, with
+// the system classes created at start as the kube-apiserver does, and,
+// with the GenericWorkload gate, v1beta1 PodGroups.
 func (c *CoreLite) installScheduling(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
 	storage, err := core.NewSchedulingStorage(optsGetter)
 	if err != nil {
@@ -34,8 +36,15 @@ func (c *CoreLite) installScheduling(s *genericapiserver.GenericAPIServer, schem
 	}
 	info := newAPIGroupInfo("scheduling.k8s.io", scheme, codecs)
 	info.VersionedResourcesStorageMap["v1"] = storage
+	if features.Enabled(features.GenericWorkload) {
+		podGroups, err := core.NewSchedulingV1beta1Storage(optsGetter)
+		if err != nil {
+			return fmt.Errorf("scheduling.k8s.io/v1beta1 storage: %w", err)
+		}
+		info.VersionedResourcesStorageMap["v1beta1"] = podGroups
+	}
 	if err := s.InstallAPIGroup(&info); err != nil {
-		return fmt.Errorf("install scheduling.k8s.io/v1: %w", err)
+		return fmt.Errorf("install scheduling.k8s.io: %w", err)
 	}
 	return s.AddPostStartHook("scheduling/bootstrap-system-priority-classes", c.createSystemPriorityClasses)
 }

@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	k8sresourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -58,7 +59,7 @@ func newOpenAPIScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		resourcev1.AddToScheme, resourcev1beta1.AddToScheme, k8sresourcev1.AddToScheme,
-		corev1.AddToScheme, coordinationv1.AddToScheme, policyv1.AddToScheme, schedulingv1.AddToScheme,
+		corev1.AddToScheme, coordinationv1.AddToScheme, policyv1.AddToScheme, schedulingv1.AddToScheme, schedulingv1beta1.AddToScheme,
 		rbacv1.AddToScheme, authorizationv1.AddToScheme, authenticationv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {

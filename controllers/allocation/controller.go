@@ -22,9 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -103,6 +105,17 @@ type Options struct {
 	BindingTimeout time.Duration
 	// Clock tells the time of binding deadlines; the real clock when nil.
 	Clock clock.PassiveClock
+	// PodGroups, when set, makes the pods of a gang PodGroup (named in
+	// their spec.schedulingGroup) be placed together (gang.go). Without
+	// it spec.schedulingGroup is ignored.
+	PodGroups schedulinginformers.PodGroupInformer
+	// GangBudget bounds the allocator searches of one gang placement;
+	// allocator.DefaultGangBudget when not positive.
+	GangBudget int
+	// GangGreedy places a gang's pods one after the other without going
+	// back to earlier pods' nodes and devices, as a scheduler that places
+	// pods one at a time would; still all or nothing. For comparisons.
+	GangGreedy bool
 }
 
 // Controller is the allocation controller. Create it with NewController,
@@ -123,7 +136,11 @@ type Controller struct {
 	taintRuleLister resourcelisters.DeviceTaintRuleLister
 	// namespaceLister is nil without Options.Namespaces.
 	namespaceLister corelisters.NamespaceLister
-	synced          []cache.InformerSynced
+	// podGroupLister is nil without Options.PodGroups.
+	podGroupLister schedulinglisters.PodGroupLister
+	gangBudget     int
+	gangGreedy     bool
+	synced         []cache.InformerSynced
 
 	// extendedResources: see Options.ExtendedResources.
 	extendedResources bool
@@ -135,6 +152,9 @@ type Controller struct {
 	// tracker holds the allocations in use; its mutex guards node
 	// selection and the fields below.
 	tracker *allocationTracker
+	// nominations are the preemptors waiting for their victims to go,
+	// by pod UID (preempt.go); guarded by the tracker's mutex.
+	nominations map[types.UID]*nomination
 	// snapshotGeneration counts changes of slices, classes and taint
 	// rules; inventory is rebuilt when it moved on.
 	snapshotGeneration  atomic.Int64
@@ -224,6 +244,7 @@ func NewController(
 			sliceInformer.Informer().HasSynced,
 		},
 		tracker:       newAllocationTracker(),
+		nominations:   map[types.UID]*nomination{},
 		ownWrites:     newOwnWrites(),
 		slices:        make(map[types.UID]convertedSlice),
 		unschedulable: make(map[string]struct{}),
@@ -238,6 +259,7 @@ func NewController(
 		),
 	}
 	c.extendedResources = opts.ExtendedResources
+	c.gangBudget, c.gangGreedy = opts.GangBudget, opts.GangGreedy
 	taintRuleInformer = c.useTaintRules(taintRuleInformer)
 	// The inventory and the node set are built on first use.
 	c.snapshotGeneration.Store(1)
@@ -245,6 +267,20 @@ func NewController(
 
 	if err := podclaims.AddPodsByClaimIndex(podInformer.Informer()); err != nil {
 		return nil, fmt.Errorf("add pod indexer: %w", err)
+	}
+	if opts.PodGroups != nil {
+		if err := c.podIndexer.AddIndexers(cache.Indexers{podsByGroupIndex: podsByGroupIndexFunc}); err != nil {
+			return nil, fmt.Errorf("add pod indexer: %w", err)
+		}
+		c.podGroupLister = opts.PodGroups.Lister()
+		c.synced = append(c.synced, opts.PodGroups.Informer().HasSynced)
+		if _, err := opts.PodGroups.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onPodGroup(logger, obj) },
+			UpdateFunc: func(_, obj any) { c.onPodGroup(logger, obj) },
+			DeleteFunc: func(obj any) { c.onPodGroup(logger, obj) },
+		}, cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("add PodGroup event handler: %w", err)
+		}
 	}
 	if opts.Namespaces != nil {
 		c.namespaceLister = opts.Namespaces.Lister()
@@ -356,7 +392,12 @@ var errRetryLater = errors.New("retry later")
 // handle syncs one pod; an unschedulable pod waits for a cluster event,
 // other failures retry with backoff.
 func (c *Controller) handle(ctx context.Context, key string) {
-	err := c.syncPod(ctx, key)
+	var err error
+	if strings.HasPrefix(key, groupKeyPrefix) {
+		err = c.syncGroup(ctx, key)
+	} else {
+		err = c.syncPod(ctx, key)
+	}
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
@@ -394,6 +435,7 @@ func (c *Controller) onPod(logger klog.Logger, obj any, deleted bool) {
 			c.bound.remove(pod.UID)
 			c.waits.done(pod.UID, nil)
 		}
+		c.dropNomination(logger, pod.UID)
 		return
 	}
 	if pod.Spec.NodeName != "" {
@@ -423,7 +465,7 @@ func (c *Controller) onNamespaceUpdate(logger klog.Logger, oldObj, obj any) {
 func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, obj any) {
 	old, okOld := oldObj.(*corev1.Pod)
 	pod, ok := obj.(*corev1.Pod)
-	if okOld && ok && c.isUnschedulable(podKey(pod)) &&
+	if okOld && ok && (c.isUnschedulable(podKey(pod)) || groupOf(pod) != "" && c.isUnschedulable(groupKey(pod.Namespace, groupOf(pod)))) &&
 		old.UID == pod.UID &&
 		pod.DeletionTimestamp == nil &&
 		pod.Status.Phase == old.Status.Phase &&

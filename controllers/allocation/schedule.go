@@ -56,6 +56,9 @@ type decision struct {
 	unschedulable bool
 	summary       string
 	details       string
+	// preemption is set when a pod that fits nowhere was considered for
+	// preemption (preempt.go).
+	preemption *preemptionPlan
 }
 
 // refuse makes the decision "unschedulable" with one reason for the
@@ -79,12 +82,14 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 	pod, err := c.podLister.Pods(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.clearUnschedulable(key)
+		c.dropNominationByKey(logger, key)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("get pod %s from cache: %w", key, err)
 	}
 	if !podclaims.HasClaims(pod) || podclaims.IsDone(pod) || pod.DeletionTimestamp != nil {
+		c.dropNomination(logger, pod.UID)
 		return nil
 	}
 	if pod.Spec.NodeName == "" {
@@ -93,6 +98,11 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 			logger.V(5).Info("Not placing pod", "reason", reason)
 			return nil
 		}
+	}
+	if key, ok := c.gangPod(pod); ok {
+		// Placed with its group.
+		c.queue.Add(key)
+		return nil
 	}
 	if pod.Spec.NodeName == "" {
 		if node, ok := c.bound.get(pod.UID); ok {
@@ -126,6 +136,13 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 		return err
 	}
 	if d.unschedulable {
+		if d.preemption != nil {
+			if err := c.preempt(ctx, pod, d.preemption); err != nil {
+				return err
+			}
+			d.summary += "; " + d.preemption.summary()
+			d.details += "; " + d.preemption.summary()
+		}
 		return c.reportUnschedulable(ctx, key, pod, eventsBefore, d)
 	}
 	return c.commit(ctx, key, pod, d, eventsBefore)
@@ -188,6 +205,8 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 	defer t.mutex.Unlock()
 
 	d := &decision{}
+	restore := c.releaseNominationsLocked(pod)
+	defer func() { restore(d.node == "") }()
 	toAllocate, allocatedSelectors, err := c.podClaimsLocked(pod, claims, d)
 	if err != nil {
 		return nil, err
@@ -238,6 +257,11 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 			d.summary += fmt.Sprintf(" (%d other nodes filtered: %s)", filtered, filter)
 		}
 		d.details = explainRequests(&selection)
+		if pod.Spec.NodeName == "" {
+			if err := c.considerPreemptionLocked(ctx, pod, toAllocate, nodes, inv, d); err != nil {
+				return nil, err
+			}
+		}
 		return d, nil
 	}
 
@@ -633,7 +657,6 @@ func (c *Controller) setPodCondition(ctx context.Context, pod *corev1.Pod, condi
 func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d *decision, eventsBefore int64) error {
 	logger := klog.FromContext(ctx)
 	var done []*podClaim
-	wrote := false
 	fail := func(err error) error {
 		rollbackErr := c.rollback(ctx, key, pod, d, done)
 		if slices.ContainsFunc(d.claims, func(pc *podClaim) bool { return pc.newAllocation != nil }) {
@@ -655,22 +678,11 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 		allocationAttempts.WithLabelValues(resultError).Inc()
 		return err
 	}
-	for _, pc := range d.claims {
-		var err error
-		switch {
-		case pc.newAllocation != nil:
-			err = c.writeAllocation(ctx, key, pod, pc)
-		case podclaims.IsReservedForPod(pod, pc.claim) || c.tracker.writtenFor(pc.claim.UID, pod.UID):
-			continue
-		default:
-			err = c.reserveForPod(ctx, key, pod, pc.claim)
-		}
-		if err != nil {
-			return fail(err)
-		}
-		done = append(done, pc)
-		wrote = true
+	done, err := c.writeClaims(ctx, key, pod, d)
+	if err != nil {
+		return fail(err)
 	}
+	wrote := len(done) > 0
 
 	if pod.Spec.NodeName != "" {
 		c.clearUnschedulable(key)
@@ -693,6 +705,12 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 		return fail(err)
 	}
 	c.bound.add(pod.UID, d.node)
+	if pod.Status.NominatedNodeName != "" {
+		// Placed: the nomination is over, wherever the pod went.
+		if err := c.setNominatedNode(ctx, pod, ""); err != nil {
+			logger.Error(err, "Clearing the nomination")
+		}
+	}
 	c.bindingDone(pod, d)
 	c.clearUnschedulable(key)
 	allocationAttempts.WithLabelValues(resultPlaced).Inc()
@@ -701,6 +719,29 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 	c.eventf(pod, corev1.EventTypeNormal, ReasonScheduled, "Successfully assigned %s to %s", klog.KObj(pod), d.node)
 	logger.V(2).Info("Bound pod", "node", d.node)
 	return nil
+}
+
+// writeClaims writes the decision's allocations and reservations for the
+// pod and returns the claims it wrote, also when a write fails (those
+// written before it).
+func (c *Controller) writeClaims(ctx context.Context, key string, pod *corev1.Pod, d *decision) ([]*podClaim, error) {
+	var done []*podClaim
+	for _, pc := range d.claims {
+		var err error
+		switch {
+		case pc.newAllocation != nil:
+			err = c.writeAllocation(ctx, key, pod, pc)
+		case podclaims.IsReservedForPod(pod, pc.claim) || c.tracker.writtenFor(pc.claim.UID, pod.UID):
+			continue
+		default:
+			err = c.reserveForPod(ctx, key, pod, pc.claim)
+		}
+		if err != nil {
+			return done, err
+		}
+		done = append(done, pc)
+	}
+	return done, nil
 }
 
 // writeAllocation protects the claim with the finalizer unless it is

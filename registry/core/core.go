@@ -18,6 +18,7 @@ import (
 	"github.com/draplane/draplane/registry/core/namespace"
 	"github.com/draplane/draplane/registry/core/node"
 	"github.com/draplane/draplane/registry/core/pod"
+	"github.com/draplane/draplane/registry/core/podgroup"
 	"github.com/draplane/draplane/registry/core/priorityclass"
 )
 
@@ -84,4 +85,14 @@ func NewSchedulingStorage(optsGetter generic.RESTOptionsGetter) (map[string]rest
 		return nil, err
 	}
 	return map[string]rest.Storage{"priorityclasses": priorityClassStorage}, nil
+}
+
+// NewSchedulingV1beta1Storage returns the storage of
+// scheduling.k8s.io/v1beta1: "podgroups" and "podgroups/status".
+func NewSchedulingV1beta1Storage(optsGetter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	podGroupStorage, err := podgroup.NewStorage(optsGetter)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]rest.Storage{"podgroups": podGroupStorage.PodGroup, "podgroups/status": podGroupStorage.Status}, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/draplane/draplane/allocator"
 	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/controllers/allocation"
 	"github.com/draplane/draplane/controllers/devicetainteviction"
@@ -37,6 +38,10 @@ type ControllerOptions struct {
 	// (per API group); 0 until complete picks the mode's default.
 	ClientQPS   float32
 	ClientBurst int
+	// GangBudget bounds the allocator searches of one gang placement;
+	// GangGreedy switches the backtracking off.
+	GangBudget int
+	GangGreedy bool
 }
 
 // The controllers' client budget. All controllers share one client per
@@ -70,6 +75,7 @@ func NewControllerOptions() *ControllerOptions {
 		Workers:            4,
 		EvictionsPerSecond: devicetainteviction.DefaultEvictionsPerSecond,
 		BindingTimeout:     allocation.DefaultBindingTimeout,
+		GangBudget:         allocator.DefaultGangBudget,
 	}
 }
 
@@ -88,6 +94,9 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.EvictionsPerSecond, "device-taint-evictions-per-second", o.EvictionsPerSecond, "Upper bound on pods evicted per second because of device taints.")
 	fs.DurationVar(&o.BindingTimeout, "device-binding-timeout", o.BindingTimeout,
 		"How long after the allocation a pod waits for the binding conditions of its devices (KEP-5007) before the claim is deallocated and the pod placed again; upstream's scheduler default.")
+	fs.IntVar(&o.GangBudget, "gang-placement-budget", o.GangBudget, "Allocator searches one gang placement may take (GenericWorkload); a gang not placed within them counts as not fitting until the cluster changes.")
+	fs.BoolVar(&o.GangGreedy, "gang-placement-greedy", o.GangGreedy, "Place the pods of a gang one after the other without revisiting earlier pods' nodes and devices, as a pod-at-a-time scheduler does (still all or nothing). For comparisons.")
+	_ = fs.MarkHidden("gang-placement-greedy")
 }
 
 // complete fills in the client budget the mode calls for where none was
@@ -120,6 +129,9 @@ func (o *ControllerOptions) Validate() []error {
 	if o.BindingTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--device-binding-timeout must be positive, got %v", o.BindingTimeout))
 	}
+	if o.GangBudget < 1 {
+		errs = append(errs, fmt.Errorf("--gang-placement-budget must be at least 1, got %d", o.GangBudget))
+	}
 	if o.EvictionsPerSecond <= 0 {
 		errs = append(errs, fmt.Errorf("--device-taint-evictions-per-second must be positive, got %v", o.EvictionsPerSecond))
 	}
@@ -132,6 +144,7 @@ func (o *ControllerOptions) ApplyTo(c *controllermanager.Config) {
 	c.Workers = o.Workers
 	c.EvictionsPerSecond = o.EvictionsPerSecond
 	c.BindingTimeout = o.BindingTimeout
+	c.GangBudget, c.GangGreedy = o.GangBudget, o.GangGreedy
 	c.ClientQPS, c.ClientBurst = o.ClientQPS, o.ClientBurst
 	c.LeaderElection = controllermanager.LeaderElectionConfig{
 		Enabled:        o.LeaderElect,

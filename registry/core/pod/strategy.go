@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	resourcevalidation "github.com/draplane/draplane/apis/resource/validation"
+	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/registry/core/internal/corescheme"
 )
 
@@ -48,6 +49,7 @@ func (podStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 func (podStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	pod := obj.(*corev1.Pod)
 	pod.Generation = 1
+	dropDisabledFields(&pod.Spec, nil)
 	pod.Status = corev1.PodStatus{
 		Phase:    corev1.PodPending,
 		QOSClass: qosClass(&pod.Spec),
@@ -67,8 +69,17 @@ func (podStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object
 	if pod.Spec.PreemptionPolicy == nil {
 		pod.Spec.PreemptionPolicy = oldPod.Spec.PreemptionPolicy
 	}
+	dropDisabledFields(&pod.Spec, &oldPod.Spec)
 	if len(resourcevalidation.ValidateQuantityMagnitudes(&pod.Spec, nil)) == 0 && !apiequality.Semantic.DeepEqual(pod.Spec, oldPod.Spec) {
 		pod.Generation = oldPod.Generation + 1
+	}
+}
+
+// dropDisabledFields drops spec.schedulingGroup while the GenericWorkload
+// gate is off, unless the pod had it already.
+func dropDisabledFields(spec, oldSpec *corev1.PodSpec) {
+	if !features.Enabled(features.GenericWorkload) && (oldSpec == nil || oldSpec.SchedulingGroup == nil) {
+		spec.SchedulingGroup = nil
 	}
 }
 

@@ -90,10 +90,24 @@ func validatePodSpec(spec *corev1.PodSpec, fldPath *field.Path) field.ErrorList 
 		allErrs = append(allErrs, validateNodeAffinity(spec.Affinity.NodeAffinity, fldPath.Child("affinity", "nodeAffinity"))...)
 	}
 	allErrs = append(allErrs, validateSchedulingGates(spec.SchedulingGates, fldPath.Child("schedulingGates"))...)
+	allErrs = append(allErrs, validateSchedulingGroup(spec.SchedulingGroup, fldPath.Child("schedulingGroup"))...)
 	if spec.NodeName != "" && len(spec.SchedulingGates) > 0 {
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("nodeName"), "cannot be set until all schedulingGates have been cleared"))
 	}
 	return allErrs
+}
+
+// validateSchedulingGroup checks spec.schedulingGroup as upstream does:
+// exactly one way of naming the group, today only podGroupName, a DNS
+// subdomain.
+func validateSchedulingGroup(group *corev1.PodSchedulingGroup, fldPath *field.Path) field.ErrorList {
+	if group == nil {
+		return nil
+	}
+	if group.PodGroupName == nil {
+		return field.ErrorList{field.Invalid(fldPath, "", "must specify one of: `podGroupName`")}
+	}
+	return validateRequiredDNSSubdomain(*group.PodGroupName, fldPath.Child("podGroupName"))
 }
 
 func validateDNSSubdomain(value string, fldPath *field.Path) field.ErrorList {

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 )
@@ -32,7 +33,22 @@ func addDefaultingFuncs(scheme *runtime.Scheme) error {
 			SetDefaultsNode(&list.Items[i])
 		}
 	})
+	scheme.AddTypeDefaultingFunc(&schedulingv1beta1.PodGroup{}, func(obj interface{}) { SetDefaultsPodGroup(obj.(*schedulingv1beta1.PodGroup)) })
+	scheme.AddTypeDefaultingFunc(&schedulingv1beta1.PodGroupList{}, func(obj interface{}) {
+		list := obj.(*schedulingv1beta1.PodGroupList)
+		for i := range list.Items {
+			SetDefaultsPodGroup(&list.Items[i])
+		}
+	})
 	return nil
+}
+
+// SetDefaultsPodGroup gives a PodGroup without a disruption mode the
+// "single" mode, upstream's default.
+func SetDefaultsPodGroup(group *schedulingv1beta1.PodGroup) {
+	if group.Spec.DisruptionMode == nil {
+		group.Spec.DisruptionMode = &schedulingv1beta1.DisruptionMode{Single: &schedulingv1beta1.SingleDisruptionMode{}}
+	}
 }
 
 // DefaultSchedulerName is the scheduler a pod gets when it names none.

@@ -60,7 +60,9 @@ func AddToScheme(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(CoordinationInternal, &coordinationv1.Lease{}, &coordinationv1.LeaseList{})
 	metav1.AddToGroupVersion(scheme, CoordinationV1)
 
-	addSchedulingTypes(scheme)
+	if err := addSchedulingTypes(scheme); err != nil {
+		return err
+	}
 
 	if err := addAuthToScheme(scheme); err != nil {
 		return err

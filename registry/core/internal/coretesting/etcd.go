@@ -47,7 +47,11 @@ func (g *optionsGetter) GetRESTOptions(resource schema.GroupResource, example ru
 	case corescheme.CoordinationV1.Group:
 		storageVersion = corescheme.CoordinationV1
 	case corescheme.SchedulingV1.Group:
+		// PriorityClasses are stored as v1, PodGroups as v1beta1.
 		storageVersion = corescheme.SchedulingV1
+		if resource.Resource == "podgroups" {
+			storageVersion = corescheme.SchedulingV1beta1
+		}
 	}
 	config := *g.config
 	config.Codec = g.codecs.LegacyCodec(storageVersion)
