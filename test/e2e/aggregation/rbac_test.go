@@ -71,6 +71,8 @@ var uses = []use{
 	{verb: "patch", resource: "pods", namespace: "default", why: "record generated claims in the resource.draplane.dev/claim-statuses annotation"},
 	{verb: "delete", resource: "pods", namespace: "default", why: "evict a pod for a NoExecute device taint"},
 	{verb: "patch", resource: "pods", subresource: "status", namespace: "default", why: "conditions DisruptionTarget (taint eviction) and PodScheduled=False (server-side apply)"},
+	{verb: "create", resource: "pods", subresource: "eviction", namespace: "default", why: "evict the victims of a preemption (the host's PodDisruptionBudgets apply)",
+		notReached: "only when a pending pod preempts others, which this flow does not make"},
 	{verb: "list", resource: "nodes", why: "node informer (placement)", notReached: watchListFallback},
 	{verb: "watch", resource: "nodes", why: "node informer (placement)"},
 	{verb: "get", resource: "namespaces", why: "the resource.kubernetes.io/admin-access label of a claim's or template's namespace, read when it asks for admin access"},
