@@ -756,9 +756,7 @@ func (m *Map) serveEvents(w http.ResponseWriter, r *http.Request, stop <-chan st
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
-		if _, ok := m.subscribers[s]; ok {
-			delete(m.subscribers, s)
-		}
+		delete(m.subscribers, s)
 		m.mu.Unlock()
 	}()
 	w.Header().Set("Content-Type", "text/event-stream")
