@@ -6,15 +6,15 @@ package rbacstore
 
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// ValidateName: role and binding names are path segments (they may hold
-// colons, as system:discovery).
-func ValidateName(name string, prefix bool) []string { return path.IsValidPathSegmentName(name) }
+// ValidateName checks role and binding names, which are path segments
+// (they may hold colons, as system:discovery).
+func ValidateName(name string, prefix bool) []string { return content.IsPathSegmentName(name) }
 
 // ValidateRules checks the rules of a Role (nonResourceURLs refused) or a
 // ClusterRole.
