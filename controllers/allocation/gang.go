@@ -115,10 +115,10 @@ type gangMember struct {
 // syncGroup places the pending pods of a gang: none until at least
 // minCount of the group's pods can be placed at once with all their
 // claims; then all of those in one decision. Once the group is placed,
-// later pods join it where they fit (in its topology domain). It is long
-// because the group's states (not placed, placed and joining, preempting)
-// are decided under one hold of the tracker's lock; splitting it is left
-// to the next change of this function.
+// later pods join it where they fit (in its topology domain).
+// It is long because the group's states (not placed, placed and joining,
+// preempting) are decided under one hold of the tracker's lock; splitting
+// it is left to the next change of this function.
 func (c *Controller) syncGroup(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(strings.TrimPrefix(key, groupKeyPrefix))
 	if err != nil {
