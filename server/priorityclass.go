@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
@@ -43,6 +45,12 @@ func (c *CoreLite) installScheduling(s *genericapiserver.GenericAPIServer, schem
 		}
 		info.VersionedResourcesStorageMap["v1beta1"] = podGroups
 	}
+	// Only the versions served: without the gate, v1beta1 has no
+	// resources and would be announced for nothing.
+	info.PrioritizedVersions = slices.DeleteFunc(info.PrioritizedVersions, func(gv schema.GroupVersion) bool {
+		_, served := info.VersionedResourcesStorageMap[gv.Version]
+		return !served
+	})
 	if err := s.InstallAPIGroup(&info); err != nil {
 		return fmt.Errorf("install scheduling.k8s.io: %w", err)
 	}
