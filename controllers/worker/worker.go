@@ -11,9 +11,11 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 )
 
 // Queue is the part of a workqueue the loop uses; a controller's handler
@@ -77,8 +79,15 @@ type RetryQueue[T comparable] interface {
 // after an error it is logged (failed is the message, object names the
 // key in the log line) and retried with backoff; otherwise its backoff is
 // forgotten and, with requeueAfter > 0, it is looked at again then.
+//
+// A conflict is retried with backoff too, but logged only at V(2): it means
+// the controller wrote from a cache that an informer had not yet caught up
+// with, which is normal (at start above all) and heals on the next sync.
 func Requeue[T comparable](ctx context.Context, queue RetryQueue[T], key T, requeueAfter time.Duration, err error, failed, object string) {
 	switch {
+	case apierrors.IsConflict(err):
+		klog.FromContext(ctx).V(2).Info(failed+", retrying after a conflict", object, key, "err", err)
+		queue.AddRateLimited(key)
 	case err != nil:
 		utilruntime.HandleErrorWithContext(ctx, err, failed, object, key)
 		queue.AddRateLimited(key)

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
@@ -98,16 +101,25 @@ func TestRequeue(t *testing.T) {
 		requeueAfter time.Duration
 		err          error
 		want         []string
+		wantLogged   bool
 	}{
 		{name: "done", want: []string{"forget k"}},
 		{name: "later", requeueAfter: 2 * time.Second, want: []string{"forget k", "after 2s k"}},
-		{name: "error wins over later", requeueAfter: time.Second, err: errors.New("boom"), want: []string{"ratelimited k"}},
+		{name: "error wins over later", requeueAfter: time.Second, err: errors.New("boom"), want: []string{"ratelimited k"}, wantLogged: true},
+		{name: "conflict retried quietly", err: apierrors.NewConflict(schema.GroupResource{Resource: "clusterroles"}, "edit", errors.New("modified")), want: []string{"ratelimited k"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			logged := false
+			saved := utilruntime.ErrorHandlers
+			utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{func(context.Context, error, string, ...any) { logged = true }}
+			defer func() { utilruntime.ErrorHandlers = saved }()
 			q := &recordingQueue{}
 			Requeue(context.Background(), q, "k", tc.requeueAfter, tc.err, "Syncing failed", "key")
 			if !slices.Equal(q.calls, tc.want) {
 				t.Errorf("queue calls %v, want %v", q.calls, tc.want)
+			}
+			if logged != tc.wantLogged {
+				t.Errorf("logged as an error: %v, want %v", logged, tc.wantLogged)
 			}
 		})
 	}
