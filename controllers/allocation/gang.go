@@ -497,17 +497,11 @@ func gangReason(result allocator.GangResult) string {
 // setGroupCondition records PodGroupInitiallyScheduled, unless the group
 // says so already.
 func (c *Controller) setGroupCondition(ctx context.Context, group *schedulingv1beta1.PodGroup, status metav1.ConditionStatus, reason, message string) error {
-	transition := metav1.Now()
-	for _, condition := range group.Status.Conditions {
-		if condition.Type != schedulingv1beta1.PodGroupInitiallyScheduled {
-			continue
-		}
-		if condition.Status == status && condition.Reason == reason && condition.Message == message {
-			return nil
-		}
-		if condition.Status == status {
-			transition = condition.LastTransitionTime
-		}
+	transition, unchanged := transitionOf(group.Status.Conditions, func(c metav1.Condition) conditionFields {
+		return conditionFields{c.Type, string(c.Status), c.Reason, c.Message, c.LastTransitionTime}
+	}, conditionFields{schedulingv1beta1.PodGroupInitiallyScheduled, string(status), reason, message, metav1.Time{}})
+	if unchanged {
+		return nil
 	}
 	apply := schedulingapply.PodGroup(group.Name, group.Namespace).
 		WithUID(group.UID).

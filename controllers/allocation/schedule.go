@@ -616,20 +616,40 @@ func (c *Controller) reportUnschedulable(ctx context.Context, key string, pod *c
 	return errUnschedulable
 }
 
+// conditionFields are what transitionOf compares of a condition.
+type conditionFields struct {
+	conditionType, status, reason, message string
+	transition                             metav1.Time
+}
+
+// transitionOf reports whether the conditions say want already
+// (type, status, reason and message), and otherwise the transition time
+// to write: the old one while the status stays, now when it changes.
+func transitionOf[C any](conditions []C, fields func(C) conditionFields, want conditionFields) (metav1.Time, bool) {
+	transition := metav1.Now()
+	for _, condition := range conditions {
+		have := fields(condition)
+		if have.conditionType != want.conditionType {
+			continue
+		}
+		if have.status == want.status && have.reason == want.reason && have.message == want.message {
+			return transition, true
+		}
+		if have.status == want.status {
+			transition = have.transition
+		}
+	}
+	return transition, false
+}
+
 // setPodCondition records a pod condition, unless the pod says so
 // already.
 func (c *Controller) setPodCondition(ctx context.Context, pod *corev1.Pod, conditionType corev1.PodConditionType, status corev1.ConditionStatus, reason, message string) error {
-	transition := metav1.Now()
-	for _, condition := range pod.Status.Conditions {
-		if condition.Type != conditionType {
-			continue
-		}
-		if condition.Status == status && condition.Reason == reason && condition.Message == message {
-			return nil
-		}
-		if condition.Status == status {
-			transition = condition.LastTransitionTime
-		}
+	transition, unchanged := transitionOf(pod.Status.Conditions, func(c corev1.PodCondition) conditionFields {
+		return conditionFields{string(c.Type), string(c.Status), c.Reason, c.Message, c.LastTransitionTime}
+	}, conditionFields{string(conditionType), string(status), reason, message, metav1.Time{}})
+	if unchanged {
+		return nil
 	}
 	podApply := corev1apply.Pod(pod.Name, pod.Namespace).
 		WithUID(pod.UID).
