@@ -65,6 +65,9 @@ type config struct {
 	nodes          int
 	devices        int
 	pods           int
+	gangs          int
+	gangSize       int
+	gangGPUs       int
 	totalClaims    int
 	pools          int
 	poolEvents     int
@@ -83,10 +86,13 @@ func main() {
 	flag.IntVar(&c.nodes, "nodes", 500, "Simulated nodes for the binding benchmark")
 	flag.IntVar(&c.devices, "devices-per-node", 8, "GPUs per simulated node")
 	flag.IntVar(&c.pods, "pods", 2500, "Pods with a template claim each")
+	flag.IntVar(&c.gangs, "gangs", 100, "PodGroups (gangs) of the gang workload, all of which fit; as many again, of which only some fit, follow")
+	flag.IntVar(&c.gangSize, "gang-size", 16, "Pods per gang, and its minCount")
+	flag.IntVar(&c.gangGPUs, "gang-gpus", 2, "GPUs claimed by each pod of a gang")
 	flag.IntVar(&c.totalClaims, "total-claims", 10000, "Claims in the store when the last RSS is taken")
 	flag.IntVar(&c.pools, "pools", 5000, "Pools (one slice each) for the resourcepools benchmark")
 	flag.IntVar(&c.poolEvents, "pool-events", 500, "Claims allocated and released per round of the resourcepools benchmark")
-	flag.StringVar(&c.only, "only", "", "Run only this part: startups, claims, pods, resourcepools")
+	flag.StringVar(&c.only, "only", "", "Run only this part: startups, claims, pods, gangs, resourcepools")
 	flag.IntVar(&c.startups, "startups", 5, "Fresh starts and restarts whose median time to /readyz is reported")
 	flag.StringVar(&c.profile.dir, "profile-dir", "", "Save the server's CPU profiles of the concurrent claim creates and of the pods phase, and heap profiles after the pods phase, into this directory")
 	flag.IntVar(&c.profile.seconds, "profile-seconds", 10, "Length of the CPU profiles, taken from the first concurrent claim create and from the first pod create (-profile-dir)")
@@ -121,6 +127,8 @@ func run(c config) error {
 		return benchResourcePools(c)
 	case "pods":
 		return benchPods(c)
+	case "gangs":
+		return benchGangs(c)
 	case "claims":
 		s, err := startServer(c.binary, filepath.Join(c.workDir, "claims"), "-v=2")
 		if err != nil {
@@ -150,7 +158,12 @@ func run(c config) error {
 		return err
 	}
 
-	// 4. Watching resourcepools with many pools.
+	// 4. Gangs placed all or nothing on simulated nodes.
+	if err := benchGangs(c); err != nil {
+		return err
+	}
+
+	// 5. Watching resourcepools with many pools.
 	if err := benchResourcePools(c); err != nil {
 		return err
 	}
@@ -485,7 +498,8 @@ func (w *boundWatch) wait(begin time.Time) (time.Time, error) {
 	}
 }
 
-// checkNoDeviceTwice: every pod's claim is allocated, no device twice.
+// checkNoDeviceTwice: want claims are allocated (those of pods that
+// wait are not), no device twice.
 func checkNoDeviceTwice(ctx context.Context, s *server, namespace string, want int) error {
 	var claims *resourcev1.ResourceClaimList
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -507,6 +521,9 @@ func checkNoDeviceTwice(ctx context.Context, s *server, namespace string, want i
 	}
 	used := map[string]string{}
 	for _, claim := range claims.Items {
+		if claim.Status.Allocation == nil {
+			continue
+		}
 		for _, result := range claim.Status.Allocation.Devices.Results {
 			id := result.Driver + "/" + result.Pool + "/" + result.Device
 			if other, ok := used[id]; ok {
