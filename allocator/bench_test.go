@@ -239,6 +239,31 @@ func BenchmarkAllocateOneNode(b *testing.B) {
 	}
 }
 
+// BenchmarkCheckOneNode is the cost of one node check of a pod planned
+// once (NewCheck), as SelectNode checks each node: fit or not, without
+// building the AllocationResults.
+func BenchmarkCheckOneNode(b *testing.B) {
+	w := simpleWorkload(500, 8, "half")
+	a := New(Options{})
+	inv := a.Prepare(Snapshot{Classes: w.classes, Slices: w.slices})
+	st := inv.State(w.inUse)
+	ctx := context.Background()
+	node := w.nodes[17]
+	check, err := a.NewCheck(ctx, st, w.claims)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if ok, expl, err := check.Fits(node); err != nil || !ok {
+		b.Fatal(err, expl.Summary())
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := check.Fits(node); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkState is the cost of folding what is in use into an inventory,
 // once per scheduling round.
 func BenchmarkState(b *testing.B) {

@@ -39,7 +39,8 @@ func (in *instance) inUse() *InUse {
 // invalid one.
 func runChecked(ctx context.Context, a *Allocator, in *instance) (Result, error) {
 	inv := a.Prepare(in.snapshot())
-	res, err := a.Allocate(ctx, inv.State(in.inUse()), in.claims, in.node)
+	st := inv.State(in.inUse())
+	res, err := a.Allocate(ctx, st, in.claims, in.node)
 	if err != nil {
 		return res, err
 	}
@@ -48,5 +49,40 @@ func runChecked(ctx context.Context, a *Allocator, in *instance) (Result, error)
 			return res, fmt.Errorf("invalid allocation: %w", err)
 		}
 	}
-	return res, nil
+	return res, checkAgrees(ctx, a, st, in, res)
+}
+
+// checkAgrees runs the claims through one Check, node check after node
+// check as SelectNode does: it must answer what Allocate did each time, and
+// its Allocate after Fits must build a valid result.
+func checkAgrees(ctx context.Context, a *Allocator, st *State, in *instance, want Result) error {
+	check, err := a.NewCheck(ctx, st, in.claims)
+	if err != nil {
+		return fmt.Errorf("NewCheck: %w", err)
+	}
+	for round := range 2 {
+		ok, expl, err := check.Fits(in.node)
+		if err != nil {
+			return fmt.Errorf("Check.Fits, round %d: %w", round, err)
+		}
+		if ok != want.Fits() {
+			return fmt.Errorf("Check.Fits, round %d: fits=%v, Allocate fits=%v", round, ok, want.Fits())
+		}
+		if !ok && expl.Summary() != want.Explanation.Summary() {
+			return fmt.Errorf("Check.Fits, round %d: explanation %q, Allocate's %q", round, expl.Summary(), want.Explanation.Summary())
+		}
+	}
+	res, err := check.Allocate(in.node)
+	if err != nil {
+		return fmt.Errorf("Check.Allocate: %w", err)
+	}
+	if res.Fits() != want.Fits() {
+		return fmt.Errorf("Check.Allocate: fits=%v, Allocate fits=%v", res.Fits(), want.Fits())
+	}
+	if res.Fits() {
+		if err := newRefWorld(in).check(res.Allocations); err != nil {
+			return fmt.Errorf("invalid allocation from Check.Allocate: %w", err)
+		}
+	}
+	return nil
 }
