@@ -219,23 +219,44 @@ func BenchmarkSelectNodeCold(b *testing.B) {
 	}
 }
 
-// BenchmarkAllocateOneNode is the cost of one node check, the unit the
-// upstream allocator is called with.
-func BenchmarkAllocateOneNode(b *testing.B) {
+// BenchmarkOneNode is the cost of one node check. allocate: a one-shot
+// Allocate, plan and AllocationResults included, the unit the upstream
+// allocator is called with. check: Check.Fits of a pod planned once
+// (NewCheck), as SelectNode checks each node, without the results.
+func BenchmarkOneNode(b *testing.B) {
 	w := simpleWorkload(500, 8, "half")
 	a := New(Options{})
-	inv := a.Prepare(Snapshot{Classes: w.classes, Slices: w.slices})
-	st := inv.State(w.inUse)
+	st := a.Prepare(Snapshot{Classes: w.classes, Slices: w.slices}).State(w.inUse)
 	ctx := context.Background()
 	node := w.nodes[17]
-	if res, err := a.Allocate(ctx, st, w.claims, node); err != nil || !res.Fits() {
-		b.Fatal(err, res.Explanation.Summary())
+	check, err := a.NewCheck(ctx, st, w.claims)
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := a.Allocate(ctx, st, w.claims, node); err != nil {
-			b.Fatal(err)
-		}
+	for _, tc := range []struct {
+		name string
+		run  func() (bool, error)
+	}{
+		{"allocate", func() (bool, error) {
+			res, err := a.Allocate(ctx, st, w.claims, node)
+			return res.Fits(), err
+		}},
+		{"check", func() (bool, error) {
+			ok, _, err := check.Fits(node)
+			return ok, err
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			if ok, err := tc.run(); err != nil || !ok {
+				b.Fatalf("fits=%v, err=%v", ok, err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tc.run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -23,6 +23,28 @@ type plan struct {
 	// single is set for one claim with one plain request and no
 	// constraints: its first viable candidates are a solution.
 	single bool
+
+	// Storage for a pod with one claim of one request, the common case,
+	// so that its plan is one allocation; larger plans allocate arenas.
+	inlineClaimNames [1]string
+	inlineCons       [1][]constraintSpec
+	inlineSlots      [1]slot
+	inlineSlotPtrs   [1]*slot
+	inlineGroups     [1]group
+	inlineGroupPtrs  [1]*group
+	inlineSelectors  [2]*exprCache
+	// selectors holds the selectors of every slot, each slot's a
+	// subslice; it only grows by append, so a subslice taken before it
+	// moved stays valid.
+	selectors []*exprCache
+}
+
+// buffer returns n elements of inline when they fit, else new ones.
+func buffer[T any](inline []T, n int) []T {
+	if n <= len(inline) {
+		return inline[:n:n]
+	}
+	return make([]T, n)
 }
 
 type constraintSpec struct {
@@ -63,41 +85,60 @@ type group struct {
 	slots          []*slot
 }
 
+// newPlan plans the claims. The slots, groups and selectors of all claims
+// share a few arenas (one allocation in all for one claim of one request):
+// a plan is made per pod and per one-shot Allocate.
 func newPlan(inv *Inventory, claims []*resourceapi.ResourceClaim) *plan {
-	p := &plan{claims: claims, cons: make([][]constraintSpec, len(claims))}
+	p := &plan{claims: claims}
+	numSlots, numGroups := 0, 0
 	for _, claim := range claims {
-		p.claimNames = append(p.claimNames, claimKey(claim))
+		for ri := range claim.Spec.Devices.Requests {
+			numGroups++
+			numSlots += max(1, len(claim.Spec.Devices.Requests[ri].FirstAvailable))
+		}
+	}
+	p.claimNames = buffer(p.inlineClaimNames[:], len(claims))
+	p.cons = buffer(p.inlineCons[:], len(claims))
+	slots := buffer(p.inlineSlots[:], numSlots)[:0]
+	p.slots = buffer(p.inlineSlotPtrs[:], numSlots)[:0]
+	groups := buffer(p.inlineGroups[:], numGroups)[:0]
+	p.groups = buffer(p.inlineGroupPtrs[:], numGroups)[:0]
+	p.selectors = p.inlineSelectors[:0]
+	for ci, claim := range claims {
+		p.claimNames[ci] = claimKey(claim)
 	}
 	fail := func(r RequestExplanation) { p.problems = append(p.problems, r) }
 	for ci, claim := range claims {
-		claimName := claimKey(claim)
+		claimName := p.claimNames[ci]
 		p.addConstraints(inv, ci, claim)
 		minDevices := 0
 		for ri := range claim.Spec.Devices.Requests {
 			req := &claim.Spec.Devices.Requests[ri]
-			g := &group{claim: ci, request: ri}
-			gi := len(p.groups)
-			add := func(sl *slot, className string, selectors []resourceapi.DeviceSelector, mode resourceapi.DeviceAllocationMode) {
-				sl.id, sl.claim, sl.request, sl.group = len(p.slots), ci, ri, gi
-				p.slots = append(p.slots, sl)
-				g.slots = append(g.slots, sl)
-				p.resolve(inv, sl, className, selectors, mode)
-				sl.cons = applicableConstraints(p.cons[ci], sl)
-				if sl.problem != nil {
-					sl.problem.Claim = claimName
+			groups = append(groups, group{claim: ci, request: ri})
+			g := &groups[len(groups)-1]
+			gi, first := len(p.groups), len(p.slots)
+			add := func(sl slot, className string, selectors []resourceapi.DeviceSelector, mode resourceapi.DeviceAllocationMode) {
+				slots = append(slots, sl)
+				s := &slots[len(slots)-1]
+				s.id, s.claim, s.request, s.group = len(p.slots), ci, ri, gi
+				p.slots = append(p.slots, s)
+				p.resolve(inv, s, className, selectors, mode)
+				s.cons = applicableConstraints(p.cons[ci], s)
+				if s.problem != nil {
+					s.problem.Claim = claimName
 				}
 			}
 			switch {
 			case req.Exactly != nil:
 				e := req.Exactly
-				add(&slot{sub: -1, base: req.Name, name: req.Name,
+				add(slot{sub: -1, base: req.Name, name: req.Name,
 					all: e.AllocationMode == resourceapi.DeviceAllocationModeAll, count: int(e.Count),
 					admin: e.AdminAccess != nil && *e.AdminAccess, tolerations: e.Tolerations, capacity: e.Capacity,
 				}, e.DeviceClassName, e.Selectors, e.AllocationMode)
 			case len(req.FirstAvailable) > 0:
 				for si := range req.FirstAvailable {
 					sub := &req.FirstAvailable[si]
-					add(&slot{sub: si, base: req.Name, name: req.Name + "/" + sub.Name,
+					add(slot{sub: si, base: req.Name, name: req.Name + "/" + sub.Name,
 						all: sub.AllocationMode == resourceapi.DeviceAllocationModeAll, count: int(sub.Count),
 						tolerations: sub.Tolerations, capacity: sub.Capacity,
 					}, sub.DeviceClassName, sub.Selectors, sub.AllocationMode)
@@ -106,6 +147,8 @@ func newPlan(inv *Inventory, claims []*resourceapi.ResourceClaim) *plan {
 				fail(RequestExplanation{Claim: claimName, Request: req.Name, Reason: ReasonInvalidRequest, Constraint: -1,
 					Detail: "request has neither exactly nor firstAvailable"})
 			}
+			// The group's slots were added one after the other.
+			g.slots = p.slots[first:len(p.slots):len(p.slots)]
 			p.groups = append(p.groups, g)
 			// A group is hopeless only if every alternative is.
 			if least := g.leastDevices(); least < 0 {
@@ -194,6 +237,8 @@ func (p *plan) resolve(inv *Inventory, sl *slot, className string, selectors []r
 		return
 	}
 	sl.class = class
+	start := len(p.selectors)
+	defer func() { sl.selectors = p.selectors[start:len(p.selectors):len(p.selectors)] }()
 	for i, sel := range class.Spec.Selectors {
 		if sel.CEL == nil {
 			problem(ReasonSelectorInvalid, fmt.Sprintf("class %s selector #%d has no CEL expression", class.Name, i))
@@ -204,9 +249,9 @@ func (p *plan) resolve(inv *Inventory, sl *slot, className string, selectors []r
 			problem(ReasonSelectorInvalid, fmt.Sprintf("class %s selector #%d: %s", class.Name, i, firstLine(e.compileErr)))
 			return
 		}
-		sl.selectors = append(sl.selectors, e)
+		p.selectors = append(p.selectors, e)
 	}
-	sl.numClass = len(sl.selectors)
+	sl.numClass = len(p.selectors) - start
 	for i, sel := range selectors {
 		if sel.CEL == nil {
 			problem(ReasonSelectorInvalid, fmt.Sprintf("selector #%d has no CEL expression", i))
@@ -217,7 +262,7 @@ func (p *plan) resolve(inv *Inventory, sl *slot, className string, selectors []r
 			problem(ReasonSelectorInvalid, fmt.Sprintf("selector #%d: %s", i, firstLine(e.compileErr)))
 			return
 		}
-		sl.selectors = append(sl.selectors, e)
+		p.selectors = append(p.selectors, e)
 	}
 }
 

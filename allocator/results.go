@@ -11,11 +11,17 @@ import (
 )
 
 // results turns the picks of a successful search into AllocationResults.
+// What they take from the claims, classes and ResourceSlices is copied
+// (DeepCopyInto per device result and per config entry), so that callers
+// are free to modify them; what is made here is not copied again. The
+// AllocationResults of all claims are one allocation.
 func (a *Allocator) results(s *search, node *corev1.Node) []*resourceapi.AllocationResult {
 	out := make([]*resourceapi.AllocationResult, len(s.p.claims))
+	owned := make([]resourceapi.AllocationResult, len(s.p.claims))
 	for ci, claim := range s.p.claims {
-		ar := &resourceapi.AllocationResult{}
-		ar.Devices.Results = make([]resourceapi.DeviceRequestAllocationResult, 0, s.claimPicks[ci])
+		ar := &owned[ci]
+		out[ci] = ar
+		ar.Devices.Results = make([]resourceapi.DeviceRequestAllocationResult, s.claimPicks[ci])
 		var picks []pick
 		for _, p := range s.picks {
 			if p.slot.claim != ci {
@@ -50,7 +56,7 @@ func (a *Allocator) results(s *search, node *corev1.Node) []*resourceapi.Allocat
 					}
 				}
 			}
-			ar.Devices.Results = append(ar.Devices.Results, r)
+			r.DeepCopyInto(&ar.Devices.Results[len(picks)-1])
 		}
 		chosen := make([]*slot, len(claim.Spec.Devices.Requests))
 		for gi, g := range s.p.groups {
@@ -58,13 +64,31 @@ func (a *Allocator) results(s *search, node *corev1.Node) []*resourceapi.Allocat
 				chosen[g.request] = g.slots[s.chosen[gi]]
 			}
 		}
-		ar.Devices.Config = allocationConfig(claim, chosen)
+		if config := allocationConfig(claim, chosen); len(config) > 0 {
+			ar.Devices.Config = make([]resourceapi.DeviceAllocationConfiguration, len(config))
+			for i := range config {
+				config[i].DeepCopyInto(&ar.Devices.Config[i])
+			}
+		}
 		ar.NodeSelector = allocationNodeSelector(picks, node.Name)
-		// The result shares slices with the claims, classes and
-		// ResourceSlices; callers must be free to modify it.
-		out[ci] = ar.DeepCopy()
 	}
 	return out
+}
+
+// onlyNode is a node selector of one node by name, made in one allocation.
+type onlyNode struct {
+	selector    corev1.NodeSelector
+	term        [1]corev1.NodeSelectorTerm
+	requirement [1]corev1.NodeSelectorRequirement
+	name        [1]string
+}
+
+func newOnlyNode(nodeName string) *corev1.NodeSelector {
+	o := &onlyNode{name: [1]string{nodeName}}
+	o.requirement[0] = corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: o.name[:]}
+	o.term[0].MatchFields = o.requirement[:]
+	o.selector.NodeSelectorTerms = o.term[:]
+	return &o.selector
 }
 
 // allocationConfig lists the configuration of the classes (each class once,
@@ -123,17 +147,14 @@ func allocationConfig(claim *resourceapi.ResourceClaim, chosen []*slot) []resour
 
 // allocationNodeSelector says where the allocated devices can be used: only
 // on the chosen node if any device is local to it or binds to it, on the
-// nodes selected by all device node selectors combined, or anywhere.
+// nodes selected by all device node selectors combined, or anywhere. It
+// shares nothing with the devices' node selectors.
 func allocationNodeSelector(picks []pick, nodeName string) *corev1.NodeSelector {
 	term := corev1.NodeSelectorTerm{}
 	for _, p := range picks {
 		d := p.cand.d
 		if d.nodeName != "" || deref(d.api.BindsToNode) {
-			return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchFields: []corev1.NodeSelectorRequirement{{
-					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{nodeName},
-				}},
-			}}}
+			return newOnlyNode(nodeName)
 		}
 		if d.nodeSelector != nil && len(d.nodeSelector.NodeSelectorTerms) == 1 {
 			t := d.nodeSelector.NodeSelectorTerms[0]
@@ -142,17 +163,14 @@ func allocationNodeSelector(picks []pick, nodeName string) *corev1.NodeSelector 
 		} else if d.nodeSelector != nil && len(d.nodeSelector.NodeSelectorTerms) > 1 {
 			// Terms are ORed; they can't be merged into one term, so pin
 			// the allocation to the node that was checked.
-			return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchFields: []corev1.NodeSelectorRequirement{{
-					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{nodeName},
-				}},
-			}}}
+			return newOnlyNode(nodeName)
 		}
 	}
 	if len(term.MatchFields) == 0 && len(term.MatchExpressions) == 0 {
 		return nil
 	}
-	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}
+	// The requirements are the devices' own.
+	return (&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}).DeepCopy()
 }
 
 func addRequirements(to, from []corev1.NodeSelectorRequirement) []corev1.NodeSelectorRequirement {

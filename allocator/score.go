@@ -81,7 +81,7 @@ func (a *Allocator) ChooseNode(ctx context.Context, st *State, claims []*resourc
 func (a *Allocator) selectNode(ctx context.Context, st *State, claims []*resourceapi.ResourceClaim, nodes []*corev1.Node, choose bool) (Selection, error) {
 	var sel Selection
 	if len(claims) > 64 {
-		return sel, fmt.Errorf("%d claims, at most 64 can be allocated together", len(claims))
+		return sel, errTooManyClaims(len(claims))
 	}
 	s := newSearch(ctx, st, newPlan(st.inv, claims))
 	var b bounds

@@ -160,20 +160,58 @@ func newSearch(ctx context.Context, st *State, p *plan) *search {
 // Allocate tries to allocate all claims of one pod on the node. Claims that
 // are already allocated must not be passed. The error is only set when the
 // search could not run (cancelled context, too many claims); "doesn't fit"
-// is a Result with an Explanation.
+// is a Result with an Explanation. To check one pod on many nodes, plan it
+// once with NewCheck.
 func (a *Allocator) Allocate(ctx context.Context, st *State, claims []*resourceapi.ResourceClaim, node *corev1.Node) (Result, error) {
 	if len(claims) > 64 {
-		return Result{Node: node.Name}, fmt.Errorf("%d claims, at most 64 can be allocated together", len(claims))
+		return Result{Node: node.Name}, errTooManyClaims(len(claims))
 	}
-	s := newSearch(ctx, st, newPlan(st.inv, claims))
-	ok, expl, err := s.onNode(node)
+	c := Check{a: a, s: newSearch(ctx, st, newPlan(st.inv, claims))}
+	return c.Allocate(node)
+}
+
+func errTooManyClaims(n int) error {
+	return fmt.Errorf("%d claims, at most 64 can be allocated together", n)
+}
+
+// Check is one pod's claims planned once (classes resolved, selectors
+// compiled, requests flattened), to be checked node after node against one
+// State, as SelectNode does. Fits only answers whether the claims fit on a
+// node; Allocate also builds the AllocationResults, which is most of the
+// cost of a node that fits, so call it for the node chosen. A Check is
+// valid while its State is and must not be used concurrently.
+type Check struct {
+	a *Allocator
+	s *search
+}
+
+// NewCheck plans the claims of one pod for checking nodes. Claims that are
+// already allocated must not be passed; at most 64 claims can be allocated
+// together.
+func (a *Allocator) NewCheck(ctx context.Context, st *State, claims []*resourceapi.ResourceClaim) (*Check, error) {
+	if len(claims) > 64 {
+		return nil, errTooManyClaims(len(claims))
+	}
+	return &Check{a: a, s: newSearch(ctx, st, newPlan(st.inv, claims))}, nil
+}
+
+// Fits reports whether the claims fit on the node, and when they do not,
+// why. The error is only set when the search could not run (cancelled
+// context).
+func (c *Check) Fits(node *corev1.Node) (bool, *Explanation, error) {
+	return c.s.onNode(node)
+}
+
+// Allocate is Allocator.Allocate with the plan of the Check.
+func (c *Check) Allocate(node *corev1.Node) (Result, error) {
+	ok, expl, err := c.s.onNode(node)
 	switch {
 	case err != nil:
 		return Result{Node: node.Name}, err
 	case !ok:
 		return Result{Node: node.Name, Explanation: expl}, nil
 	}
-	return Result{Node: node.Name, Allocations: a.results(s, node)}, nil
+	return Result{Node: node.Name, Allocations: c.a.results(c.s, node)}, nil
 }
 
 // onNode runs the whole allocation on one node. On success the picks hold

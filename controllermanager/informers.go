@@ -59,10 +59,10 @@ func NewInformers(loopback *rest.Config) (*Informers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shared informers: resource client: %w", err)
 	}
-	transform := informers.WithTransform(dropManagedFields)
+	transform := informers.WithTransform(DropManagedFields)
 	return &Informers{
 		Kube:     informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, transform),
-		Resource: resourceinformers.NewSharedInformerFactoryWithOptions(resourceClient, 0, resourceinformers.WithTransform(dropManagedFields)),
+		Resource: resourceinformers.NewSharedInformerFactoryWithOptions(resourceClient, 0, resourceinformers.WithTransform(DropManagedFields)),
 	}, nil
 }
 
@@ -79,10 +79,12 @@ func (i *Informers) Shutdown() {
 	i.Resource.Shutdown()
 }
 
-// dropManagedFields is the informers' transform: the cached copy of an
+// DropManagedFields is the informers' transform: the cached copy of an
 // object has no managedFields. Tombstones and objects without metadata
-// pass unchanged.
-func dropManagedFields(obj any) (any, error) {
+// pass unchanged. An update sent from such a copy keeps the stored
+// managedFields (the server takes the live object's when a request has
+// none).
+func DropManagedFields(obj any) (any, error) {
 	if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		return obj, nil
 	}

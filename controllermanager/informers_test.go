@@ -57,7 +57,7 @@ func TestDropManagedFields(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := dropManagedFields(tc.obj)
+			got, err := DropManagedFields(tc.obj)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +96,7 @@ func TestTermsOnSharedInformers(t *testing.T) {
 	defer cancel()
 	kube := kubefake.NewClientset()
 	shared := &Informers{
-		Kube:     informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(dropManagedFields)),
+		Kube:     informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(DropManagedFields)),
 		Resource: resourceinformers.NewSharedInformerFactory(resourcefake.NewSimpleClientset(), 0),
 	}
 	defer func() {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/draplane/draplane/auth/node"
+	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/controllers/namespace"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
@@ -63,16 +64,12 @@ func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("loopback dynamic client: %w", err)
 	}
-	c := &CoreLite{
-		client:        client,
-		dynamicClient: dynamicClient,
-		informers:     informers.NewSharedInformerFactory(client, 10*time.Minute),
-	}
 	resourceClient, err := versioned.NewForConfig(loopback)
 	if err != nil {
 		return nil, nil, fmt.Errorf("loopback resource client: %w", err)
 	}
-	c.resourceInformers = resourceinformers.NewSharedInformerFactory(resourceClient, 10*time.Minute)
+	c := &CoreLite{client: client, dynamicClient: dynamicClient}
+	c.informers, c.resourceInformers = coreLiteInformers(client, resourceClient)
 	// The RBAC and node authorizers' informers are asked for before the
 	// factories start.
 	c.auth = newCoreLiteAuth(c)
@@ -86,6 +83,16 @@ func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) 
 		return nil, nil, fmt.Errorf("namespace lifecycle admission: %w", err)
 	}
 	return c, admission.NewChainHandler(namespaceLifecycle{plugin}, c.priorityAdmission(), node.NewAdmission()), nil
+}
+
+// coreLiteInformers are core-lite's informer factories. Their caches keep
+// no managedFields: none of their users (the authorizers, admission, the
+// namespace and ClusterRole aggregation controllers) reads them, and the
+// pods and claims cached here would otherwise hold them all a second time
+// beside the controllers' informers, which drop them too.
+func coreLiteInformers(client kubernetes.Interface, resourceClient versioned.Interface) (informers.SharedInformerFactory, resourceinformers.SharedInformerFactory) {
+	return informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, informers.WithTransform(controllermanager.DropManagedFields)),
+		resourceinformers.NewSharedInformerFactoryWithOptions(resourceClient, 10*time.Minute, resourceinformers.WithTransform(controllermanager.DropManagedFields))
 }
 
 // namespaceLifecycle is the NamespaceLifecycle plugin asked only about

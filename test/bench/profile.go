@@ -22,8 +22,8 @@ var (
 	metricLabels = regexp.MustCompile(`(\w+)="([^"]*)"`)
 )
 
-// scrapeCounters reads /metrics and keeps, per request verb and resource,
-// the API requests; per etcd operation, the etcd requests; per resource,
+// scrapeCounters reads /metrics and keeps, per request verb and resource
+// (and code, when it is not a success), the API requests; per etcd operation, the etcd requests; per resource,
 // the watch events the server sent.
 func scrapeCounters(ctx context.Context, s *server) (counters, error) {
 	raw, err := s.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -50,6 +50,11 @@ func scrapeCounters(ctx context.Context, s *server) (counters, error) {
 		}
 		switch m[1] {
 		case "apiserver_request_total":
+			// A request the server refused (a conflict, say) is shown
+			// apart, with its code: it is a retry, not a write.
+			if code := labels["code"]; code != "" && code[0] != '2' {
+				resource += " " + code
+			}
 			out["api "+labels["verb"]+" "+resource] += value
 		case "etcd_requests_total":
 			out["etcd "+labels["operation"]+" "+resource] += value
