@@ -593,7 +593,8 @@ func (g *gangSearch) followsFit(m int, node *corev1.Node) bool {
 		if g.where[o] < 0 {
 			return false
 		}
-		alloc := g.alloc[o][slices.Index(g.own[o], claim)]
+		// By UID: each member brings its own copy of the shared claim.
+		alloc := g.alloc[o][slices.IndexFunc(g.own[o], func(own *resourceapi.ResourceClaim) bool { return own.UID == claim.UID })]
 		if alloc != nil && alloc.NodeSelector != nil && !NodeSelectorMatches(alloc.NodeSelector, node) {
 			return false
 		}
