@@ -876,10 +876,10 @@ func (c *Controller) reserveFor(ctx context.Context, consumer resourcev1.Resourc
 	}
 	data, err := json.Marshal(patch)
 	if err != nil {
-		return fmt.Errorf("reserve claim %s for %s %s: %w", klog.KObj(claim), consumer.Resource, consumer.Name, err)
+		return fmt.Errorf("reserve claim %s for %s: %w", klog.KObj(claim), consumerString(claim.Namespace, consumer), err)
 	}
 	if _, err := c.resourceClient.ResourceV1().ResourceClaims(claim.Namespace).Patch(ctx, claim.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
-		return fmt.Errorf("reserve claim %s for %s %s: %w", klog.KObj(claim), consumer.Resource, consumer.Name, err)
+		return fmt.Errorf("reserve claim %s for %s: %w", klog.KObj(claim), consumerString(claim.Namespace, consumer), err)
 	}
 	return nil
 }

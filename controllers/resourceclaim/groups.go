@@ -353,3 +353,13 @@ func claimsByGroupIndexFunc(obj any) ([]string, error) {
 	}
 	return []string{string(owner.UID)}, nil
 }
+
+// consumerString names a consumer for messages: "pod ns/name" or
+// "PodGroup ns/name".
+func consumerString(namespace string, consumer resourcev1.ResourceClaimConsumerReference) string {
+	kind := "pod"
+	if podclaims.IsGroupConsumer(consumer) {
+		kind = "PodGroup"
+	}
+	return kind + " " + klog.KRef(namespace, consumer.Name).String()
+}

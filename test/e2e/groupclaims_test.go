@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/draplane/draplane/test/launcher"
+)
+
+// groupClaimSetup is a network-attached device (a slice for all nodes)
+// of the simulated driver, a DeviceClass for it and a template for a
+// claim of it.
+const groupClaimSetup = `apiVersion: resource.draplane.dev/v1
+kind: ResourceSlice
+metadata:
+  name: fabric
+spec:
+  driver: gpu.sim.draplane.dev
+  allNodes: true
+  pool:
+    name: fabric
+    generation: 1
+    resourceSliceCount: 1
+  devices:
+  - name: fabric-0
+    attributes:
+      kind:
+        string: fabric
+---
+apiVersion: resource.draplane.dev/v1
+kind: DeviceClass
+metadata:
+  name: fabric.sim.draplane.dev
+spec:
+  selectors:
+  - cel:
+      expression: device.driver == "gpu.sim.draplane.dev" && device.attributes["gpu.sim.draplane.dev"].kind == "fabric"
+---
+apiVersion: resource.draplane.dev/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: fabric
+spec:
+  spec:
+    devices:
+      requests:
+      - name: fabric
+        exactly:
+          deviceClassName: fabric.sim.draplane.dev
+`
+
+// groupClaimYAML is a gang PodGroup whose claim "fabric" comes from the
+// template, and its pods, each of which names the group's claim.
+func groupClaimYAML(group string, minCount, pods int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata:
+  name: %s
+spec:
+  schedulingPolicy:
+    gang:
+      minCount: %d
+  resourceClaims:
+  - name: fabric
+    resourceClaimTemplateName: fabric
+`, group, minCount)
+	for i := 0; i < pods; i++ {
+		fmt.Fprintf(&b, `---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %s-%d
+  labels:
+    group: %s
+spec:
+  schedulingGroup:
+    podGroupName: %s
+  resourceClaims:
+  - name: fabric
+    resourceClaimTemplateName: fabric
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      claims:
+      - name: fabric
+`, group, i, group, group)
+	}
+	return b.String()
+}
+
+// TestGroupClaimShared: a PodGroup's claim from a template is generated
+// once for the group (owned by it, named in its status), allocated once
+// and reserved for the PodGroup as one consumer, and 300 pods (more than
+// the 256 consumers reservedFor takes) run with it in their status. When
+// the group and its pods are deleted, the claim is deallocated and
+// deleted.
+func TestGroupClaimShared(t *testing.T) {
+	requireKubectl(t)
+	const pods = 300
+	s := startServer(t, t.TempDir(), "--simulate-nodes=10", "--simulate-devices-per-node=1", gangGates)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(launcher.Tail(s.Output(), 60))
+		}
+	})
+	s.MustKubectl(t, groupClaimSetup, "apply", "-f", "-")
+	s.MustKubectl(t, groupClaimYAML("wide", 4, pods), "apply", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod", "-l", "group=wide", "--timeout=120s")
+
+	claims := strings.Fields(s.MustKubectl(t, "", "get", "resourceclaims", "-o", `jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}`))
+	if len(claims) != 1 || !strings.HasPrefix(claims[0], "wide-fabric-") {
+		t.Fatalf("claims %v, want one named wide-fabric-*\n%s", claims, dumpState(t, s, "default"))
+	}
+	claim := claims[0]
+	if owner := s.MustKubectl(t, "", "get", "resourceclaim", claim, "-o", `jsonpath={.metadata.ownerReferences[?(@.controller==true)].apiVersion}/{.metadata.ownerReferences[?(@.controller==true)].kind}/{.metadata.ownerReferences[?(@.controller==true)].name}`); owner != "scheduling.k8s.io/v1beta1/PodGroup/wide" {
+		t.Errorf("claim owner %q, want the PodGroup", owner)
+	}
+	reservedFor := s.MustKubectl(t, "", "get", "resourceclaim", claim, "-o", `jsonpath={range .status.reservedFor[*]}{.apiGroup}/{.resource}/{.name}{"\n"}{end}`)
+	if consumers := strings.Fields(reservedFor); len(consumers) != 1 || consumers[0] != "scheduling.k8s.io/podgroups/wide" {
+		t.Errorf("reservedFor %v, want only the PodGroup", consumers)
+	}
+	if device := s.MustKubectl(t, "", "get", "resourceclaim", claim, "-o", `jsonpath={.status.allocation.devices.results[*].device}`); device != "fabric-0" {
+		t.Errorf("claim allocated %q, want fabric-0", device)
+	}
+	if status := s.MustKubectl(t, "", "get", "podgroup", "wide", "-o", `jsonpath={.status.resourceClaimStatuses[0].name}={.status.resourceClaimStatuses[0].resourceClaimName}`); status != "fabric="+claim {
+		t.Errorf("PodGroup status.resourceClaimStatuses %q, want fabric=%s", status, claim)
+	}
+	out := s.MustKubectl(t, "", "get", "pods", "-l", "group=wide", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.resourceClaimStatuses[0].resourceClaimName}={.status.phase}={.spec.nodeName}{"\n"}{end}`)
+	lines := strings.Fields(out)
+	nodes := map[string]bool{}
+	for _, line := range lines {
+		parts := strings.Split(line, "=")
+		if len(parts) != 4 || parts[1] != claim || parts[2] != "Running" {
+			t.Errorf("pod %s: want the group's claim %s, Running, got %s", parts[0], claim, line)
+		}
+		nodes[parts[len(parts)-1]] = true
+	}
+	if len(lines) != pods {
+		t.Errorf("%d pods, want %d", len(lines), pods)
+	}
+	t.Logf("%d pods running on %d nodes with claim %s", len(lines), len(nodes), claim)
+
+	// The group is gone: the claim is released and deleted with it.
+	s.MustKubectl(t, "", "delete", "podgroup", "wide", "--wait=false")
+	s.MustKubectl(t, "", "delete", "pods", "-l", "group=wide", "--grace-period=1", "--wait=false")
+	s.MustKubectl(t, "", "wait", "--for=delete", "resourceclaim/"+claim, "--timeout=120s")
+}
