@@ -148,3 +148,68 @@ func TestGroupClaimShared(t *testing.T) {
 	s.MustKubectl(t, "", "delete", "pods", "-l", "group=wide", "--grace-period=1", "--wait=false")
 	s.MustKubectl(t, "", "wait", "--for=delete", "resourceclaim/"+claim, "--timeout=120s")
 }
+
+// TestGroupClaimBasic: a basic PodGroup names an existing claim; its pods,
+// placed one by one, share it through one reservation for the group,
+// next to a pod outside the group that is reserved on its own. When the
+// group and its pods are gone, the claim stays (nobody generated it) and
+// stays allocated for the other pod.
+func TestGroupClaimBasic(t *testing.T) {
+	requireKubectl(t)
+	s := startServer(t, t.TempDir(), "--simulate-nodes=3", "--simulate-devices-per-node=1", gangGates)
+	s.MustKubectl(t, groupClaimSetup, "apply", "-f", "-")
+	var b strings.Builder
+	b.WriteString(`apiVersion: resource.draplane.dev/v1
+kind: ResourceClaim
+metadata:
+  name: fabric
+spec:
+  devices:
+    requests:
+    - name: fabric
+      exactly:
+        deviceClassName: fabric.sim.draplane.dev
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata:
+  name: serve
+spec:
+  schedulingPolicy:
+    basic: {}
+  resourceClaims:
+  - name: fabric
+    resourceClaimName: fabric
+`)
+	pod := func(name, group string) {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  labels:\n    group: %s\nspec:\n", name, group)
+		if group != "none" {
+			fmt.Fprintf(&b, "  schedulingGroup:\n    podGroupName: %s\n", group)
+		}
+		b.WriteString("  resourceClaims:\n  - name: fabric\n    resourceClaimName: fabric\n  containers:\n  - name: main\n    image: busybox\n")
+	}
+	for i := 0; i < 5; i++ {
+		pod(fmt.Sprintf("serve-%d", i), "serve")
+	}
+	pod("solo", "none")
+	s.MustKubectl(t, b.String(), "apply", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod", "-l", "group in (serve,none)", "--timeout=120s")
+
+	reservedFor := func() []string {
+		return strings.Fields(s.MustKubectl(t, "", "get", "resourceclaim", "fabric", "-o", `jsonpath={range .status.reservedFor[*]}{.resource}/{.name}{"\n"}{end}`))
+	}
+	got := reservedFor()
+	if strings.Join(got, ",") != "podgroups/serve,pods/solo" && strings.Join(got, ",") != "pods/solo,podgroups/serve" {
+		t.Errorf("reservedFor %v, want the PodGroup serve and the pod solo", got)
+	}
+
+	s.MustKubectl(t, "", "delete", "podgroup", "serve", "--wait=false")
+	s.MustKubectl(t, "", "delete", "pods", "-l", "group=serve", "--grace-period=1")
+	s.MustKubectl(t, "", "wait", "--for=jsonpath={.status.reservedFor[0].name}=solo", "resourceclaim/fabric", "--timeout=120s")
+	if got := reservedFor(); len(got) != 1 {
+		t.Errorf("reservedFor %v after the group is gone, want pods/solo alone", got)
+	}
+	if device := s.MustKubectl(t, "", "get", "resourceclaim", "fabric", "-o", `jsonpath={.status.allocation.devices.results[*].device}`); device != "fabric-0" {
+		t.Errorf("claim allocated %q, want fabric-0 (still used by solo)", device)
+	}
+}
