@@ -1,16 +1,21 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/draplane/draplane/test/launcher"
 )
 
 // groupClaimSetup is a network-attached device (a slice for all nodes)
 // of the simulated driver, a DeviceClass for it and a template for a
-// claim of it.
+// claim of it, and a class and template for one of the simulated GPUs
+// (which are node-local).
 const groupClaimSetup = `apiVersion: resource.draplane.dev/v1
 kind: ResourceSlice
 metadata:
@@ -25,7 +30,7 @@ spec:
   devices:
   - name: fabric-0
     attributes:
-      kind:
+      model:
         string: fabric
 ---
 apiVersion: resource.draplane.dev/v1
@@ -35,7 +40,7 @@ metadata:
 spec:
   selectors:
   - cel:
-      expression: device.driver == "gpu.sim.draplane.dev" && device.attributes["gpu.sim.draplane.dev"].kind == "fabric"
+      expression: device.driver == "gpu.sim.draplane.dev" && device.attributes["gpu.sim.draplane.dev"].model == "fabric"
 ---
 apiVersion: resource.draplane.dev/v1
 kind: ResourceClaimTemplate
@@ -48,10 +53,32 @@ spec:
       - name: fabric
         exactly:
           deviceClassName: fabric.sim.draplane.dev
+---
+apiVersion: resource.draplane.dev/v1
+kind: DeviceClass
+metadata:
+  name: gpu-only.sim.draplane.dev
+spec:
+  selectors:
+  - cel:
+      expression: device.driver == "gpu.sim.draplane.dev" && device.attributes["gpu.sim.draplane.dev"].model != "fabric"
+---
+apiVersion: resource.draplane.dev/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: one-gpu
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu-only.sim.draplane.dev
 `
 
 // groupClaimYAML is a gang PodGroup whose claim "fabric" comes from the
-// template, and its pods, each of which names the group's claim.
+// template, and its pods, each of which names the group's claim and has
+// a GPU of its own.
 func groupClaimYAML(group string, minCount, pods int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: scheduling.k8s.io/v1beta1
@@ -80,12 +107,15 @@ spec:
   resourceClaims:
   - name: fabric
     resourceClaimTemplateName: fabric
+  - name: gpu
+    resourceClaimTemplateName: one-gpu
   containers:
   - name: main
     image: busybox
     resources:
       claims:
       - name: fabric
+      - name: gpu
 `, group, i, group, group)
 	}
 	return b.String()
@@ -94,25 +124,43 @@ spec:
 // TestGroupClaimShared: a PodGroup's claim from a template is generated
 // once for the group (owned by it, named in its status), allocated once
 // and reserved for the PodGroup as one consumer, and 300 pods (more than
-// the 256 consumers reservedFor takes) run with it in their status. When
-// the group and its pods are deleted, the claim is deallocated and
-// deleted.
+// the 256 consumers reservedFor takes) run with it in their status, each
+// with a GPU of its own: ten nodes of 30 GPUs, all used, with the
+// network-attached device reachable from each. When the group and its
+// pods are deleted, the claim is deallocated and deleted.
 func TestGroupClaimShared(t *testing.T) {
 	requireKubectl(t)
 	const pods = 300
-	s := startServer(t, t.TempDir(), "--simulate-nodes=10", "--simulate-devices-per-node=1", gangGates)
+	s := startServer(t, t.TempDir(), "--simulate-nodes=10", "--simulate-devices-per-node=30", gangGates)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(launcher.Tail(s.Output(), 60))
 		}
 	})
 	s.MustKubectl(t, groupClaimSetup, "apply", "-f", "-")
-	s.MustKubectl(t, groupClaimYAML("wide", 4, pods), "apply", "-f", "-")
-	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod", "-l", "group=wide", "--timeout=120s")
+	start := time.Now()
+	s.MustKubectl(t, groupClaimYAML("wide", 4, pods), "create", "-f", "-")
+	created := time.Since(start)
+	// One list per poll: kubectl wait watches the pods one after the
+	// other, which takes longer than placing them.
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
+		out := s.MustKubectl(t, "", "get", "pods", "-l", "group=wide", "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		return strings.Count(out, "True") == pods, nil
+	})
+	if err != nil {
+		t.Fatalf("%d pods ready: %v\n%s", pods, err, dumpState(t, s, "default"))
+	}
+	t.Logf("%d pods created in %v, all ready after %v", pods, created.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 
-	claims := strings.Fields(s.MustKubectl(t, "", "get", "resourceclaims", "-o", `jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}`))
-	if len(claims) != 1 || !strings.HasPrefix(claims[0], "wide-fabric-") {
-		t.Fatalf("claims %v, want one named wide-fabric-*\n%s", claims, dumpState(t, s, "default"))
+	var claims []string
+	all := strings.Fields(s.MustKubectl(t, "", "get", "resourceclaims", "-o", `jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}`))
+	for _, name := range all {
+		if strings.HasPrefix(name, "wide-fabric-") {
+			claims = append(claims, name)
+		}
+	}
+	if len(claims) != 1 || len(all) != pods+1 {
+		t.Fatalf("claims %v of %d, want one named wide-fabric-* and one per pod\n%s", claims, len(all), dumpState(t, s, "default"))
 	}
 	claim := claims[0]
 	if owner := s.MustKubectl(t, "", "get", "resourceclaim", claim, "-o", `jsonpath={.metadata.ownerReferences[?(@.controller==true)].apiVersion}/{.metadata.ownerReferences[?(@.controller==true)].kind}/{.metadata.ownerReferences[?(@.controller==true)].name}`); owner != "scheduling.k8s.io/v1beta1/PodGroup/wide" {
@@ -128,7 +176,7 @@ func TestGroupClaimShared(t *testing.T) {
 	if status := s.MustKubectl(t, "", "get", "podgroup", "wide", "-o", `jsonpath={.status.resourceClaimStatuses[0].name}={.status.resourceClaimStatuses[0].resourceClaimName}`); status != "fabric="+claim {
 		t.Errorf("PodGroup status.resourceClaimStatuses %q, want fabric=%s", status, claim)
 	}
-	out := s.MustKubectl(t, "", "get", "pods", "-l", "group=wide", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.resourceClaimStatuses[0].resourceClaimName}={.status.phase}={.spec.nodeName}{"\n"}{end}`)
+	out := s.MustKubectl(t, "", "get", "pods", "-l", "group=wide", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.resourceClaimStatuses[?(@.name=="fabric")].resourceClaimName}={.status.phase}={.spec.nodeName}{"\n"}{end}`)
 	lines := strings.Fields(out)
 	nodes := map[string]bool{}
 	for _, line := range lines {
@@ -138,8 +186,8 @@ func TestGroupClaimShared(t *testing.T) {
 		}
 		nodes[parts[len(parts)-1]] = true
 	}
-	if len(lines) != pods {
-		t.Errorf("%d pods, want %d", len(lines), pods)
+	if len(lines) != pods || len(nodes) != 10 {
+		t.Errorf("%d pods on %d nodes, want %d on all 10", len(lines), len(nodes), pods)
 	}
 	t.Logf("%d pods running on %d nodes with claim %s", len(lines), len(nodes), claim)
 
