@@ -647,30 +647,39 @@ func (c *Controller) ensureGeneratedClaim(ctx context.Context, pod *corev1.Pod, 
 		return claim.Name, true, nil
 	}
 
-	template, err := c.templateLister.ResourceClaimTemplates(pod.Namespace).Get(*podClaim.TemplateName)
+	created, err := c.createFromTemplate(ctx, pod.Namespace, *podClaim.TemplateName, claimGenerateName(pod.Name, podClaim.Name), podOwnerReference(pod), podClaim.Name)
+	if err != nil {
+		return "", false, err
+	}
+	return created.Name, true, nil
+}
+
+// createFromTemplate creates the claim for one pod (or PodGroup) claim
+// from its template. A missing template (its creation queues the pod or
+// group) and a claim the API refuses as the template describes it (admin
+// access without the namespace label, for example: asking again gets the
+// same answer until something changes) are errWaiting.
+func (c *Controller) createFromTemplate(ctx context.Context, namespace, templateName, generateName string, owner metav1.OwnerReference, podClaimName string) (*resourcev1.ResourceClaim, error) {
+	template, err := c.templateLister.ResourceClaimTemplates(namespace).Get(templateName)
 	if apierrors.IsNotFound(err) {
-		// Its creation queues the pod (podsByTemplateIndex).
-		return "", false, fmt.Errorf("%w: get ResourceClaimTemplate %s: %w", errWaiting, *podClaim.TemplateName, err)
+		return nil, fmt.Errorf("%w: get ResourceClaimTemplate %s: %w", errWaiting, templateName, err)
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("get ResourceClaimTemplate %s: %w", *podClaim.TemplateName, err)
+		return nil, fmt.Errorf("get ResourceClaimTemplate %s: %w", templateName, err)
 	}
-	claim := newClaimFromTemplate(claimGenerateName(pod.Name, podClaim.Name), pod.Namespace, podOwnerReference(pod), podClaim.Name, template)
-	created, err := c.resourceClient.ResourceV1().ResourceClaims(pod.Namespace).Create(ctx, claim, metav1.CreateOptions{})
+	claim := newClaimFromTemplate(generateName, namespace, owner, podClaimName, template)
+	created, err := c.resourceClient.ResourceV1().ResourceClaims(namespace).Create(ctx, claim, metav1.CreateOptions{})
 	if err != nil {
 		claimCreates.WithLabelValues(createFailure).Inc()
 		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-			// The API refuses the claim as the template describes it
-			// (admin access without the namespace label, for example):
-			// asking again gets the same answer until something changes.
-			return "", false, fmt.Errorf("%w: create ResourceClaim from template %s refused: %w", errWaiting, template.Name, err)
+			return nil, fmt.Errorf("%w: create ResourceClaim from template %s refused: %w", errWaiting, template.Name, err)
 		}
-		return "", false, fmt.Errorf("create ResourceClaim from template %s: %w", template.Name, err)
+		return nil, fmt.Errorf("create ResourceClaim from template %s: %w", template.Name, err)
 	}
 	claimCreates.WithLabelValues(createSuccess).Inc()
 	c.claimCache.Mutation(created)
-	logger.V(2).Info("Created ResourceClaim", "claim", klog.KObj(created), "template", klog.KObj(template))
-	return created.Name, true, nil
+	klog.FromContext(ctx).V(2).Info("Created ResourceClaim", "claim", klog.KObj(created), "template", klog.KObj(template), "owner", owner.Kind+"/"+owner.Name)
+	return created, nil
 }
 
 // newClaimFromTemplate builds the claim for one pod (or PodGroup) claim:
@@ -742,9 +751,15 @@ func (c *Controller) findGeneratedClaim(pod *corev1.Pod, podClaimName string) (*
 // findClaimOfPod returns the oldest claim owned by the pod, not being
 // deleted, that matches, or nil.
 func (c *Controller) findClaimOfPod(pod *corev1.Pod, matches func(*resourcev1.ResourceClaim) bool) (*resourcev1.ResourceClaim, error) {
-	objs, err := c.claimCache.ByIndex(claimsByPodIndex, string(pod.UID))
+	return c.findOwnedClaim(claimsByPodIndex, pod.UID, matches)
+}
+
+// findOwnedClaim returns the oldest claim that the owner index maps the
+// owner's UID to, not being deleted, that matches, or nil.
+func (c *Controller) findOwnedClaim(index string, owner types.UID, matches func(*resourcev1.ResourceClaim) bool) (*resourcev1.ResourceClaim, error) {
+	objs, err := c.claimCache.ByIndex(index, string(owner))
 	if err != nil {
-		return nil, fmt.Errorf("list claims of pod from cache: %w", err)
+		return nil, fmt.Errorf("list claims of owner %s from cache: %w", owner, err)
 	}
 	var found *resourcev1.ResourceClaim
 	for _, obj := range objs {
@@ -753,7 +768,7 @@ func (c *Controller) findClaimOfPod(pod *corev1.Pod, matches func(*resourcev1.Re
 			continue
 		}
 		// Take the oldest if there ever are several; the others get
-		// deleted with the pod.
+		// deleted with their owner.
 		if found == nil || claim.CreationTimestamp.Before(&found.CreationTimestamp) ||
 			(claim.CreationTimestamp.Equal(&found.CreationTimestamp) && claim.Name < found.Name) {
 			found = claim

@@ -206,8 +206,14 @@ func makeTemplate(name string) *resourcev1.ResourceClaimTemplate {
 // the n-th created claim. It is protected against deletion from the
 // start, so that its allocation needs no update of its own.
 func expectedGenerated(pod *corev1.Pod, podClaimName string, n int) *resourcev1.ResourceClaim {
-	claim := makeClaim(generatedName(claimGenerateName(pod.Name, podClaimName), n), generatedFor(pod, podClaimName))
-	claim.GenerateName = claimGenerateName(pod.Name, podClaimName)
+	return expectedFromTemplate(claimGenerateName(pod.Name, podClaimName), generatedFor(pod, podClaimName), n)
+}
+
+// expectedFromTemplate is the claim generated from makeTemplate with
+// generateName for the owner that generatedBy sets.
+func expectedFromTemplate(generateName string, generatedBy claimOption, n int) *resourcev1.ResourceClaim {
+	claim := makeClaim(generatedName(generateName, n), generatedBy)
+	claim.GenerateName = generateName
 	claim.UID = ""
 	claim.Finalizers = []string{resourceapi.Finalizer}
 	claim.Labels = map[string]string{"app": "inference"}

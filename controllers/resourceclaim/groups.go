@@ -191,47 +191,19 @@ func (c *Controller) ensureGroupClaim(ctx context.Context, group *schedulingv1be
 	} else if claim != nil {
 		return claim.Name, true, nil
 	}
-	template, err := c.templateLister.ResourceClaimTemplates(group.Namespace).Get(*entry.ResourceClaimTemplateName)
-	if apierrors.IsNotFound(err) {
-		return "", false, fmt.Errorf("%w: get ResourceClaimTemplate %s: %w", errWaiting, *entry.ResourceClaimTemplateName, err)
-	}
+	created, err := c.createFromTemplate(ctx, group.Namespace, *entry.ResourceClaimTemplateName, claimGenerateName(group.Name, entry.Name), groupOwnerReference(group), entry.Name)
 	if err != nil {
-		return "", false, fmt.Errorf("get ResourceClaimTemplate %s: %w", *entry.ResourceClaimTemplateName, err)
+		return "", false, err
 	}
-	claim := newClaimFromTemplate(claimGenerateName(group.Name, entry.Name), group.Namespace, groupOwnerReference(group), entry.Name, template)
-	created, err := c.resourceClient.ResourceV1().ResourceClaims(group.Namespace).Create(ctx, claim, metav1.CreateOptions{})
-	if err != nil {
-		claimCreates.WithLabelValues(createFailure).Inc()
-		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-			return "", false, fmt.Errorf("%w: create ResourceClaim from template %s refused: %w", errWaiting, template.Name, err)
-		}
-		return "", false, fmt.Errorf("create ResourceClaim from template %s: %w", template.Name, err)
-	}
-	claimCreates.WithLabelValues(createSuccess).Inc()
-	c.claimCache.Mutation(created)
-	logger.V(2).Info("Created ResourceClaim for PodGroup", "claim", klog.KObj(created), "template", klog.KObj(template))
 	return created.Name, true, nil
 }
 
 // findGroupClaim returns the oldest claim generated for the group entry
 // that is not being deleted, or nil.
 func (c *Controller) findGroupClaim(group *schedulingv1beta1.PodGroup, entryName string) (*resourcev1.ResourceClaim, error) {
-	objs, err := c.claimCache.ByIndex(claimsByGroupIndex, string(group.UID))
-	if err != nil {
-		return nil, fmt.Errorf("list claims of PodGroup from cache: %w", err)
-	}
-	var found *resourcev1.ResourceClaim
-	for _, obj := range objs {
-		claim, ok := obj.(*resourcev1.ResourceClaim)
-		if !ok || claim.DeletionTimestamp != nil || claim.Annotations[resourceapi.PodClaimNameAnnotation] != entryName {
-			continue
-		}
-		if found == nil || claim.CreationTimestamp.Before(&found.CreationTimestamp) ||
-			(claim.CreationTimestamp.Equal(&found.CreationTimestamp) && claim.Name < found.Name) {
-			found = claim
-		}
-	}
-	return found, nil
+	return c.findOwnedClaim(claimsByGroupIndex, group.UID, func(claim *resourcev1.ResourceClaim) bool {
+		return claim.Annotations[resourceapi.PodClaimNameAnnotation] == entryName
+	})
 }
 
 // podGroupOf returns the pod's PodGroup when group claims are acted on;

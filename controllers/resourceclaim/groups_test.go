@@ -49,13 +49,7 @@ func generatedForGroup(group *schedulingv1beta1.PodGroup, entry string) claimOpt
 // expectedGroupGenerated is the claim generated from makeTemplate for a
 // group entry, the n-th claim the fake server creates.
 func expectedGroupGenerated(group *schedulingv1beta1.PodGroup, entry string, n int) *resourcev1.ResourceClaim {
-	claim := makeClaim(generatedName(claimGenerateName(group.Name, entry), n), generatedForGroup(group, entry))
-	claim.GenerateName = claimGenerateName(group.Name, entry)
-	claim.UID = ""
-	claim.Finalizers = []string{resourceapi.Finalizer}
-	claim.Labels = map[string]string{"app": "inference"}
-	claim.Annotations["team"] = "ml"
-	return claim
+	return expectedFromTemplate(claimGenerateName(group.Name, entry), generatedForGroup(group, entry), n)
 }
 
 func TestSyncGroupClaims(t *testing.T) {
