@@ -156,12 +156,7 @@ func isReservedForPodsGroup(pod *corev1.Pod, claim *resourcev1.ResourceClaim) bo
 // AddPodsByGroupIndex adds PodsByGroupIndex to the pod informer unless it
 // has it already.
 func AddPodsByGroupIndex(informer cache.SharedIndexInformer) error {
-	addIndexMutex.Lock()
-	defer addIndexMutex.Unlock()
-	if _, ok := informer.GetIndexer().GetIndexers()[PodsByGroupIndex]; ok {
-		return nil
-	}
-	return informer.AddIndexers(cache.Indexers{PodsByGroupIndex: podsByGroupIndexFunc})
+	return addIndexOnce(informer, PodsByGroupIndex, podsByGroupIndexFunc)
 }
 
 func podsByGroupIndexFunc(obj any) ([]string, error) {
