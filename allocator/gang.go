@@ -150,6 +150,8 @@ type gangSearch struct {
 	// sameAs is the previous member with identical claims and nodes,
 	// or -1.
 	sameAs []int
+	// ownsShared: the member allocates a claim that others follow.
+	ownsShared []bool
 
 	// Per run:
 	u     *InUse
@@ -174,10 +176,12 @@ func (g *gangSearch) prepare() {
 	g.own = make([][]*resourceapi.ResourceClaim, n)
 	g.follows = make([][]*resourceapi.ResourceClaim, n)
 	g.sameAs = make([]int, n)
+	g.ownsShared = make([]bool, n)
 	for m, member := range g.req.Members {
 		for _, claim := range member.Claims {
-			if _, ok := g.owner[claim.UID]; ok {
+			if o, ok := g.owner[claim.UID]; ok {
 				g.follows[m] = append(g.follows[m], claim)
+				g.ownsShared[o] = true
 				continue
 			}
 			g.owner[claim.UID] = m
@@ -498,8 +502,11 @@ func (g *gangSearch) tryPlace(m, i int) (bool, *Explanation, error) {
 		total := len(claims)
 		for _, o := range others {
 			total += len(g.own[o])
+			// A shared claim keeps its allocation: members placed on
+			// other nodes follow where it is.
+			joint = joint && !g.ownsShared[o]
 		}
-		joint = total <= 64
+		joint = joint && total <= 64
 	}
 	if joint {
 		// Release what the members there hold and search all of
@@ -593,7 +600,8 @@ func (g *gangSearch) followsFit(m int, node *corev1.Node) bool {
 		if g.where[o] < 0 {
 			return false
 		}
-		alloc := g.alloc[o][slices.Index(g.own[o], claim)]
+		// By UID: each member brings its own copy of the shared claim.
+		alloc := g.alloc[o][slices.IndexFunc(g.own[o], func(own *resourceapi.ResourceClaim) bool { return own.UID == claim.UID })]
 		if alloc != nil && alloc.NodeSelector != nil && !NodeSelectorMatches(alloc.NodeSelector, node) {
 			return false
 		}

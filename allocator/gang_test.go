@@ -374,3 +374,48 @@ func TestPlaceGangBudget(t *testing.T) {
 		t.Errorf("placed %v, budget exhausted %v after %d steps; want no placement, exhausted within 200", result.Placements != nil, result.BudgetExhausted, result.Steps)
 	}
 }
+
+// TestPlaceGangSharedClaim: a claim shared by every member (a PodGroup's
+// claim), each member bringing its own copy of it as the allocation
+// controller converts it per pod, is allocated once, with the first
+// member; the others go where its device is reachable. The shared device
+// sits in a pool for the nodes of rack r1 only, so all members go there.
+func TestPlaceGangSharedClaim(t *testing.T) {
+	a := newTestAllocator()
+	g := &gangInstance{classes: classes(mkClass("gpu", "kind=gpu"), mkClass("fabric", "kind=fabric")), minCount: 3}
+	for i, rack := range []string{"r0", "r0", "r1", "r1"} {
+		name := fmt.Sprintf("n-%d", i)
+		g.nodes = append(g.nodes, mkNode(name, "rack="+rack))
+		g.slices = append(g.slices, mkSlice(name, name, []resourceapi.Device{mkDev("gpu-0", attr("kind", "gpu")), mkDev("gpu-1", attr("kind", "gpu"))}))
+	}
+	g.slices = append(g.slices, mkSlice("fabric", "", []resourceapi.Device{mkDev("fabric-0", attr("kind", "fabric"))}, labelSelector("rack", "r1")))
+	for m := 0; m < 4; m++ {
+		shared := mkClaim("group-fabric", mkReq("fabric", "fabric", 1))
+		shared.UID = "group-fabric"
+		own := mkClaim(fmt.Sprintf("pod-%d-gpu", m), mkReq("gpus", "gpu", 1))
+		own.UID = types.UID(own.Name)
+		g.members = append(g.members, []*resourceapi.ResourceClaim{shared, own})
+	}
+	got := g.place(t, a, false)
+	if got.Placements == nil {
+		t.Fatalf("not placed: %s", got.Reason)
+	}
+	if len(got.Placements) != 4 {
+		t.Errorf("%d members placed, want 4", len(got.Placements))
+	}
+	allocated := 0
+	for _, p := range got.Placements {
+		if p.Node != "n-2" && p.Node != "n-3" {
+			t.Errorf("member %d on %s, outside rack r1 where the shared device is", p.Member, p.Node)
+		}
+		if p.Allocations[0] != nil {
+			allocated++
+			if device := p.Allocations[0].Devices.Results[0].Device; device != "fabric-0" {
+				t.Errorf("shared claim got %s, want fabric-0", device)
+			}
+		}
+	}
+	if allocated != 1 {
+		t.Errorf("shared claim allocated %d times, want once", allocated)
+	}
+}

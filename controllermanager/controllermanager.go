@@ -233,7 +233,7 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 	// The admin access label lives on the namespaces of the pods' cluster.
 	namespaces := core.Namespaces()
 
-	claimOptions := resourceclaim.Options{Mode: m.config.PodMode, Namespaces: namespaces}
+	claimOptions := resourceclaim.Options{Mode: m.config.PodMode, Namespaces: namespaces, PodGroups: podGroups}
 	// Extended resources backed by devices get their claims here only
 	// for our own pods: a host cluster's scheduler does that for its pods
 	// with its own classes.

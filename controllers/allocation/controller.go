@@ -269,7 +269,7 @@ func NewController(
 		return nil, fmt.Errorf("add pod indexer: %w", err)
 	}
 	if opts.PodGroups != nil {
-		if err := c.podIndexer.AddIndexers(cache.Indexers{podsByGroupIndex: podsByGroupIndexFunc}); err != nil {
+		if err := podclaims.AddPodsByGroupIndex(podInformer.Informer()); err != nil {
 			return nil, fmt.Errorf("add pod indexer: %w", err)
 		}
 		c.podGroupLister = opts.PodGroups.Lister()
@@ -465,7 +465,7 @@ func (c *Controller) onNamespaceUpdate(logger klog.Logger, oldObj, obj any) {
 func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, obj any) {
 	old, okOld := oldObj.(*corev1.Pod)
 	pod, ok := obj.(*corev1.Pod)
-	if okOld && ok && (c.isUnschedulable(podKey(pod)) || groupOf(pod) != "" && c.isUnschedulable(groupKey(pod.Namespace, groupOf(pod)))) &&
+	if okOld && ok && (c.isUnschedulable(podKey(pod)) || podclaims.GroupOf(pod) != "" && c.isUnschedulable(groupKey(pod.Namespace, podclaims.GroupOf(pod)))) &&
 		old.UID == pod.UID &&
 		pod.DeletionTimestamp == nil &&
 		pod.Status.Phase == old.Status.Phase &&
@@ -495,7 +495,7 @@ func (c *Controller) boundPodNeedsWork(pod *corev1.Pod) bool {
 			// Comes back through the claim handler once it exists.
 			continue
 		}
-		if (claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim)) && !c.tracker.writtenFor(claim.UID, pod.UID) {
+		if (claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim)) && !c.tracker.writtenFor(claim.UID, c.consumerFor(pod, claim).UID) {
 			return true
 		}
 	}

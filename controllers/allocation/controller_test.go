@@ -516,7 +516,7 @@ func TestSyncPod(t *testing.T) {
 			before: func(c *testController) {
 				c.tracker.mutex.Lock()
 				defer c.tracker.mutex.Unlock()
-				c.tracker.addPendingLocked("uid-shared", "uid-other", &resourceapi.AllocationResult{})
+				c.tracker.addPendingLocked("uid-shared", "uid-other", "uid-other", &resourceapi.AllocationResult{})
 			},
 			expectedErrors:      []string{"claim default/shared is being allocated for another pod"},
 			expectedNodes:       map[string]string{"pod-1": ""},
@@ -582,7 +582,7 @@ func TestSyncPod(t *testing.T) {
 			claims: []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
 			before: func(c *testController) {
 				c.tracker.mutex.Lock()
-				c.tracker.addPendingLocked("uid-pod-1-gpu", "uid-pod-1", &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+				c.tracker.addPendingLocked("uid-pod-1-gpu", "uid-pod-1", "uid-pod-1", &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
 					Request: "gpu", Driver: testDriver, Pool: "node-a", Device: "gpu-0",
 				}}}})
 				c.tracker.mutex.Unlock()

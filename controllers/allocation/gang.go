@@ -29,36 +29,13 @@ const (
 	// their group's key.
 	groupKeyPrefix = "podgroup:"
 
-	// podsByGroupIndex maps "<namespace>/<group>" to the pods that name
-	// the PodGroup in spec.schedulingGroup.
-	podsByGroupIndex = "allocation-pods-by-group"
-
 	// Event reasons on PodGroups, and the reason of a True
 	// PodGroupInitiallyScheduled condition.
 	ReasonGroupScheduled       = "Scheduled"
 	ReasonGroupFailedScheduled = "FailedScheduling"
 )
 
-// groupOf names the PodGroup of a pod, or "".
-func groupOf(pod *corev1.Pod) string {
-	if pod.Spec.SchedulingGroup == nil || pod.Spec.SchedulingGroup.PodGroupName == nil {
-		return ""
-	}
-	return *pod.Spec.SchedulingGroup.PodGroupName
-}
-
 func groupKey(namespace, name string) string { return groupKeyPrefix + namespace + "/" + name }
-
-func podsByGroupIndexFunc(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if group := groupOf(pod); group != "" {
-		return []string{pod.Namespace + "/" + group}, nil
-	}
-	return nil, nil
-}
 
 // gangPod routes an unbound pod of a gang to its group: its key is the
 // group's. A pod of a basic group, or of none, is placed alone.
@@ -66,7 +43,7 @@ func (c *Controller) gangPod(pod *corev1.Pod) (string, bool) {
 	if c.podGroupLister == nil || pod.Spec.NodeName != "" {
 		return "", false
 	}
-	name := groupOf(pod)
+	name := podclaims.GroupOf(pod)
 	if name == "" {
 		return "", false
 	}
@@ -94,7 +71,7 @@ func (c *Controller) onPodGroup(logger klog.Logger, obj any) {
 	c.clearUnschedulable(key)
 	c.queue.Add(key)
 	// Pods of a group that turned basic, or went, are placed alone.
-	pods, _ := c.podIndexer.ByIndex(podsByGroupIndex, group.Namespace+"/"+group.Name)
+	pods, _ := c.podIndexer.ByIndex(podclaims.PodsByGroupIndex, group.Namespace+"/"+group.Name)
 	if group.Spec.SchedulingPolicy.Gang == nil {
 		for _, obj := range pods {
 			c.onPod(logger, obj, false)
@@ -129,7 +106,7 @@ func (c *Controller) syncGroup(ctx context.Context, key string) error {
 	ctx = klog.NewContext(ctx, logger)
 	eventsBefore := c.clusterEvents.Load()
 
-	objs, err := c.podIndexer.ByIndex(podsByGroupIndex, namespace+"/"+name)
+	objs, err := c.podIndexer.ByIndex(podclaims.PodsByGroupIndex, namespace+"/"+name)
 	if err != nil {
 		return fmt.Errorf("list pods of group %s: %w", key, err)
 	}
@@ -325,7 +302,7 @@ func (c *Controller) decideGang(ctx context.Context, group *schedulingv1beta1.Po
 			allocation := p.Allocations[i]
 			allocation.AllocationTimestamp = &now
 			pc.newAllocation = allocation
-			t.addPendingLocked(pc.claim.UID, m.pod.UID, allocation)
+			t.addPendingLocked(pc.claim.UID, m.pod.UID, pc.consumer.UID, allocation)
 		}
 	}
 	return result, nil

@@ -72,7 +72,7 @@ func TestAllocationTracker(t *testing.T) {
 				switch s.do {
 				case "pending":
 					tracker.mutex.Lock()
-					tracker.addPendingLocked(uid, "pod", alloc("gpu-0"))
+					tracker.addPendingLocked(uid, "pod", "pod", alloc("gpu-0"))
 					tracker.mutex.Unlock()
 				case "written":
 					tracker.written(uid, s.rv)
@@ -149,7 +149,7 @@ func TestEventHandlers(t *testing.T) {
 				claim := generatedClaim(bound, "gpu")
 				mustAdd(c.t, c.claimStore, claim)
 				c.tracker.mutex.Lock()
-				c.tracker.addPendingLocked(claim.UID, bound.UID, &resourceapi.AllocationResult{})
+				c.tracker.addPendingLocked(claim.UID, bound.UID, bound.UID, &resourceapi.AllocationResult{})
 				c.tracker.mutex.Unlock()
 				c.tracker.written(claim.UID, "200")
 				c.onPod(c.logger, bound, false)

@@ -41,6 +41,9 @@ type pendingAllocation struct {
 	allocation *resourceapi.AllocationResult
 	// podUID is the pod it was made for.
 	podUID types.UID
+	// consumerUID is whom it is reserved for with the allocation: the
+	// pod, or its PodGroup for a group claim.
+	consumerUID types.UID
 	// writing is set while a worker writes it; the informer can then not
 	// tell whether the write landed.
 	writing bool
@@ -124,10 +127,10 @@ func (t *allocationTracker) stateLocked(inv *allocator.Inventory) *allocator.Sta
 	return t.state
 }
 
-// addPendingLocked records allocations made for a pod before they are
-// written. Callers hold the mutex.
-func (t *allocationTracker) addPendingLocked(uid, podUID types.UID, allocation *resourceapi.AllocationResult) {
-	t.pending[uid] = &pendingAllocation{allocation: allocation, podUID: podUID, writing: true}
+// addPendingLocked records allocations made for a pod (and reserved for
+// the consumer with it) before they are written. Callers hold the mutex.
+func (t *allocationTracker) addPendingLocked(uid, podUID, consumerUID types.UID, allocation *resourceapi.AllocationResult) {
+	t.pending[uid] = &pendingAllocation{allocation: allocation, podUID: podUID, consumerUID: consumerUID, writing: true}
 	t.countLocked(uid)
 }
 
@@ -178,13 +181,13 @@ func (t *allocationTracker) drop(uid types.UID) {
 }
 
 // writtenFor reports whether the controller wrote an allocation of the
-// claim together with a reservation for the pod, which the informer may
-// not show yet.
-func (t *allocationTracker) writtenFor(uid, podUID types.UID) bool {
+// claim together with a reservation for the consumer (a pod or a
+// PodGroup), which the informer may not show yet.
+func (t *allocationTracker) writtenFor(uid, consumerUID types.UID) bool {
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
 	p, ok := t.pending[uid]
-	return ok && !p.writing && p.podUID == podUID
+	return ok && !p.writing && p.consumerUID == consumerUID
 }
 
 // dropIfWriting forgets an allocation whose write was never attempted.

@@ -60,7 +60,7 @@ func TestTrackerCountsIncrementally(t *testing.T) {
 				case 0:
 					op = "pending"
 					tracker.mutex.Lock()
-					tracker.addPendingLocked(uid, "pod", allocation(random.IntN(devices)))
+					tracker.addPendingLocked(uid, "pod", "pod", allocation(random.IntN(devices)))
 					tracker.mutex.Unlock()
 				case 1:
 					op = "written"

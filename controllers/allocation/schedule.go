@@ -45,6 +45,9 @@ type podClaim struct {
 	allocation *resourceapi.AllocationResult
 	// newAllocation is set when this attempt allocates the claim.
 	newAllocation *resourceapi.AllocationResult
+	// consumer is whom the claim is reserved for: the pod, or its
+	// PodGroup for a group claim (consumerFor).
+	consumer resourcev1.ResourceClaimConsumerReference
 }
 
 // decision is the outcome of node selection for one pod.
@@ -265,7 +268,7 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 		return d, nil
 	}
 
-	if reason := refusedAllocation(pod, toAllocate, selection.Chosen); reason != "" {
+	if reason := refusedAllocation(toAllocate, consumersToAllocate(d), selection.Chosen); reason != "" {
 		return d.refuse(reason), nil
 	}
 
@@ -280,7 +283,7 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*reso
 		i++
 		allocation.AllocationTimestamp = &now
 		pc.newAllocation = allocation
-		t.addPendingLocked(pc.claim.UID, pod.UID, allocation)
+		t.addPendingLocked(pc.claim.UID, pod.UID, pc.consumer.UID, allocation)
 	}
 	logger.V(4).Info("Selected node", "node", d.node, "score", selection.Score, "newAllocations", i)
 	return d, nil
@@ -299,7 +302,7 @@ func (c *Controller) podClaimsLocked(pod *corev1.Pod, claims []*resourcev1.Resou
 			// now: reserving it before that write lands would fail.
 			return nil, nil, fmt.Errorf("%w: claim %s is being allocated for another pod", errRetryLater, klog.KObj(claim))
 		}
-		pc := &podClaim{claim: claim, allocation: t.allocationLocked(claim.UID)}
+		pc := &podClaim{claim: claim, allocation: t.allocationLocked(claim.UID), consumer: c.consumerFor(pod, claim)}
 		d.claims = append(d.claims, pc)
 		if pc.allocation != nil {
 			allocatedSelectors = append(allocatedSelectors, pc.allocation.NodeSelector)
@@ -335,7 +338,7 @@ func (c *Controller) adminAccessRefused(claims []*resourceapi.ResourceClaim) str
 // the claim is reserved for already keep it; new ones do not get it.
 func (c *Controller) grantedAdminAccessRevoked(pod *corev1.Pod, claims []*podClaim) string {
 	for _, pc := range claims {
-		if pc.allocation == nil || reservedForPod(pc.claim, pod) {
+		if pc.allocation == nil || podclaims.IsReservedForPod(pod, pc.claim) {
 			continue
 		}
 		for i, result := range pc.allocation.Devices.Results {
@@ -351,35 +354,39 @@ func (c *Controller) grantedAdminAccessRevoked(pod *corev1.Pod, claims []*podCla
 	return ""
 }
 
-func reservedForPod(claim *resourcev1.ResourceClaim, pod *corev1.Pod) bool {
-	for _, ref := range claim.Status.ReservedFor {
-		if ref.UID == pod.UID {
-			return true
-		}
-	}
-	return false
-}
-
 // refusedAllocation says why the API would refuse to store one of the
 // chosen allocations, or "". Refusing it here, before any write, keeps a
 // pod whose second claim cannot be written from allocating and rolling
 // back its first claim on every attempt.
-func refusedAllocation(pod *corev1.Pod, claims []*resourceapi.ResourceClaim, chosen *allocator.Result) string {
+func refusedAllocation(claims []*resourceapi.ResourceClaim, consumers []resourcev1.ResourceClaimConsumerReference, chosen *allocator.Result) string {
 	for i, claim := range claims {
-		if errs := validateAllocation(claim, chosen.Allocations[i], pod); len(errs) > 0 {
+		if errs := validateAllocation(claim, chosen.Allocations[i], consumers[i]); len(errs) > 0 {
 			return truncate(fmt.Sprintf("claim %s cannot take its allocation on node %s: %v", klog.KObj(claim), chosen.Node, errs.ToAggregate()), maxMessageLength)
 		}
 	}
 	return ""
 }
 
+// consumersToAllocate are the consumers of the decision's claims that
+// still need an allocation, aligned with what podClaimsLocked returned.
+func consumersToAllocate(d *decision) []resourcev1.ResourceClaimConsumerReference {
+	var consumers []resourcev1.ResourceClaimConsumerReference
+	for _, pc := range d.claims {
+		if pc.allocation == nil {
+			consumers = append(consumers, pc.consumer)
+		}
+	}
+	return consumers
+}
+
 // validateAllocation checks the status update that would record the
-// allocation and the pod's reservation in the claim, as the API will.
-func validateAllocation(claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, pod *corev1.Pod) field.ErrorList {
+// allocation and the consumer's reservation in the claim, as the API
+// will.
+func validateAllocation(claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, consumer resourcev1.ResourceClaimConsumerReference) field.ErrorList {
 	updated := *claim
 	updated.Status.Allocation = allocation
 	updated.Status.ReservedFor = append(slices.Clone(claim.Status.ReservedFor),
-		resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID})
+		resourceapi.ResourceClaimConsumerReference{APIGroup: consumer.APIGroup, Resource: consumer.Resource, Name: consumer.Name, UID: consumer.UID})
 	return validation.ValidateResourceClaimStatusUpdate(&updated, claim)
 }
 
@@ -751,10 +758,10 @@ func (c *Controller) writeClaims(ctx context.Context, key string, pod *corev1.Po
 		switch {
 		case pc.newAllocation != nil:
 			err = c.writeAllocation(ctx, key, pod, pc)
-		case podclaims.IsReservedForPod(pod, pc.claim) || c.tracker.writtenFor(pc.claim.UID, pod.UID):
+		case podclaims.IsReservedForPod(pod, pc.claim) || podclaims.IsReservedFor(pc.claim, pc.consumer) || c.tracker.writtenFor(pc.claim.UID, pc.consumer.UID):
 			continue
 		default:
-			err = c.reserveForPod(ctx, key, pod, pc.claim)
+			err = c.reserveFor(ctx, key, pod, pc.claim, pc.consumer)
 		}
 		if err != nil {
 			return done, err
@@ -767,7 +774,7 @@ func (c *Controller) writeClaims(ctx context.Context, key string, pod *corev1.Po
 // writeAllocation protects the claim with the finalizer unless it is
 // already (a claim made for a pod carries it from its creation, so its
 // allocation is a single write), then writes the allocation together
-// with the pod's reservation. Nobody else can have reserved a claim that
+// with the reservation for its consumer (the pod, or its PodGroup). Nobody else can have reserved a claim that
 // is not allocated, so one status update sets both; its resourceVersion
 // makes sure that the claim was not allocated meanwhile. Conflicts
 // caused by other changes are retried.
@@ -812,7 +819,7 @@ func (c *Controller) writeAllocation(ctx context.Context, key string, pod *corev
 		}
 		claim = claim.DeepCopy()
 		claim.Status.Allocation = allocation
-		claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID})
+		claim.Status.ReservedFor = append(claim.Status.ReservedFor, pc.consumer)
 		baseVersion = claim.ResourceVersion
 		updated, err := c.ownWrite(claim.UID, key, func() (*resourcev1.ResourceClaim, error) {
 			return claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
@@ -875,16 +882,16 @@ func isDefinite(err error) bool {
 	return errors.As(err, &status) || errors.Is(err, errClaimChanged)
 }
 
-// reserveForPod adds the pod to reservedFor of an allocated claim with a
-// strategic merge patch: concurrent additions by others need no
-// up-to-date copy and don't conflict; the server rejects the patch only
-// when the result is invalid (too many consumers, not allocated) or the
-// claim was replaced (uid).
-func (c *Controller) reserveForPod(ctx context.Context, key string, pod *corev1.Pod, claim *resourcev1.ResourceClaim) error {
+// reserveFor adds the consumer (the pod, or its PodGroup) to reservedFor
+// of an allocated claim with a strategic merge patch: concurrent
+// additions by others need no up-to-date copy and don't conflict; the
+// server rejects the patch only when the result is invalid (too many
+// consumers, not allocated) or the claim was replaced (uid).
+func (c *Controller) reserveFor(ctx context.Context, key string, pod *corev1.Pod, claim *resourcev1.ResourceClaim, consumer resourcev1.ResourceClaimConsumerReference) error {
 	patch := map[string]any{
 		"metadata": map[string]any{"uid": claim.UID},
 		"status": map[string]any{
-			"reservedFor": []map[string]any{{"resource": "pods", "name": pod.Name, "uid": pod.UID}},
+			"reservedFor": []resourcev1.ResourceClaimConsumerReference{consumer},
 		},
 	}
 	data, err := json.Marshal(patch)
@@ -896,12 +903,12 @@ func (c *Controller) reserveForPod(ctx context.Context, key string, pod *corev1.
 	}); err != nil {
 		return fmt.Errorf("reserve claim %s for pod %s: %w", klog.KObj(claim), klog.KObj(pod), err)
 	}
-	klog.FromContext(ctx).V(4).Info("Reserved claim", "claim", klog.KObj(claim))
+	klog.FromContext(ctx).V(4).Info("Reserved claim", "claim", klog.KObj(claim), "consumer", consumer.Resource+"/"+consumer.Name)
 	return nil
 }
 
-// rollback undoes an attempt that could not finish: the pod leaves
-// reservedFor of the claims it was added to, and claims this attempt
+// rollback undoes an attempt that could not finish: the pod (or its
+// PodGroup) leaves reservedFor of the claims it was added to, and claims this attempt
 // allocated are deallocated unless someone else uses them by now.
 // Allocations that were not written yet are forgotten.
 func (c *Controller) rollback(ctx context.Context, key string, pod *corev1.Pod, d *decision, done []*podClaim) error {
@@ -927,7 +934,7 @@ func (c *Controller) rollback(ctx context.Context, key string, pod *corev1.Pod, 
 			}
 			claim = claim.DeepCopy()
 			remaining := slices.DeleteFunc(claim.Status.ReservedFor, func(consumer resourcev1.ResourceClaimConsumerReference) bool {
-				return consumer.UID == pod.UID
+				return consumer.UID == pc.consumer.UID
 			})
 			removed := len(remaining) < len(claim.Status.ReservedFor)
 			claim.Status.ReservedFor = remaining

@@ -55,6 +55,7 @@ import (
 	"k8s.io/utils/clock"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/controllers/podclaims"
 	"github.com/draplane/draplane/controllers/worker"
 	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/generated/clientset/versioned"
@@ -147,6 +148,7 @@ type Controller struct {
 	clock          clock.Clock
 
 	podLister    corelisters.PodLister
+	podIndexer   cache.Indexer
 	podsSynced   cache.InformerSynced
 	claimLister  resourcelisters.ResourceClaimLister
 	claimIndexer cache.Indexer
@@ -273,6 +275,7 @@ func newController(
 		opts:             opts,
 		clock:            clock,
 		podLister:        podInformer.Lister(),
+		podIndexer:       podInformer.Informer().GetIndexer(),
 		podsSynced:       podInformer.Informer().HasSynced,
 		claimLister:      claimInformer.Lister(),
 		claimIndexer:     claimInformer.Informer().GetIndexer(),
@@ -304,6 +307,10 @@ func newController(
 	if err := c.sliceIndexer.AddIndexers(cache.Indexers{slicesByPoolIndex: slicesByPoolIndexFunc}); err != nil {
 		return nil, fmt.Errorf("add slice indexer: %w", err)
 	}
+	// A claim reserved for a PodGroup is used by the group's pods.
+	if err := podclaims.AddPodsByGroupIndex(podInformer.Informer()); err != nil {
+		return nil, fmt.Errorf("add pod indexer: %w", err)
+	}
 	return c, nil
 }
 
@@ -317,8 +324,11 @@ func claimsByConsumerIndexFunc(obj any) ([]string, error) {
 	}
 	var uids []string
 	for _, consumer := range claim.Status.ReservedFor {
-		if isPod(consumer) {
+		switch {
+		case isPod(consumer):
 			uids = append(uids, string(consumer.UID))
+		case podclaims.IsGroupConsumer(consumer):
+			uids = append(uids, groupConsumerKey(claim.Namespace, consumer.Name))
 		}
 	}
 	return uids, nil
@@ -346,6 +356,41 @@ func slicesByPoolIndexFunc(obj any) ([]string, error) {
 
 func isPod(consumer resourcev1.ResourceClaimConsumerReference) bool {
 	return consumer.APIGroup == "" && consumer.Resource == "pods"
+}
+
+// groupConsumerKey is the claimsByConsumerIndex value of a PodGroup
+// consumer (pods are indexed by UID; pods do not know their group's).
+func groupConsumerKey(namespace, group string) string {
+	return "podgroup:" + namespace + "/" + group
+}
+
+// consumerPod is a pod that uses a claim: reserved for it, or for its
+// PodGroup.
+type consumerPod struct {
+	name string
+	uid  types.UID
+}
+
+// consumerPods lists the pods that use the claim: its pod consumers and,
+// with DRAWorkloadResourceClaims (as upstream: a PodGroup left in
+// reservedFor from before the gate went off counts for nothing), the pods
+// of its PodGroup consumers that the informer knows.
+func (c *Controller) consumerPods(claim *resourcev1.ResourceClaim) []consumerPod {
+	var pods []consumerPod
+	for _, consumer := range claim.Status.ReservedFor {
+		switch {
+		case isPod(consumer):
+			pods = append(pods, consumerPod{name: consumer.Name, uid: consumer.UID})
+		case podclaims.IsGroupConsumer(consumer) && podclaims.GroupClaimsEnabled():
+			objs, _ := c.podIndexer.ByIndex(podclaims.PodsByGroupIndex, claim.Namespace+"/"+consumer.Name)
+			for _, obj := range objs {
+				if pod, ok := obj.(*corev1.Pod); ok {
+					pods = append(pods, consumerPod{name: pod.Name, uid: pod.UID})
+				}
+			}
+		}
+	}
+	return pods
 }
 
 // Run waits for the informers, runs workers until ctx is done and then
@@ -466,11 +511,8 @@ func (c *Controller) onClaim(logger klog.Logger, oldObj, newObj any) {
 		if claim == nil || claim.Status.Allocation == nil {
 			continue
 		}
-		for _, consumer := range claim.Status.ReservedFor {
-			if !isPod(consumer) {
-				continue
-			}
-			c.queue.Add(podKeyPrefix + claim.Namespace + "/" + consumer.Name)
+		for _, pod := range c.consumerPods(claim) {
+			c.queue.Add(podKeyPrefix + claim.Namespace + "/" + pod.name)
 			queued++
 		}
 	}
@@ -540,11 +582,9 @@ func (c *Controller) queueConsumersOfDevice(id deviceID) int {
 	queued := 0
 	for _, obj := range objs {
 		claim := obj.(*resourcev1.ResourceClaim)
-		for _, consumer := range claim.Status.ReservedFor {
-			if isPod(consumer) {
-				c.queue.Add(podKeyPrefix + claim.Namespace + "/" + consumer.Name)
-				queued++
-			}
+		for _, pod := range c.consumerPods(claim) {
+			c.queue.Add(podKeyPrefix + claim.Namespace + "/" + pod.name)
+			queued++
 		}
 	}
 	return queued

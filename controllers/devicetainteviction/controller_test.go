@@ -9,12 +9,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	k8stesting "k8s.io/client-go/testing"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/features"
 )
 
 // step changes something (or only lets time pass), lets the controller
@@ -69,11 +72,41 @@ func TestEviction(t *testing.T) {
 		fivePods.claims = append(fivePods.claims, claim("claim-"+name, gpu0, consumer(name)))
 	}
 
+	inTrain := func(name string) *corev1.Pod {
+		p := pod(name)
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("train")}
+		return p
+	}
+	trainConsumer := resourcev1.ResourceClaimConsumerReference{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "train", UID: "train-uid"}
+
 	tests := map[string]struct {
 		opts    Options
 		objects testObjects
 		steps   []step
+		// groupClaims turns DRAWorkloadResourceClaims (and
+		// GenericWorkload) on.
+		groupClaims bool
 	}{
+		// A claim reserved for a PodGroup is used by the group's pods:
+		// they go, a pod of no group stays.
+		"claim reserved for a PodGroup evicts its pods": {
+			groupClaims: true,
+			objects: testObjects{
+				pods:   []*corev1.Pod{inTrain("a"), inTrain("b"), pod("c")},
+				claims: []*resourcev1.ResourceClaim{claim("group", gpu0, trainConsumer)},
+				rules:  []*resourcev1.DeviceTaintRule{rule(ruleName, "gpu-0", noExecute("example.com/broken"))},
+			},
+			steps: []step{{name: "the group's pods evicted", wantDeleted: []string{"a", "b"},
+				wantCondition: cond(metav1.ConditionFalse, ReasonCompleted, "0 pods pending eviction, 2 pods evicted, 0 evictions cancelled")}},
+		},
+		"claim reserved for a PodGroup, gate off: nobody evicted": {
+			objects: testObjects{
+				pods:   []*corev1.Pod{inTrain("a"), inTrain("b")},
+				claims: []*resourcev1.ResourceClaim{claim("group", gpu0, trainConsumer)},
+				rules:  []*resourcev1.DeviceTaintRule{rule(ruleName, "gpu-0", noExecute("example.com/broken"))},
+			},
+			steps: []step{{name: "nothing pending"}},
+		},
 		// The upstream bug: a consumer that is gone must not keep the
 		// ones after it from being evicted.
 		"shared claim, middle consumer missing": {
@@ -338,6 +371,9 @@ func TestEviction(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			if tc.groupClaims {
+				featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{features.GenericWorkload: true, features.DRAWorkloadResourceClaims: true})
+			}
 			e := newTestEnv(t, tc.opts, tc.objects)
 			for _, step := range tc.steps {
 				if step.advance > 0 {

@@ -53,11 +53,18 @@ func (c *Controller) taintsOf(id deviceID) []appliedTaint {
 }
 
 // claimsReservedFor returns the allocated claims whose reservedFor names
-// this pod instance.
+// this pod instance, or its PodGroup (DRAWorkloadResourceClaims).
 func (c *Controller) claimsReservedFor(pod *corev1.Pod) []*resourcev1.ResourceClaim {
 	objs, err := c.claimIndexer.ByIndex(claimsByConsumerIndex, string(pod.UID))
 	if err != nil {
 		return nil
+	}
+	if group := podclaims.GroupOf(pod); group != "" && podclaims.GroupClaimsEnabled() {
+		groupClaims, err := c.claimIndexer.ByIndex(claimsByConsumerIndex, groupConsumerKey(pod.Namespace, group))
+		if err != nil {
+			return nil
+		}
+		objs = append(objs, groupClaims...)
 	}
 	claims := make([]*resourcev1.ResourceClaim, 0, len(objs))
 	for _, obj := range objs {
@@ -321,11 +328,9 @@ func (c *Controller) syncRulePods(ctx context.Context, name string) error {
 		if !claimUsesRule(claim, rule) {
 			continue
 		}
-		for _, consumer := range claim.Status.ReservedFor {
-			if isPod(consumer) {
-				c.queue.Add(podKeyPrefix + claim.Namespace + "/" + consumer.Name)
-				queued++
-			}
+		for _, pod := range c.consumerPods(claim) {
+			c.queue.Add(podKeyPrefix + claim.Namespace + "/" + pod.name)
+			queued++
 		}
 	}
 	klog.FromContext(ctx).V(4).Info("Checking pods of DeviceTaintRule", "rule", klog.KObj(rule), "pods", queued)

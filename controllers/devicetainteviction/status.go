@@ -165,10 +165,8 @@ func (c *Controller) ruleCounts(rule *resourcev1.DeviceTaintRule) (ruleCounts, e
 			if !ruleSelects(rule, id) || tolerated(rule.Spec.Taint, result.Tolerations) {
 				continue
 			}
-			for _, consumer := range claim.Status.ReservedFor {
-				if isPod(consumer) {
-					pods.Insert(consumer.UID)
-				}
+			for _, pod := range c.consumerPods(claim) {
+				pods.Insert(pod.uid)
 			}
 		}
 	}

@@ -20,12 +20,17 @@ var addIndexMutex sync.Mutex
 // AddPodsByClaimIndex adds PodsByClaimIndex to the pod informer unless it
 // has it already.
 func AddPodsByClaimIndex(informer cache.SharedIndexInformer) error {
+	return addIndexOnce(informer, PodsByClaimIndex, PodsByClaimIndexFunc)
+}
+
+// addIndexOnce adds the index to the informer unless it has it already.
+func addIndexOnce(informer cache.SharedIndexInformer, name string, index cache.IndexFunc) error {
 	addIndexMutex.Lock()
 	defer addIndexMutex.Unlock()
-	if _, ok := informer.GetIndexer().GetIndexers()[PodsByClaimIndex]; ok {
+	if _, ok := informer.GetIndexer().GetIndexers()[name]; ok {
 		return nil
 	}
-	return informer.AddIndexers(cache.Indexers{PodsByClaimIndex: PodsByClaimIndexFunc})
+	return informer.AddIndexers(cache.Indexers{name: index})
 }
 
 // PodsByClaimIndexFunc indexes pods by the claims they use whose names

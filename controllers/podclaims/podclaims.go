@@ -186,8 +186,12 @@ func OwningPod(claim *resourcev1.ResourceClaim) (string, metav1.OwnerReference) 
 	return "", metav1.OwnerReference{}
 }
 
-// IsForPod checks that a generated claim belongs to this pod instance.
+// IsForPod checks that a generated claim belongs to this pod instance,
+// or to its PodGroup (a group claim generated from the group's template).
 func IsForPod(pod *corev1.Pod, claim *resourcev1.ResourceClaim) error {
+	if isForPodsGroup(pod, claim) {
+		return nil
+	}
 	name, owner := OwningPod(claim)
 	if name == "" || owner.UID != pod.UID {
 		return fmt.Errorf("ResourceClaim %s/%s was not generated for pod %s/%s (uid %s)", claim.Namespace, claim.Name, pod.Namespace, pod.Name, pod.UID)
@@ -196,14 +200,14 @@ func IsForPod(pod *corev1.Pod, claim *resourcev1.ResourceClaim) error {
 }
 
 // IsReservedForPod reports whether the pod instance is a consumer of the
-// claim.
+// claim, itself or through its PodGroup.
 func IsReservedForPod(pod *corev1.Pod, claim *resourcev1.ResourceClaim) bool {
 	for _, consumer := range claim.Status.ReservedFor {
 		if consumer.UID == pod.UID {
 			return true
 		}
 	}
-	return false
+	return isReservedForPodsGroup(pod, claim)
 }
 
 // IsDone is true when the pod will never run (again) and thus needs its

@@ -29,9 +29,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -113,14 +115,20 @@ type Controller struct {
 	// namespacesSynced is set when namespace events are handled.
 	namespacesSynced cache.InformerSynced
 
+	// podGroupLister is set when PodGroup-level claims are acted on
+	// (Options.PodGroups, groups.go).
+	podGroupLister  schedulinglisters.PodGroupLister
+	podGroupsSynced cache.InformerSynced
+
 	// recorder is set by Run (tests that call sync directly set their
 	// own); nil drops events.
 	recorder record.EventRecorder
 
 	queue workqueue.TypedRateLimitingInterface[string]
 
-	// deletedPods remembers pods the informer reported as deleted, so
-	// that their reservations can be dropped without asking the server.
+	// deletedPods remembers pods (and PodGroups) the informer reported
+	// as deleted, so that their reservations can be dropped without
+	// asking the server.
 	deletedPods *uidSet
 }
 
@@ -137,6 +145,10 @@ type Options struct {
 	// pod's extended resources that DeviceClasses back (standalone
 	// mode: host pods get theirs from the host's scheduler).
 	Classes resourceinformers.DeviceClassInformer
+	// PodGroups, when set and DRAWorkloadResourceClaims is on, makes the
+	// controller generate the claims of PodGroups' spec.resourceClaims
+	// and give them to the group's pods (groups.go).
+	PodGroups schedulinginformers.PodGroupInformer
 }
 
 // NewController wires event handlers and indexers into the informers, so
@@ -226,6 +238,11 @@ func NewControllerWithOptions(
 			return nil, err
 		}
 	}
+	if opts.PodGroups != nil && podclaims.GroupClaimsEnabled() {
+		if err := c.addGroupHandlers(logger, opts.PodGroups, podInformer.Informer(), claimIndexer); err != nil {
+			return nil, err
+		}
+	}
 
 	setupMetrics(c.claimLister)
 	return c, nil
@@ -274,6 +291,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if c.classesSynced != nil {
 		synced = append(synced, c.classesSynced)
 	}
+	if c.podGroupsSynced != nil {
+		synced = append(synced, c.podGroupsSynced)
+	}
 	worker.Run(ctx, c.queue, workers, c.handle, synced...)
 }
 
@@ -307,8 +327,8 @@ var errPermanent = errors.New("permanent error")
 // pod again, so it is not retried meanwhile.
 var errWaiting = errors.New("waiting for the template, the pod or its namespace to change")
 
-// sync handles one work item: "pod:<namespace>/<name>" or
-// "claim:<namespace>/<name>".
+// sync handles one work item: "pod:<namespace>/<name>",
+// "claim:<namespace>/<name>" or "podgroup:<namespace>/<name>".
 func (c *Controller) sync(ctx context.Context, key string) error {
 	prefix, objectKey, found := strings.Cut(key, ":")
 	if !found {
@@ -323,6 +343,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.syncPod(ctx, namespace, name)
 	case claimKeyPrefix:
 		return c.syncClaim(ctx, namespace, name)
+	case groupKeyPrefix:
+		if c.podGroupLister == nil {
+			return nil
+		}
+		return c.syncPodGroup(ctx, namespace, name)
 	default:
 		return fmt.Errorf("%w: work item %q has an unknown prefix", errPermanent, key)
 	}
@@ -477,12 +502,34 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string) error 
 	// pod's status.
 	generated := make(map[string]string)
 	statusOutdated := false
+	group, groupWaiting, err := c.podGroupOf(pod)
+	if err != nil {
+		return err
+	}
 	for _, podClaim := range podclaims.ClaimsOf(pod) {
 		if podClaim.TemplateName == nil {
 			if podClaim.ClaimName == nil && !podClaim.ExtendedResources {
 				// Retrying cannot help; the other pod claims still
 				// get their claims.
 				logger.Error(podclaims.ErrUnsupportedPodClaim, "Skipping pod claim", "podClaim", podClaim.Name)
+			}
+			continue
+		}
+		if groupWaiting != nil {
+			waiting = append(waiting, fmt.Errorf("pod claim %s: %w", podClaim.Name, groupWaiting))
+			continue
+		}
+		if claimName, isGroupClaim, err := groupClaimOfPod(pod, group, podClaim); isGroupClaim {
+			// The group's claim, not one of the pod's own.
+			switch {
+			case errors.Is(err, errWaiting):
+				waiting = append(waiting, fmt.Errorf("pod claim %s: %w", podClaim.Name, err))
+			case err != nil:
+				errs = append(errs, fmt.Errorf("pod claim %s: %w", podClaim.Name, err))
+			case claimName != "":
+				generated[podClaim.Name] = claimName
+				recorded, ok := podclaims.StatusOf(pod)[podClaim.Name]
+				statusOutdated = statusOutdated || !ok || recorded == nil || *recorded != claimName
 			}
 			continue
 		}
@@ -600,38 +647,47 @@ func (c *Controller) ensureGeneratedClaim(ctx context.Context, pod *corev1.Pod, 
 		return claim.Name, true, nil
 	}
 
-	template, err := c.templateLister.ResourceClaimTemplates(pod.Namespace).Get(*podClaim.TemplateName)
-	if apierrors.IsNotFound(err) {
-		// Its creation queues the pod (podsByTemplateIndex).
-		return "", false, fmt.Errorf("%w: get ResourceClaimTemplate %s: %w", errWaiting, *podClaim.TemplateName, err)
-	}
+	created, err := c.createFromTemplate(ctx, pod.Namespace, *podClaim.TemplateName, claimGenerateName(pod.Name, podClaim.Name), podOwnerReference(pod), podClaim.Name)
 	if err != nil {
-		return "", false, fmt.Errorf("get ResourceClaimTemplate %s: %w", *podClaim.TemplateName, err)
+		return "", false, err
 	}
-	claim := newClaimFromTemplate(pod, podClaim.Name, template)
-	created, err := c.resourceClient.ResourceV1().ResourceClaims(pod.Namespace).Create(ctx, claim, metav1.CreateOptions{})
-	if err != nil {
-		claimCreates.WithLabelValues(createFailure).Inc()
-		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-			// The API refuses the claim as the template describes it
-			// (admin access without the namespace label, for example):
-			// asking again gets the same answer until something changes.
-			return "", false, fmt.Errorf("%w: create ResourceClaim from template %s refused: %w", errWaiting, template.Name, err)
-		}
-		return "", false, fmt.Errorf("create ResourceClaim from template %s: %w", template.Name, err)
-	}
-	claimCreates.WithLabelValues(createSuccess).Inc()
-	c.claimCache.Mutation(created)
-	logger.V(2).Info("Created ResourceClaim", "claim", klog.KObj(created), "template", klog.KObj(template))
 	return created.Name, true, nil
 }
 
-// newClaimFromTemplate builds the claim for one pod claim: the template's
-// labels, annotations and spec, our annotation and a controller owner
-// reference, which together identify the pod claim it was made for.
-// It carries the delete protection from the start (see
+// createFromTemplate creates the claim for one pod (or PodGroup) claim
+// from its template. A missing template (its creation queues the pod or
+// group) and a claim the API refuses as the template describes it (admin
+// access without the namespace label, for example: asking again gets the
+// same answer until something changes) are errWaiting.
+func (c *Controller) createFromTemplate(ctx context.Context, namespace, templateName, generateName string, owner metav1.OwnerReference, podClaimName string) (*resourcev1.ResourceClaim, error) {
+	template, err := c.templateLister.ResourceClaimTemplates(namespace).Get(templateName)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: get ResourceClaimTemplate %s: %w", errWaiting, templateName, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get ResourceClaimTemplate %s: %w", templateName, err)
+	}
+	claim := newClaimFromTemplate(generateName, namespace, owner, podClaimName, template)
+	created, err := c.resourceClient.ResourceV1().ResourceClaims(namespace).Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		claimCreates.WithLabelValues(createFailure).Inc()
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			return nil, fmt.Errorf("%w: create ResourceClaim from template %s refused: %w", errWaiting, template.Name, err)
+		}
+		return nil, fmt.Errorf("create ResourceClaim from template %s: %w", template.Name, err)
+	}
+	claimCreates.WithLabelValues(createSuccess).Inc()
+	c.claimCache.Mutation(created)
+	klog.FromContext(ctx).V(2).Info("Created ResourceClaim", "claim", klog.KObj(created), "template", klog.KObj(template), "owner", owner.Kind+"/"+owner.Name)
+	return created, nil
+}
+
+// newClaimFromTemplate builds the claim for one pod (or PodGroup) claim:
+// the template's labels, annotations and spec, our annotation and a
+// controller owner reference, which together identify the pod claim it
+// was made for. It carries the delete protection from the start (see
 // generatedClaimFinalizers).
-func newClaimFromTemplate(pod *corev1.Pod, podClaimName string, template *resourcev1.ResourceClaimTemplate) *resourcev1.ResourceClaim {
+func newClaimFromTemplate(generateName, namespace string, owner metav1.OwnerReference, podClaimName string, template *resourcev1.ResourceClaimTemplate) *resourcev1.ResourceClaim {
 	annotations := make(map[string]string, len(template.Spec.Annotations)+1)
 	for key, value := range template.Spec.Annotations {
 		annotations[key] = value
@@ -646,11 +702,11 @@ func newClaimFromTemplate(pod *corev1.Pod, podClaimName string, template *resour
 	}
 	return &resourcev1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName:    claimGenerateName(pod.Name, podClaimName),
-			Namespace:       pod.Namespace,
+			GenerateName:    generateName,
+			Namespace:       namespace,
 			Labels:          labels,
 			Annotations:     annotations,
-			OwnerReferences: []metav1.OwnerReference{podOwnerReference(pod)},
+			OwnerReferences: []metav1.OwnerReference{owner},
 			Finalizers:      generatedClaimFinalizers(),
 		},
 		Spec: *template.Spec.Spec.DeepCopy(),
@@ -695,9 +751,15 @@ func (c *Controller) findGeneratedClaim(pod *corev1.Pod, podClaimName string) (*
 // findClaimOfPod returns the oldest claim owned by the pod, not being
 // deleted, that matches, or nil.
 func (c *Controller) findClaimOfPod(pod *corev1.Pod, matches func(*resourcev1.ResourceClaim) bool) (*resourcev1.ResourceClaim, error) {
-	objs, err := c.claimCache.ByIndex(claimsByPodIndex, string(pod.UID))
+	return c.findOwnedClaim(claimsByPodIndex, pod.UID, matches)
+}
+
+// findOwnedClaim returns the oldest claim that the owner index maps the
+// owner's UID to, not being deleted, that matches, or nil.
+func (c *Controller) findOwnedClaim(index string, owner types.UID, matches func(*resourcev1.ResourceClaim) bool) (*resourcev1.ResourceClaim, error) {
+	objs, err := c.claimCache.ByIndex(index, string(owner))
 	if err != nil {
-		return nil, fmt.Errorf("list claims of pod from cache: %w", err)
+		return nil, fmt.Errorf("list claims of owner %s from cache: %w", owner, err)
 	}
 	var found *resourcev1.ResourceClaim
 	for _, obj := range objs {
@@ -706,7 +768,7 @@ func (c *Controller) findClaimOfPod(pod *corev1.Pod, matches func(*resourcev1.Re
 			continue
 		}
 		// Take the oldest if there ever are several; the others get
-		// deleted with the pod.
+		// deleted with their owner.
 		if found == nil || claim.CreationTimestamp.Before(&found.CreationTimestamp) ||
 			(claim.CreationTimestamp.Equal(&found.CreationTimestamp) && claim.Name < found.Name) {
 			found = claim
@@ -739,6 +801,10 @@ func (c *Controller) applyPodClaimStatuses(ctx context.Context, pod *corev1.Pod,
 // controller would have done had it bound the pod.
 func (c *Controller) reserveForBoundPod(ctx context.Context, pod *corev1.Pod, generated map[string]string) error {
 	logger := klog.FromContext(ctx)
+	group, _, err := c.podGroupOf(pod)
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for _, podClaim := range podclaims.ClaimsOf(pod) {
 		var claimName string
@@ -765,12 +831,18 @@ func (c *Controller) reserveForBoundPod(ctx context.Context, pod *corev1.Pod, ge
 		if (podClaim.TemplateName != nil || podClaim.ExtendedResources) && podclaims.IsForPod(pod, claim) != nil {
 			continue
 		}
-		if err := c.reserveForPod(ctx, pod, claim); err != nil {
+		// A group claim is reserved for the group, as the allocation
+		// controller does.
+		consumer := podclaims.PodConsumer(pod)
+		if podclaims.GroupClaimFor(pod, group, podClaim) != nil {
+			consumer = podclaims.GroupConsumer(group)
+		}
+		if err := c.reserveFor(ctx, consumer, claim); err != nil {
 			c.eventf(pod, corev1.EventTypeWarning, ReasonFailedClaimReservation, "Reserving ResourceClaim %s: %v", claim.Name, err)
 			errs = append(errs, err)
 			continue
 		}
-		logger.V(2).Info("Reserved claim for pod bound to node", "claim", klog.KObj(claim), "node", pod.Spec.NodeName)
+		logger.V(2).Info("Reserved claim for pod bound to node", "claim", klog.KObj(claim), "node", pod.Spec.NodeName, "consumer", consumer.Resource+"/"+consumer.Name)
 	}
 	return errors.Join(errs...)
 }
@@ -805,28 +877,24 @@ func allocatedForNode(allocation *resourcev1.AllocationResult, nodeName string) 
 	return allocator.NodeSelectorMatches(selector, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
 }
 
-// reserveForPod adds the pod to reservedFor with a strategic merge patch:
-// concurrent additions by others need no up-to-date copy and don't
-// conflict; the server rejects the patch only when the result is
-// invalid (too many consumers) or the claim was replaced (uid).
-func (c *Controller) reserveForPod(ctx context.Context, pod *corev1.Pod, claim *resourcev1.ResourceClaim) error {
-	type consumer struct {
-		Resource string    `json:"resource"`
-		Name     string    `json:"name"`
-		UID      types.UID `json:"uid"`
-	}
+// reserveFor adds the consumer (a pod, or a PodGroup) to reservedFor with
+// a strategic merge patch: concurrent additions by others need no
+// up-to-date copy and don't conflict; the server rejects the patch only
+// when the result is invalid (too many consumers) or the claim was
+// replaced (uid).
+func (c *Controller) reserveFor(ctx context.Context, consumer resourcev1.ResourceClaimConsumerReference, claim *resourcev1.ResourceClaim) error {
 	patch := map[string]any{
 		"metadata": map[string]any{"uid": claim.UID},
 		"status": map[string]any{
-			"reservedFor": []consumer{{Resource: "pods", Name: pod.Name, UID: pod.UID}},
+			"reservedFor": []resourcev1.ResourceClaimConsumerReference{consumer},
 		},
 	}
 	data, err := json.Marshal(patch)
 	if err != nil {
-		return fmt.Errorf("reserve claim %s for pod %s: %w", klog.KObj(claim), klog.KObj(pod), err)
+		return fmt.Errorf("reserve claim %s for %s: %w", klog.KObj(claim), consumerString(claim.Namespace, consumer), err)
 	}
 	if _, err := c.resourceClient.ResourceV1().ResourceClaims(claim.Namespace).Patch(ctx, claim.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
-		return fmt.Errorf("reserve claim %s for pod %s: %w", klog.KObj(claim), klog.KObj(pod), err)
+		return fmt.Errorf("reserve claim %s for %s: %w", klog.KObj(claim), consumerString(claim.Namespace, consumer), err)
 	}
 	return nil
 }
@@ -849,9 +917,20 @@ func (c *Controller) syncClaim(ctx context.Context, namespace, name string) erro
 
 	remaining := make([]resourcev1.ResourceClaimConsumerReference, 0, len(claim.Status.ReservedFor))
 	for _, consumer := range claim.Status.ReservedFor {
+		if podclaims.IsGroupConsumer(consumer) && c.podGroupLister != nil {
+			// A group claim is the group's until the group is gone.
+			needed, err := c.groupNeedsClaim(ctx, namespace, consumer)
+			if err != nil {
+				return err
+			}
+			if needed {
+				remaining = append(remaining, consumer)
+			}
+			continue
+		}
 		if consumer.APIGroup != "" || consumer.Resource != "pods" {
-			// Only pods are ours to judge; whoever added another kind
-			// of consumer removes it.
+			// Only pods (and PodGroups) are ours to judge; whoever
+			// added another kind of consumer removes it.
 			remaining = append(remaining, consumer)
 			continue
 		}
@@ -914,6 +993,9 @@ func (c *Controller) syncClaim(ctx context.Context, namespace, name string) erro
 
 	if len(remaining) > 0 || claim.DeletionTimestamp != nil {
 		return nil
+	}
+	if err := c.deleteIfGroupIsGone(ctx, claim); err != nil {
+		return err
 	}
 	return c.deleteIfOwnerIsDone(ctx, claim)
 }

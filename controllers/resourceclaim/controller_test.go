@@ -11,16 +11,19 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -28,6 +31,7 @@ import (
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/features"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	"github.com/draplane/draplane/internal/testing/apitest"
@@ -202,8 +206,14 @@ func makeTemplate(name string) *resourcev1.ResourceClaimTemplate {
 // the n-th created claim. It is protected against deletion from the
 // start, so that its allocation needs no update of its own.
 func expectedGenerated(pod *corev1.Pod, podClaimName string, n int) *resourcev1.ResourceClaim {
-	claim := makeClaim(generatedName(claimGenerateName(pod.Name, podClaimName), n), generatedFor(pod, podClaimName))
-	claim.GenerateName = claimGenerateName(pod.Name, podClaimName)
+	return expectedFromTemplate(claimGenerateName(pod.Name, podClaimName), generatedFor(pod, podClaimName), n)
+}
+
+// expectedFromTemplate is the claim generated from makeTemplate with
+// generateName for the owner that generatedBy sets.
+func expectedFromTemplate(generateName string, generatedBy claimOption, n int) *resourcev1.ResourceClaim {
+	claim := makeClaim(generatedName(generateName, n), generatedBy)
+	claim.GenerateName = generateName
 	claim.UID = ""
 	claim.Finalizers = []string{resourceapi.Finalizer}
 	claim.Labels = map[string]string{"app": "inference"}
@@ -311,6 +321,12 @@ type testCase struct {
 	expectNoPodGets bool
 	// mode of the controller; standalone when nil.
 	mode podclaims.Mode
+	// podGroups are in the informer and on the server; when set, the
+	// controller acts on group claims (the gates are on).
+	podGroups []*schedulingv1beta1.PodGroup
+	// expectedGroupStatuses maps PodGroup name to its
+	// status.resourceClaimStatuses; groups not listed keep theirs.
+	expectedGroupStatuses map[string][]schedulingv1beta1.PodGroupResourceClaimStatus
 	// expectedAnnotatedStatuses maps pod name to the generated claims in
 	// its claim-statuses annotation (aggregated mode).
 	expectedAnnotatedStatuses map[string][]corev1.PodResourceClaimStatus
@@ -816,6 +832,9 @@ func runSyncTest(t *testing.T, tc testCase) {
 	for _, claim := range append(append([]*resourcev1.ResourceClaim(nil), tc.serverClaims...), tc.createdClaims...) {
 		serverClaims[claim.Name] = claim
 	}
+	for _, group := range tc.podGroups {
+		kubeObjects = append(kubeObjects, group)
+	}
 	var resourceObjects []runtime.Object
 	for _, claim := range serverClaims {
 		resourceObjects = append(resourceObjects, claim)
@@ -845,6 +864,13 @@ func runSyncTest(t *testing.T, tc testCase) {
 		options.Classes = resourceInformers.Resource().V1().DeviceClasses()
 		for _, class := range tc.classes {
 			mustAdd(t, options.Classes.Informer().GetStore(), class)
+		}
+	}
+	if tc.podGroups != nil {
+		featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{features.GenericWorkload: true, features.DRAWorkloadResourceClaims: true})
+		options.PodGroups = kubeInformers.Scheduling().V1beta1().PodGroups()
+		for _, group := range tc.podGroups {
+			mustAdd(t, options.PodGroups.Informer().GetStore(), group)
 		}
 	}
 	c, err := NewControllerWithOptions(logger, kubeClient, resourceClient, podInformer, claimInformer, templateInformer, options)
@@ -911,8 +937,24 @@ func runSyncTest(t *testing.T, tc testCase) {
 	}
 
 	// Pod statuses on the server.
+	for _, group := range tc.podGroups {
+		expected, ok := tc.expectedGroupStatuses[group.Name]
+		if !ok {
+			expected = group.Status.ResourceClaimStatuses
+		}
+		actual, err := kubeClient.SchedulingV1beta1().PodGroups(group.Namespace).Get(ctx, group.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get PodGroup %s: %v", group.Name, err)
+		}
+		if diff := cmp.Diff(expected, actual.Status.ResourceClaimStatuses); diff != "" {
+			t.Errorf("status.resourceClaimStatuses of PodGroup %s (-expected, +actual):\n%s", group.Name, diff)
+		}
+	}
 	for _, obj := range kubeObjects {
-		pod := obj.(*corev1.Pod)
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			continue
+		}
 		expected, ok := tc.expectedStatuses[pod.Name]
 		if !ok {
 			expected = pod.Status.ResourceClaimStatuses

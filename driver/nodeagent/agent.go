@@ -36,6 +36,7 @@ import (
 	"k8s.io/utils/clock"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/controllers/podclaims"
 	"github.com/draplane/draplane/controllers/worker"
 	"github.com/draplane/draplane/driver"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
@@ -93,6 +94,7 @@ type Agent struct {
 	opts        Options
 	kubeClient  kubernetes.Interface
 	podLister   corelisters.PodLister
+	podIndexer  cache.Indexer
 	podSynced   cache.InformerSynced
 	claimLister resourcelisters.ResourceClaimLister
 	claimSynced cache.InformerSynced
@@ -146,6 +148,7 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface,
 		opts:        opts,
 		kubeClient:  kubeClient,
 		podLister:   podInformer.Lister(),
+		podIndexer:  podInformer.Informer().GetIndexer(),
 		podSynced:   podInformer.Informer().HasSynced,
 		claimLister: claimInformer.Lister(),
 		claimSynced: claimInformer.Informer().HasSynced,
@@ -166,6 +169,10 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface,
 	}
 	if err := a.loadCheckpoint(); err != nil {
 		return nil, err
+	}
+	// A claim reserved for a PodGroup brings back the group's pods.
+	if err := podclaims.AddPodsByGroupIndex(podInformer.Informer()); err != nil {
+		return nil, fmt.Errorf("add pod indexer: %w", err)
 	}
 	if _, err := podInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    a.enqueuePod,
@@ -255,16 +262,25 @@ func (a *Agent) isPrepared(key string) bool {
 	return ok
 }
 
-// enqueueConsumers queues the pods a claim is reserved for: a pod whose
-// claims were not ready yet may start now.
+// enqueueConsumers queues the pods a claim is reserved for, directly or
+// through their PodGroup: a pod whose claims were not ready yet may start
+// now.
 func (a *Agent) enqueueConsumers(obj any) {
 	claim, ok := obj.(*resourcev1.ResourceClaim)
 	if !ok || claim.Status.Allocation == nil {
 		return
 	}
 	for _, consumer := range claim.Status.ReservedFor {
-		if consumer.APIGroup == "" && consumer.Resource == "pods" {
+		switch {
+		case consumer.APIGroup == "" && consumer.Resource == "pods":
 			a.queue.Add(claim.Namespace + "/" + consumer.Name)
+		case podclaims.IsGroupConsumer(consumer):
+			pods, _ := a.podIndexer.ByIndex(podclaims.PodsByGroupIndex, claim.Namespace+"/"+consumer.Name)
+			for _, obj := range pods {
+				if pod, ok := obj.(*corev1.Pod); ok && a.nodes[pod.Spec.NodeName] {
+					a.queue.Add(pod.Namespace + "/" + pod.Name)
+				}
+			}
 		}
 	}
 }
