@@ -28,13 +28,13 @@ func podWithManagedFields() *corev1.Pod {
 		`},"f:containerStatuses":{},"f:phase":{},"f:startTime":{}}}`
 	entries := []metav1.ManagedFieldsEntry{
 		{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"main\"}":{".":{},"f:image":{},"f:name":{},"f:resources":{".":{},"f:claims":{}}}},"f:resourceClaims":{".":{},"k:{\"name\":\"gpu\"}":{".":{},"f:name":{},"f:resourceClaimTemplateName":{}}},"f:restartPolicy":{}}}`)}},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"main\"}":{".":{},"f:image":{},"f:name":{},"f:resources":{".":{},"f:claims":{}}}},"f:resourceClaims":{".":{},"k:{\"name\":\"gpu\"}":{".":{},"f:name":{},"f:resourceClaimTemplateName":{}}},"f:restartPolicy":{}}}`)},
 		{Manager: "podclaims", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Subresource: "status",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:resourceClaimStatuses":{".":{},"k:{\"name\":\"gpu\"}":{".":{},"f:name":{},"f:resourceClaimName":{}}}}}`)}},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:resourceClaimStatuses":{".":{},"k:{\"name\":\"gpu\"}":{".":{},"f:name":{},"f:resourceClaimName":{}}}}}`)},
 		{Manager: "allocation", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Subresource: "binding",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:nodeName":{}}}`)}},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:nodeName":{}}}`)},
 		{Manager: "simulator", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Subresource: "status",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(status)}},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(status)},
 	}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p", ManagedFields: entries}}
 }
