@@ -62,7 +62,9 @@ the dra-apiserver, and get NodePrepareResources and NodeUnprepareResources
 calls for the pods bound to the node. It registers the Node and keeps it
 Ready, marks a pod Running once every claim is prepared, shows the CDI
 device IDs each prepare returned in a PreparedDynamicResources event, and
-the health the plugins report in the pods' allocatedResourcesStatus.`,
+the health the plugins report in the pods' allocatedResourcesStatus. It
+runs as the node (user draplane:node:<node>), which the server restricts
+to the node's objects, and gets the claims of its pods by name.`,
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
