@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/draplane/draplane/auth/rbac"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	"github.com/draplane/draplane/simulator"
 )
@@ -70,7 +72,10 @@ func (m *ControllerManager) StartSimulator(ctx context.Context, loopback *rest.C
 	}
 	ctx = klog.NewContext(ctx, klog.Background().WithName("simulator"))
 	stop := ctx.Done()
-	run := func(ctx context.Context) { m.runSimulator(ctx, kubeClient, resourceClient, shared, stop) }
+	nodeClients := newNodeClients(loopback, m.config.Simulator.Options.Driver)
+	run := func(ctx context.Context) {
+		m.runSimulator(ctx, kubeClient, resourceClient, nodeClients.get, shared, stop)
+	}
 	if !m.config.LeaderElection.Enabled {
 		go run(ctx)
 		return nil
@@ -111,13 +116,14 @@ func (m *ControllerManager) simulatorClientBudget() (float32, int) {
 // process), else on informers of its own term (its term of leadership is
 // not the controllers').
 func (m *ControllerManager) runSimulator(ctx context.Context, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
-	shared *Informers, stop <-chan struct{}) {
+	nodeClients func(string) (kubernetes.Interface, versioned.Interface), shared *Informers, stop <-chan struct{}) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 	term := newTermInformers(kubeClient, resourceClient, shared, stop, true)
 	defer term.end()
 	opts := m.config.Simulator.Options
 	opts.OnSeeded = func() { m.simulator.seeded.Store(true) }
+	opts.NodeClients = nodeClients
 	sim, err := simulator.New(logger, kubeClient, resourceClient, term.Core.Pods(), term.Resource.ResourceClaims(), opts)
 	if err != nil {
 		logger.Error(err, "Cannot run the simulator")
@@ -125,4 +131,57 @@ func (m *ControllerManager) runSimulator(ctx context.Context, kubeClient kuberne
 	}
 	term.start(ctx)
 	sim.Run(ctx, m.config.Workers)
+}
+
+// nodeClients are the clients of the simulated nodes, each with its own
+// node identity, made when a node first needs them. In the process
+// nothing is dialed, so no certificate can be shown: the loopback client
+// impersonates the node (user draplane:node:<node>, groups draplane:nodes
+// and draplane:driver:<driver>), and the server authorizes and admits
+// each request as that node, which auth/node restricts to its own
+// objects. Each node gets a kubelet's client budget.
+type nodeClients struct {
+	loopback *rest.Config
+	driver   string
+
+	mu      sync.Mutex
+	clients map[string]nodeClientPair
+}
+
+type nodeClientPair struct {
+	kube     kubernetes.Interface
+	resource versioned.Interface
+}
+
+func newNodeClients(loopback *rest.Config, driver string) *nodeClients {
+	if driver == "" {
+		driver = simulator.DefaultDriver
+	}
+	return &nodeClients{loopback: loopback, driver: driver, clients: map[string]nodeClientPair{}}
+}
+
+// get returns the node's clients. Building them fails only for a
+// malformed config, which a copy of the loopback's is not.
+func (c *nodeClients) get(node string) (kubernetes.Interface, versioned.Interface) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pair, ok := c.clients[node]; ok {
+		return pair.kube, pair.resource
+	}
+	config := InProcessConfig(c.loopback)
+	config.QPS, config.Burst = kubeletQPS, kubeletBurst
+	config.Impersonate = rest.ImpersonationConfig{
+		UserName: rbac.NodeUserPrefix + node,
+		Groups:   []string{rbac.NodesGroup, rbac.DriverGroupPrefix + c.driver},
+	}
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		panic(fmt.Sprintf("client of simulated node %s: %v", node, err))
+	}
+	resource, err := versioned.NewForConfig(config)
+	if err != nil {
+		panic(fmt.Sprintf("client of simulated node %s: %v", node, err))
+	}
+	c.clients[node] = nodeClientPair{kube: kube, resource: resource}
+	return kube, resource
 }

@@ -76,6 +76,11 @@ func NodeOwner(node *corev1.Node) *metav1.OwnerReference {
 
 // Options configure a Publisher.
 type Options struct {
+	// NodeClient, if set, is the client of a node's own identity, which
+	// writes the slices of that node (a publisher for many nodes writes
+	// each node's slices as that node). Nil, and for slices of no node:
+	// the publisher's client.
+	NodeClient func(nodeName string) versioned.Interface
 	// DriverName is the driver's name (spec.driver of every slice).
 	DriverName string
 	// NodeName scopes a node agent's publisher to the slices of one node:
@@ -337,7 +342,7 @@ func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resource
 		if err := p.limiter.Wait(ctx); err != nil {
 			return err
 		}
-		if _, err := p.client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{FieldManager: p.opts.DriverName}); err != nil {
+		if _, err := p.writer(slice).ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{FieldManager: p.opts.DriverName}); err != nil {
 			// AlreadyExists: written by an earlier pass whose list we did
 			// not see; the next pass adopts it.
 			errs = append(errs, fmt.Errorf("create slice %s: %w", name, err))
@@ -359,7 +364,7 @@ func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resource
 		if err := p.limiter.Wait(ctx); err != nil {
 			return err
 		}
-		if _, err := p.client.ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{FieldManager: p.opts.DriverName}); err != nil {
+		if _, err := p.writer(slice).ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{FieldManager: p.opts.DriverName}); err != nil {
 			errs = append(errs, fmt.Errorf("update slice %s: %w", slice.Name, err))
 			continue
 		}
@@ -430,13 +435,21 @@ func nextGeneration(pool Pool, generation int64, matched []*resourcev1.ResourceS
 	return generation, false
 }
 
+// writer is the client that writes a slice: its node's, if there is one.
+func (p *Publisher) writer(slice *resourcev1.ResourceSlice) versioned.Interface {
+	if node := ptr.Deref(slice.Spec.NodeName, ""); node != "" && p.opts.NodeClient != nil {
+		return p.opts.NodeClient(node)
+	}
+	return p.client
+}
+
 func (p *Publisher) delete(ctx context.Context, slice *resourcev1.ResourceSlice, counts *Counts) error {
 	if err := p.limiter.Wait(ctx); err != nil {
 		return err
 	}
 	// A conflict (the name holds another slice now) fails the pass; the
 	// next one starts from what it finds.
-	deleted, err := DeleteSlice(ctx, p.client, slice)
+	deleted, err := DeleteSlice(ctx, p.writer(slice), slice)
 	if err != nil {
 		return fmt.Errorf("delete slice %s: %w", slice.Name, err)
 	}

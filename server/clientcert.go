@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/draplane/draplane/auth/rbac"
 )
 
 // ClientKubeconfig is what MintClientKubeconfig writes: a kubeconfig whose
@@ -20,6 +22,17 @@ type ClientKubeconfig struct {
 	Groups    []string
 	// Path is the kubeconfig written.
 	Path string
+}
+
+// NodeKubeconfig is the kubeconfig of a node's identity: user
+// draplane:node:<node> in group draplane:nodes and draplane:driver:<driver>
+// for each driver, which auth/node restricts to the node's objects.
+func NodeKubeconfig(dataDir, nodeName string, drivers []string, path string) ClientKubeconfig {
+	groups := []string{rbac.NodesGroup}
+	for _, d := range drivers {
+		groups = append(groups, rbac.DriverGroupPrefix+d)
+	}
+	return ClientKubeconfig{DataDir: dataDir, User: rbac.NodeUserPrefix + nodeName, Groups: groups, Path: path}
 }
 
 // MintClientKubeconfig signs a client certificate for a user and its

@@ -125,6 +125,16 @@ type Options struct {
 	BindingFailureCondition string
 	BindingDelay            time.Duration
 	BindingFailureNodes     []string
+	// NodeClients, if set, are the clients of a simulated node's own
+	// identity (user draplane:node:<node> in the groups draplane:nodes
+	// and draplane:driver:<driver>): each node registers itself, reports
+	// its status, publishes its slices, gets its pods' claims and writes
+	// their status as itself, restricted by the server to its own
+	// objects. Nil: the simulator's clients. The simulator's own clients
+	// remove the nodes and slices of an earlier run and report binding
+	// conditions (the part of a driver that runs as a controller, which
+	// watches claims).
+	NodeClients func(nodeName string) (kubernetes.Interface, versioned.Interface)
 	// SkipNodeOperations, when set, is the skipNodeOperations of every
 	// node's slice: the simulated nodes then do not call the driver for
 	// those operations (needs the DRAOptionalNodeOperations gate).
@@ -221,6 +231,7 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 		// seeding hundreds of nodes wait. The nodes' pools are written
 		// as concurrently as the nodes are registered.
 		WritesPerSecond: max(1000, nodeAgentWritesPerSecond*float64(opts.Nodes)),
+		NodeClient:      s.nodeResourceClient,
 		Workers:         opts.SeedWorkers,
 		SliceName: func(poolName string, index int) string {
 			if index == 0 {
@@ -238,7 +249,8 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 		names[i] = NodeName(i)
 		s.nodes[names[i]] = true
 	}
-	s.agent, err = nodeagent.New(logger, kubeClient, podInformer, claimInformer, nodeagent.Options{
+	s.agent, err = nodeagent.New(logger, kubeClient, podInformer, nodeagent.ClaimsFromClient(s.nodeResourceClient), nodeagent.Options{
+		NodeClient: s.nodeKubeClient,
 		Name:       ControllerName,
 		Nodes:      names,
 		NodeLabels: s.nodeLabels,
@@ -253,14 +265,41 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 	if err != nil {
 		return nil, err
 	}
+	// The simulator's own watch of the claims (for the binding
+	// conditions) tells the node loop when a pod's claims are ready; the
+	// node loop gets them by name as each node.
 	_, err = claimInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    s.enqueueBinding,
-		UpdateFunc: func(_, obj any) { s.enqueueBinding(obj) },
+		AddFunc: func(obj any) {
+			s.enqueueBinding(obj)
+			s.agent.EnqueueConsumers(obj)
+		},
+		UpdateFunc: func(_, obj any) {
+			s.enqueueBinding(obj)
+			s.agent.EnqueueConsumers(obj)
+		},
 	}, cache.HandlerOptions{Logger: &logger})
 	if err != nil {
 		return nil, fmt.Errorf("add claim event handler: %w", err)
 	}
 	return s, nil
+}
+
+// nodeKubeClient is the core client of a node's identity.
+func (s *Simulator) nodeKubeClient(nodeName string) kubernetes.Interface {
+	if s.opts.NodeClients == nil {
+		return s.kubeClient
+	}
+	kubeClient, _ := s.opts.NodeClients(nodeName)
+	return kubeClient
+}
+
+// nodeResourceClient is the resource client of a node's identity.
+func (s *Simulator) nodeResourceClient(nodeName string) versioned.Interface {
+	if s.opts.NodeClients == nil {
+		return s.resourceClient
+	}
+	_, resourceClient := s.opts.NodeClients(nodeName)
+	return resourceClient
 }
 
 // Run seeds nodes and slices, then plays kubelet for the pods on its nodes
@@ -481,7 +520,7 @@ func (s *Simulator) removeStaleNodes(ctx context.Context) (map[string]*corev1.No
 // created Ready in one request, as a kubelet registers its node with its
 // status; one that exists gets the missing labels and a fresh status.
 func (s *Simulator) registerNode(ctx context.Context, name string, existing *corev1.Node) error {
-	nodes := s.kubeClient.CoreV1().Nodes()
+	nodes := s.nodeKubeClient(name).CoreV1().Nodes()
 	node := existing
 	if node == nil {
 		desired := s.desiredNode(name)
@@ -562,7 +601,7 @@ func (s *Simulator) reportReady(ctx context.Context, node *corev1.Node) error {
 	if !found {
 		node.Status.Conditions = append(node.Status.Conditions, ready)
 	}
-	if _, err := s.kubeClient.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: ControllerName}); err != nil {
+	if _, err := s.nodeKubeClient(node.Name).CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: ControllerName}); err != nil {
 		return fmt.Errorf("report node %s ready: %w", node.Name, err)
 	}
 	return nil
@@ -599,7 +638,7 @@ func (s *Simulator) heartbeat(ctx context.Context) {
 		// was reported, and a node the cache misses is looked up again
 		// by registerNode. A write on a stale copy fails with a
 		// conflict and is tried again at the next check.
-		node, err := s.kubeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
+		node, err := s.nodeKubeClient(name).CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 		if apierrors.IsNotFound(err) {
 			logger.Info("Simulated node was deleted, registering it again", "node", name)
 			if err = s.registerNode(ctx, name, nil); err == nil {

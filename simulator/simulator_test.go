@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,8 +39,28 @@ type harness struct {
 	kube     *fake.Clientset
 	resource *resourcefake.Clientset
 	pods     cache.Indexer
-	claims   cache.Indexer
+	claims   claimStore
 	ctx      context.Context
+}
+
+// claimStore holds a test's claims where the simulator reads them: its
+// informer's cache (the binding conditions) and the API, where the
+// simulated nodes get them by name.
+type claimStore struct {
+	indexer  cache.Indexer
+	resource *resourcefake.Clientset
+}
+
+func (c claimStore) Add(claim *resourcev1.ResourceClaim) error {
+	if err := c.indexer.Add(claim); err != nil {
+		return err
+	}
+	err := c.resource.Tracker().Add(claim)
+	if apierrors.IsAlreadyExists(err) {
+		// Given to the fake API already.
+		return nil
+	}
+	return err
 }
 
 func newSimulator(t *testing.T, opts Options, kubeObjects []runtime.Object, resourceObjects []runtime.Object) *harness {
@@ -55,7 +76,7 @@ func newSimulator(t *testing.T, opts Options, kubeObjects []runtime.Object, reso
 		t.Fatal(err)
 	}
 	return &harness{sim: s, kube: kube, resource: resource, ctx: ctx,
-		pods: factory.Core().V1().Pods().Informer().GetIndexer(), claims: claimInformer.Informer().GetIndexer()}
+		pods: factory.Core().V1().Pods().Informer().GetIndexer(), claims: claimStore{claimInformer.Informer().GetIndexer(), resource}}
 }
 
 func slice(name, sliceDriver, node string, generation int64, owned bool) *resourcev1.ResourceSlice {
@@ -430,18 +451,18 @@ func TestSyncPod(t *testing.T) {
 		{name: "claim allocated for this node and reserved: Running", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
 			claims: []*resourcev1.ResourceClaim{forNode(claim(true, true), "sim-node-0")}, wantPhase: corev1.PodRunning, wantReady: corev1.ConditionTrue},
 		{name: "claim allocated for another node, reserved anyway: waits", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
-			claims: []*resourcev1.ResourceClaim{forNode(claim(true, true), "sim-node-1")}, wantPhase: corev1.PodPending},
+			claims: []*resourcev1.ResourceClaim{forNode(claim(true, true), "sim-node-1")}, wantPhase: corev1.PodPending, wantRequeue: nodeagent.DefaultClaimRetry},
 		{name: "claim allocated, not reserved: waits", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
-			claims: []*resourcev1.ResourceClaim{claim(true, false)}, wantPhase: corev1.PodPending},
+			claims: []*resourcev1.ResourceClaim{claim(true, false)}, wantPhase: corev1.PodPending, wantRequeue: nodeagent.DefaultClaimRetry},
 		{name: "claim not allocated: waits", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
-			claims: []*resourcev1.ResourceClaim{claim(false, false)}, wantPhase: corev1.PodPending},
+			claims: []*resourcev1.ResourceClaim{claim(false, false)}, wantPhase: corev1.PodPending, wantRequeue: nodeagent.DefaultClaimRetry},
 		{name: "claim missing: waits", pod: withClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
-			wantPhase: corev1.PodPending},
-		{name: "claim not generated yet: waits", pod: notGenerated, wantPhase: corev1.PodPending},
+			wantPhase: corev1.PodPending, wantRequeue: nodeagent.DefaultClaimRetry},
+		{name: "claim not generated yet: waits", pod: notGenerated, wantPhase: corev1.PodPending, wantRequeue: nodeagent.DefaultClaimRetry},
 		{name: "extended resource claim allocated and reserved: Running", pod: withExtendedClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
 			claims: []*resourcev1.ResourceClaim{claim(true, true)}, wantPhase: corev1.PodRunning, wantReady: corev1.ConditionTrue},
 		{name: "extended resource claim not allocated: waits", pod: withExtendedClaim(pod("sim-node-0", corev1.PodPending, corev1.RestartPolicyAlways, 0)),
-			claims: []*resourcev1.ResourceClaim{claim(false, false)}, wantPhase: corev1.PodPending},
+			claims: []*resourcev1.ResourceClaim{claim(false, false)}, wantPhase: corev1.PodPending, wantRequeue: nodeagent.DefaultClaimRetry},
 		{name: "not on a simulated node: left alone", pod: pod("node-1", corev1.PodPending, corev1.RestartPolicyNever, 0),
 			wantPhase: corev1.PodPending},
 		{name: "unbound: left alone", pod: pod("", corev1.PodPending, corev1.RestartPolicyNever, 0),

@@ -119,3 +119,43 @@ func TestAdmission(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmissionServiceAccount: in aggregated mode a driver's service
+// account is held to the node its bound token names, as a node's
+// certificate is.
+func TestAdmissionServiceAccount(t *testing.T) {
+	const sa = "system:serviceaccount:dra:gpu-driver"
+	p := NewAdmission()
+	p.DriverServiceAccounts = map[string][]string{sa: {"gpu.example.com"}}
+	onA := &user.DefaultInfo{Name: sa, Extra: map[string][]string{NodeNameExtra: {"a"}}}
+	slice := func(node, driver string) *resourceapi.ResourceSlice {
+		return &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: resourceapi.ResourceSliceSpec{NodeName: ptr.To(node), Driver: driver}}
+	}
+	slices := schema.GroupVersionResource{Group: "resource.draplane.dev", Version: "v1", Resource: "resourceslices"}
+	claims := schema.GroupVersionResource{Group: "resource.draplane.dev", Version: "v1", Resource: "resourceclaims"}
+	for _, tc := range []struct {
+		name     string
+		user     user.Info
+		resource schema.GroupVersionResource
+		op       admission.Operation
+		obj, old runtime.Object
+		wantErr  string
+	}{
+		{name: "own node's slice", user: onA, resource: slices, op: admission.Create, obj: slice("a", "gpu.example.com")},
+		{name: "another node's slice", user: onA, resource: slices, op: admission.Update, obj: slice("b", "gpu.example.com"), old: slice("b", "gpu.example.com"), wantErr: `slice s has "b"`},
+		{name: "another node's slice deleted", user: onA, resource: slices, op: admission.Delete, old: slice("b", "gpu.example.com"), wantErr: `slice s has "b"`},
+		{name: "driver not listed", user: onA, resource: slices, op: admission.Create, obj: slice("a", "nic.example.com"), wantErr: "not listed for the service account"},
+		{name: "token without a node", user: &user.DefaultInfo{Name: sa}, resource: slices, op: admission.Create, obj: slice("a", "gpu.example.com"), wantErr: "names no node"},
+		{name: "without a node, a claim is created", user: &user.DefaultInfo{Name: sa}, resource: claims, op: admission.Create, obj: &resourceapi.ResourceClaim{}},
+		{name: "another service account", user: &user.DefaultInfo{Name: "system:serviceaccount:dra:controller", Extra: map[string][]string{NodeNameExtra: {"a"}}},
+			resource: slices, op: admission.Create, obj: slice("b", "nic.example.com")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			attrs := admission.NewAttributesRecord(tc.obj, tc.old, schema.GroupVersionKind{}, "", "s", tc.resource, "", tc.op, nil, false, tc.user)
+			err := p.Validate(context.Background(), attrs, nil)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("error %v, want one naming %q", err, tc.wantErr)
+			}
+		})
+	}
+}

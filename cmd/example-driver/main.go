@@ -4,13 +4,18 @@
 // they run (logging what it prepares), and unprepares them when the pods
 // are done. Standalone draplane has no kubelet, so for its node it also
 // plays the kubelet's part with the library's node loop (driver/nodeagent):
-// it registers the Node and keeps it Ready, removes the node's slices at
-// start (so no driver's orphans survive), marks a pod Running once every
+// it registers the Node and keeps it Ready, removes the node's slices of
+// its driver at start (so none of its orphans survive), marks a pod Running once every
 // claim is prepared and keeps a checkpoint of what it prepared. A claim annotated
 // example.draplane.dev/prepare-error fails to prepare with the
 // annotation's value, which keeps its pod Pending with an event.
 //
-//	example-driver --kubeconfig=.draplane/admin.kubeconfig --node-name=node-1 --devices=4
+// It runs with the node's identity, which the server restricts to the
+// node's objects and the driver's slices:
+//
+//	dra-apiserver client-kubeconfig --user draplane:node:node-1 --group draplane:nodes \
+//	  --group draplane:driver:gpu.example.com -o node-1.kubeconfig
+//	example-driver --kubeconfig=node-1.kubeconfig --node-name=node-1 --devices=4
 package main
 
 import (
@@ -38,7 +43,6 @@ import (
 	"github.com/draplane/draplane/driver"
 	"github.com/draplane/draplane/driver/nodeagent"
 	"github.com/draplane/draplane/generated/clientset/versioned"
-	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
 
 // AnnotationPrepareError on a claim makes this driver fail to prepare it.
@@ -46,7 +50,7 @@ const AnnotationPrepareError = "example.draplane.dev/prepare-error"
 
 func main() {
 	klog.InitFlags(nil)
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the dra-apiserver (for example .draplane/admin.kubeconfig after make run)")
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the dra-apiserver with the node's identity (dra-apiserver client-kubeconfig --user draplane:node:<node> --group draplane:nodes --group draplane:driver:<driver>)")
 	nodeName := flag.String("node-name", "", "the node this driver runs on; registered if it does not exist")
 	driverName := flag.String("driver-name", "gpu.example.com", "the driver's name")
 	devices := flag.Int("devices", 4, "how many GPUs the node has")
@@ -112,8 +116,10 @@ func run(ctx context.Context, kubeconfig, nodeName, driverName string, devices i
 	factory := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
 	}))
-	resourceFactory := resourceinformers.NewSharedInformerFactory(resourceClient, 0)
-	agent, err := nodeagent.New(logger, kubeClient, factory.Core().V1().Pods(), resourceFactory.Resource().V1().ResourceClaims(), nodeagent.Options{
+	// Claims are got by name, as a kubelet does: a node's identity may
+	// not list them.
+	claims := nodeagent.ClaimsFromClient(func(string) versioned.Interface { return resourceClient })
+	agent, err := nodeagent.New(logger, kubeClient, factory.Core().V1().Pods(), claims, nodeagent.Options{
 		Name:       "example-driver",
 		Nodes:      []string{nodeName},
 		Drivers:    nodeagent.DriverMap{driverName: &preparer{driverName: driverName}},
@@ -123,9 +129,7 @@ func run(ctx context.Context, kubeconfig, nodeName, driverName string, devices i
 		return err
 	}
 	factory.Start(ctx.Done())
-	resourceFactory.Start(ctx.Done())
 	defer factory.Shutdown()
-	defer resourceFactory.Shutdown()
 	go nodeagent.KeepReady(ctx, kubeClient, nodeName, "example-driver", time.Minute)
 	agent.Run(ctx, 2)
 	return nil

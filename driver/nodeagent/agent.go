@@ -24,6 +24,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -39,7 +40,7 @@ import (
 	"github.com/draplane/draplane/controllers/podclaims"
 	"github.com/draplane/draplane/controllers/worker"
 	"github.com/draplane/draplane/driver"
-	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
+	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
 )
 
@@ -56,6 +57,11 @@ func (m DriverMap) Preparer(driverName string) (driver.Preparer, bool) {
 	p, ok := m[driverName]
 	return p, ok
 }
+
+// DefaultClaimRetry is how soon a pod whose claims are not ready is
+// looked at again, as a kubelet retries a pod whose claims it cannot
+// prepare yet.
+const DefaultClaimRetry = 2 * time.Second
 
 // Options say which nodes the agent plays kubelet for and with which
 // drivers.
@@ -87,20 +93,54 @@ type Options struct {
 	Checkpoint string
 	// Clock, if set, replaces the real clock (tests).
 	Clock clock.PassiveClock
+	// NodeClient, if set, is the client of a node's own identity, which
+	// writes the status of the node's pods (the simulator plays many
+	// nodes, each as itself). Nil: the agent's client.
+	NodeClient func(nodeName string) kubernetes.Interface
+	// ClaimRetry is how soon a pod whose claims are not allocated and
+	// reserved for it yet is looked at again (default DefaultClaimRetry): the agent gets
+	// claims by name and watches none. A front end that watches claims
+	// may call EnqueueConsumers to look sooner.
+	ClaimRetry time.Duration
+}
+
+// ClaimGetter gets a claim of a pod on a node by name, as a kubelet gets
+// the claims of its pods: a node identity may get the claims allocated on
+// its node, one by name, and may list or watch none.
+type ClaimGetter interface {
+	GetClaim(ctx context.Context, nodeName, namespace, name string) (*resourcev1.ResourceClaim, error)
+}
+
+// ClaimsFromClient gets claims through the client of the node's identity.
+type ClaimsFromClient func(nodeName string) versioned.Interface
+
+// GetClaim implements ClaimGetter.
+func (f ClaimsFromClient) GetClaim(ctx context.Context, nodeName, namespace, name string) (*resourcev1.ResourceClaim, error) {
+	return f(nodeName).ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// ClaimsFromLister gets claims from an informer's cache (tests, and
+// callers allowed to watch every claim).
+type ClaimsFromLister struct {
+	Lister resourcelisters.ResourceClaimLister
+}
+
+// GetClaim implements ClaimGetter.
+func (l ClaimsFromLister) GetClaim(_ context.Context, _, namespace, name string) (*resourcev1.ResourceClaim, error) {
+	return l.Lister.ResourceClaims(namespace).Get(name)
 }
 
 // Agent plays the kubelet's DRA part for its nodes.
 type Agent struct {
-	opts        Options
-	kubeClient  kubernetes.Interface
-	podLister   corelisters.PodLister
-	podIndexer  cache.Indexer
-	podSynced   cache.InformerSynced
-	claimLister resourcelisters.ResourceClaimLister
-	claimSynced cache.InformerSynced
-	queue       workqueue.TypedRateLimitingInterface[string]
-	clock       clock.PassiveClock
-	nodes       map[string]bool
+	opts       Options
+	kubeClient kubernetes.Interface
+	podLister  corelisters.PodLister
+	podIndexer cache.Indexer
+	podSynced  cache.InformerSynced
+	claims     ClaimGetter
+	queue      workqueue.TypedRateLimitingInterface[string]
+	clock      clock.PassiveClock
+	nodes      map[string]bool
 	// recorder is set by Run; tests that call SyncPod set their own.
 	recorder record.EventRecorder
 
@@ -130,28 +170,34 @@ type heldClaim struct {
 	UID       string `json:"uid"`
 }
 
-// New wires the pod and claim informers and reads the checkpoint. Call it
-// before starting the informer factories. The pod informer may watch more
-// than the agent's nodes; it looks at its own only.
+// New wires the pod informer and reads the checkpoint. Call it before
+// starting the informer factory. The pod informer may watch more than the
+// agent's nodes; it looks at its own only. Claims are got by name when a
+// pod needs them.
 func New(logger klog.Logger, kubeClient kubernetes.Interface,
-	podInformer coreinformers.PodInformer, claimInformer resourceinformers.ResourceClaimInformer, opts Options) (*Agent, error) {
+	podInformer coreinformers.PodInformer, claims ClaimGetter, opts Options) (*Agent, error) {
 	if len(opts.Nodes) == 0 {
 		return nil, fmt.Errorf("node agent needs at least one node")
 	}
 	if opts.Drivers == nil {
 		return nil, fmt.Errorf("node agent needs drivers")
 	}
+	if claims == nil {
+		return nil, fmt.Errorf("node agent needs a claim getter")
+	}
 	if opts.Name == "" {
 		opts.Name = "node-agent"
 	}
+	if opts.ClaimRetry <= 0 {
+		opts.ClaimRetry = DefaultClaimRetry
+	}
 	a := &Agent{
-		opts:        opts,
-		kubeClient:  kubeClient,
-		podLister:   podInformer.Lister(),
-		podIndexer:  podInformer.Informer().GetIndexer(),
-		podSynced:   podInformer.Informer().HasSynced,
-		claimLister: claimInformer.Lister(),
-		claimSynced: claimInformer.Informer().HasSynced,
+		opts:       opts,
+		kubeClient: kubeClient,
+		podLister:  podInformer.Lister(),
+		podIndexer: podInformer.Informer().GetIndexer(),
+		podSynced:  podInformer.Informer().HasSynced,
+		claims:     claims,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.Name},
@@ -181,12 +227,6 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface,
 	}, cache.HandlerOptions{Logger: &logger}); err != nil {
 		return nil, fmt.Errorf("add pod event handler: %w", err)
 	}
-	if _, err := claimInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    a.enqueueConsumers,
-		UpdateFunc: func(_, obj any) { a.enqueueConsumers(obj) },
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
-		return nil, fmt.Errorf("add claim event handler: %w", err)
-	}
 	return a, nil
 }
 
@@ -206,7 +246,7 @@ func (a *Agent) Run(ctx context.Context, workers int) {
 		a.queue.Add(key)
 	}
 	a.mu.Unlock()
-	worker.Run(ctx, a.queue, workers, a.handle, a.podSynced, a.claimSynced)
+	worker.Run(ctx, a.queue, workers, a.handle, a.podSynced)
 }
 
 // SetRecorder sets the event recorder of an agent whose SyncPod is called
@@ -262,10 +302,11 @@ func (a *Agent) isPrepared(key string) bool {
 	return ok
 }
 
-// enqueueConsumers queues the pods a claim is reserved for, directly or
+// EnqueueConsumers queues the pods a claim is reserved for, directly or
 // through their PodGroup: a pod whose claims were not ready yet may start
-// now.
-func (a *Agent) enqueueConsumers(obj any) {
+// now. For front ends that watch claims; the agent itself looks again
+// after Options.ClaimRetry.
+func (a *Agent) EnqueueConsumers(obj any) {
 	claim, ok := obj.(*resourcev1.ResourceClaim)
 	if !ok || claim.Status.Allocation == nil {
 		return

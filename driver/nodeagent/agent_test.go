@@ -55,7 +55,7 @@ func newHarness(t *testing.T, opts Options, pods ...*corev1.Pod) *harness {
 	resourceFactory := resourceinformers.NewSharedInformerFactory(resourcefake.NewSimpleClientset(), 0)
 	claimInformer := resourceFactory.Resource().V1().ResourceClaims()
 	opts.Nodes = []string{node}
-	a, err := New(klog.FromContext(ctx), kube, factory.Core().V1().Pods(), claimInformer, opts)
+	a, err := New(klog.FromContext(ctx), kube, factory.Core().V1().Pods(), ClaimsFromLister{claimInformer.Lister()}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

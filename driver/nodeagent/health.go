@@ -63,7 +63,7 @@ func (a *Agent) updateResourceHealth(ctx context.Context, pod *corev1.Pod) error
 	if !reported {
 		return nil
 	}
-	claims, waitingFor := a.readyClaims(pod)
+	claims, waitingFor := a.readyClaims(ctx, pod)
 	if waitingFor != "" {
 		return nil
 	}

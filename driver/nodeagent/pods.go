@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -65,11 +66,10 @@ func (a *Agent) SyncPod(ctx context.Context, key string) (time.Duration, error) 
 	now := a.clock.Now()
 	switch pod.Status.Phase {
 	case "", corev1.PodPending:
-		claims, waitingFor := a.readyClaims(pod)
+		claims, waitingFor := a.readyClaims(ctx, pod)
 		if waitingFor != "" {
-			// A claim event queues the pod again.
 			logger.V(4).Info("Pod waits for its claims", "pod", klog.KObj(pod), "reason", waitingFor)
-			return 0, nil
+			return a.opts.ClaimRetry, nil
 		}
 		if err := a.prepare(ctx, key, pod, claims); err != nil {
 			return 0, err
@@ -121,7 +121,11 @@ func (a *Agent) otherPod(key string, pod *corev1.Pod) bool {
 // kubelet starts a pod only then (and prepares the devices first): that
 // matters for pods created with spec.nodeName, which are bound before
 // their claims are allocated.
-func (a *Agent) readyClaims(pod *corev1.Pod) ([]*resourcev1.ResourceClaim, string) {
+//
+// Claims are got by name through the node's identity, which may get only
+// the claims allocated on its node: one the server does not show it yet
+// (a 403 or 404) is one to wait for.
+func (a *Agent) readyClaims(ctx context.Context, pod *corev1.Pod) ([]*resourcev1.ResourceClaim, string) {
 	var claims []*resourcev1.ResourceClaim
 	for _, podClaim := range podclaims.ClaimsOf(pod) {
 		name, mustCheckOwner, err := podclaims.ClaimName(pod, podClaim)
@@ -131,7 +135,7 @@ func (a *Agent) readyClaims(pod *corev1.Pod) ([]*resourcev1.ResourceClaim, strin
 		if name == nil {
 			continue
 		}
-		claim, err := a.claimLister.ResourceClaims(pod.Namespace).Get(*name)
+		claim, err := a.claims.GetClaim(ctx, pod.Spec.NodeName, pod.Namespace, *name)
 		if err != nil {
 			return nil, fmt.Sprintf("claim %s: %v", *name, err)
 		}
@@ -370,7 +374,7 @@ func (a *Agent) finishes(pod *corev1.Pod) bool {
 }
 
 func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod) error {
-	_, err := a.kubeClient.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{FieldManager: a.opts.Name})
+	_, err := a.nodeClient(pod.Spec.NodeName).CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{FieldManager: a.opts.Name})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -378,6 +382,14 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("update status of pod %s to %s: %w", klog.KObj(pod), pod.Status.Phase, err)
 	}
 	return nil
+}
+
+// nodeClient is the client of the node's identity.
+func (a *Agent) nodeClient(nodeName string) kubernetes.Interface {
+	if a.opts.NodeClient != nil {
+		return a.opts.NodeClient(nodeName)
+	}
+	return a.kubeClient
 }
 
 func podDone(pod *corev1.Pod) bool {

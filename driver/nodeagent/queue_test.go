@@ -25,7 +25,7 @@ func newTestAgent(t *testing.T, opts Options) *Agent {
 	if opts.Drivers == nil {
 		opts.Drivers = DriverMap{}
 	}
-	a, err := New(logger, kube, factory.Core().V1().Pods(), resourceFactory.Resource().V1().ResourceClaims(), opts)
+	a, err := New(logger, kube, factory.Core().V1().Pods(), ClaimsFromLister{resourceFactory.Resource().V1().ResourceClaims().Lister()}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestEnqueueConsumers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestAgent(t, Options{Nodes: []string{"sim-node-0"}})
-			s.enqueueConsumers(tc.claim)
+			s.EnqueueConsumers(tc.claim)
 			var got []string
 			for s.queue.Len() > 0 {
 				key, _ := s.queue.Get()

@@ -28,7 +28,8 @@ const (
 // node and the driver logs the prepare; a claim the driver fails to
 // prepare keeps its pod from Running with an event naming the claim and
 // the error; a restarted driver replaces the node's stale slices without
-// duplicating its own; a deleted node's slices disappear.
+// duplicating its own; a deleted node's slices disappear. The driver runs
+// with its node's identity (user draplane:node:<node>), not the admin's.
 func TestExampleDriver(t *testing.T) {
 	s := startServer(t, t.TempDir())
 	ctx := context.Background()
@@ -37,7 +38,8 @@ func TestExampleDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	drv := &launcher.Process{Name: "example-driver", Binary: binary,
-		Args: []string{"--kubeconfig", s.Kubeconfig, "--node-name", exampleDriverNode, "--devices", "2",
+		Args: []string{"--kubeconfig", mintKubeconfig(t, s, "draplane:node:"+exampleDriverNode, "draplane:nodes", "draplane:driver:"+exampleDriver),
+			"--node-name", exampleDriverNode, "--devices", "2",
 			"--checkpoint", filepath.Join(t.TempDir(), "checkpoint.json"), "-v", "2"},
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
 	if err := drv.Start(); err != nil {
@@ -143,14 +145,15 @@ spec:
 		t.Errorf("pod with the broken claim is %s on %q, want not Running on %s", p, node, exampleDriverNode)
 	}
 
-	// The driver stops; meanwhile a driver that is no longer installed
-	// left a slice on the node. The restarted node agent removes it and
-	// publishes its own once.
+	// The driver stops; meanwhile a slice of a pool it no longer has is
+	// left on the node. The restarted node agent removes it and
+	// publishes its own once. (Its node identity may remove only its own
+	// driver's slices: another driver's are that driver's.)
 	drv.Stop()
 	if _, err := slices.Create(ctx, &resourcev1.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "orphan"},
-		Spec: resourcev1.ResourceSliceSpec{Driver: "removed.example.com", NodeName: ptr.To(exampleDriverNode),
-			Pool: resourcev1.ResourcePool{Name: exampleDriverNode, Generation: 1, ResourceSliceCount: 1}},
+		Spec: resourcev1.ResourceSliceSpec{Driver: exampleDriver, NodeName: ptr.To(exampleDriverNode),
+			Pool: resourcev1.ResourcePool{Name: "retired-pool", Generation: 1, ResourceSliceCount: 1}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

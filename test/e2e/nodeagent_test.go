@@ -108,6 +108,12 @@ func socketDir(t *testing.T) string {
 //     surviving pod is not prepared again;
 //  6. the plugin restarts and registers again, with no duplicate slices;
 //  7. the health the plugin reports reaches the pod's status.
+//
+// The agent and the plugin run with the node's identity, not the admin's:
+// the agent mints its own (user draplane:node:<node>) from the data dir's
+// CA, the plugin gets one from client-kubeconfig, and what the agent's
+// identity may not do (list claims, read another node's claim, write
+// another node) is refused with 403.
 func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 	requireKubectl(t)
 	s := startServer(t, t.TempDir(), "--simulate-nodes=0")
@@ -123,15 +129,16 @@ func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 	checkpoint := filepath.Join(t.TempDir(), "checkpoint.json")
 
 	agent := &launcher.Process{Name: "node-agent", Binary: serverBinary,
-		Args: []string{"node-agent", "--kubeconfig", s.Kubeconfig, "--node-name", agentNode,
+		Args: []string{"node-agent", "--data-dir", s.dataDir, "--driver", upstreamPlugin, "--node-name", agentNode,
 			"--plugin-registration-dir", registrarDir, "--checkpoint", checkpoint, "-v", "2"},
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(agent.Stop)
+	pluginKubeconfig := mintKubeconfig(t, s, "draplane:node:"+agentNode, "draplane:nodes", "draplane:driver:"+upstreamPlugin)
 	drv := &launcher.Process{Name: "upstreamdriver", Binary: driverBinary,
-		Args: []string{"--kubeconfig", s.Kubeconfig, "--node-name", agentNode, "--driver-name", upstreamPlugin,
+		Args: []string{"--kubeconfig", pluginKubeconfig, "--node-name", agentNode, "--driver-name", upstreamPlugin,
 			"--devices", "2", "--registrar-dir", registrarDir, "--plugin-dir", pluginDir, "--unhealthy-device", "gpu-1", "-v", "2"},
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
 
@@ -197,6 +204,21 @@ func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 	eventually("the driver printed its prepare call", func() bool { return len(calls("PREPARE")) >= 1 })
 	if got := calls("PREPARE"); len(got) != 1 || got[0] != goodClaim {
 		t.Errorf("prepare calls %q, want exactly one carrying %s", got, goodClaim)
+	}
+	// The agent did that as its node: the identity it minted is the
+	// node's, and the server refuses it what is not the node's.
+	agentKubeconfig := filepath.Join(s.dataDir, "node-agent", agentNode, "kubeconfig")
+	if out := s.MustKubectl(t, "", "--kubeconfig", agentKubeconfig, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); out != "draplane:node:"+agentNode {
+		t.Errorf("the agent's identity is %q, want draplane:node:%s", out, agentNode)
+	}
+	for _, args := range [][]string{
+		{"get", "resourceclaims", "-A"},
+		{"delete", "node", "other-node"},
+	} {
+		out, err := s.Kubectl(t, "", append([]string{"--kubeconfig", agentKubeconfig}, args...)...)
+		if err == nil || !strings.Contains(out, "Forbidden") {
+			t.Errorf("kubectl %s as the agent: %v %s, want Forbidden", strings.Join(args, " "), err, out)
+		}
 	}
 	eventually("the CDI IDs of pod good in an event", func() bool {
 		return strings.Contains(s.MustKubectl(t, "", "get", "events", "--field-selector", "involvedObject.name=good,reason=PreparedDynamicResources", "-o", "jsonpath={.items[*].message}"),

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -80,6 +82,10 @@ type AggregatedOptions struct {
 	// (--serve-resource-k8s-io): on in standalone mode unless turned off,
 	// never in aggregated mode, where the host cluster owns that group.
 	UpstreamResourceAPI optionalBool
+	// DriverServiceAccounts are the service accounts of drivers' pods,
+	// each "<namespace>/<name>=<driver>", which the node restriction
+	// holds to the node their bound token names (auth/node).
+	DriverServiceAccounts []string
 }
 
 // optionalBool is a boolean flag that knows whether it was given.
@@ -138,6 +144,8 @@ func (o *AggregatedOptions) AddFlags(fs *pflag.FlagSet) {
 		"Aggregated mode: write the data dir's CA, which signs the generated serving certificate, into spec.caBundle of the APIServices "+strings.Join(APIServiceNames(), " and ")+" at start and every few minutes (needs patch on them in the host cluster). Off with --tls-cert-file (its CA is not known); set it false when the caBundle is managed elsewhere (cert-manager's CA injector, a Secret).")
 	fs.StringVar(&o.SharedCASecret, "shared-ca-secret", o.SharedCASecret,
 		"Aggregated mode: name of a Secret in --service-namespace holding the CA that signs the generated serving certificate, shared by all replicas (data ca.crt and ca.key). The first replica stores its data dir's CA there; every other one, and every later start, adopts it. Needed with more than one replica, whose caBundle injection would otherwise overwrite each other's; needs get on that Secret and create on Secrets in the host cluster (deploy/ grants both). Not with --tls-cert-file.")
+	fs.StringArrayVar(&o.DriverServiceAccounts, "driver-service-account", o.DriverServiceAccounts,
+		"Aggregated mode, repeatable: <namespace>/<name>=<driver>. The service account of a DRA driver's pods, node-bound as a node's certificate is in standalone mode: its writes of ResourceSlices (create, update, delete) must carry spec.nodeName of the node its bound token names (extra authentication.kubernetes.io/node-name) and spec.driver one listed for it, and its claim status writes may change only status.devices. Reads stay what the host cluster's RBAC grants.")
 	fs.VarPF(&o.UpstreamResourceAPI, "serve-resource-k8s-io", "",
 		"Standalone mode: also serve upstream's resource.k8s.io/v1 (DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice, DeviceTaintRule) over the same objects as resource.draplane.dev, for client-go's ResourceV1() and drivers built on k8s.io/dynamic-resource-allocation. Default true standalone; aggregated mode refuses it (the host cluster serves that group).").NoOptDefVal = "true"
 }
@@ -162,6 +170,12 @@ func (o *AggregatedOptions) Validate() []error {
 	}
 	if o.SharedCASecret != "" && !o.Aggregated() {
 		errs = append(errs, errors.New("--shared-ca-secret is for aggregated mode (a Secret of the host cluster)"))
+	}
+	if _, err := o.driverServiceAccounts(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(o.DriverServiceAccounts) > 0 && !o.Aggregated() {
+		errs = append(errs, errors.New("--driver-service-account is for aggregated mode; standalone drivers get node identities from client-kubeconfig"))
 	}
 	if o.Aggregated() && (o.ServiceName == "" || o.ServiceNamespace == "") {
 		errs = append(errs, errors.New("aggregated mode needs --service-name and --service-namespace (the aggregator checks the serving certificate for <service>.<namespace>.svc)"))
@@ -250,4 +264,23 @@ func (o *AggregatedOptions) hostNamespaces() (typedcorev1.NamespaceInterface, er
 		return nil, fmt.Errorf("aggregated mode: host client for namespaces: %w", err)
 	}
 	return client.CoreV1().Namespaces(), nil
+}
+
+// driverServiceAccounts parses --driver-service-account into the service
+// accounts' user names and their drivers.
+func (o *AggregatedOptions) driverServiceAccounts() (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, v := range o.DriverServiceAccounts {
+		account, driverName, ok := strings.Cut(v, "=")
+		namespace, name, okName := strings.Cut(account, "/")
+		if !ok || !okName || namespace == "" || name == "" || driverName == "" {
+			return nil, fmt.Errorf("--driver-service-account %q must be <namespace>/<name>=<driver>", v)
+		}
+		if msgs := validation.IsDNS1123Subdomain(driverName); len(msgs) > 0 {
+			return nil, fmt.Errorf("--driver-service-account %q: driver %q: %s", v, driverName, strings.Join(msgs, "; "))
+		}
+		user := serviceaccount.MakeUsername(namespace, name)
+		out[user] = append(out[user], driverName)
+	}
+	return out, nil
 }

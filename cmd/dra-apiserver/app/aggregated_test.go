@@ -119,6 +119,23 @@ func TestAggregatedOptions(t *testing.T) {
 			wantErr: "--shared-ca-secret cannot be used with --tls-cert-file",
 		},
 		"no service name": {args: []string{"--mode=aggregated", "--service-name="}, wantErr: "--service-name"},
+		"driver service accounts": {
+			args: []string{"--mode=aggregated", "--kubeconfig=/host.kubeconfig",
+				"--driver-service-account=dra/gpu-driver=gpu.example.com", "--driver-service-account=dra/gpu-driver=nic.example.com"},
+			check: func(t *testing.T, o *Options) {
+				got, err := o.Aggregated.driverServiceAccounts()
+				if err != nil || !slices.Equal(got["system:serviceaccount:dra:gpu-driver"], []string{"gpu.example.com", "nic.example.com"}) {
+					t.Errorf("driver service accounts %v, %v", got, err)
+				}
+			},
+		},
+		"driver service account malformed": {
+			args:    []string{"--mode=aggregated", "--kubeconfig=/host.kubeconfig", "--driver-service-account=gpu-driver=gpu.example.com"},
+			wantErr: "must be <namespace>/<name>=<driver>",
+		},
+		"driver service account standalone": {
+			args: []string{"--driver-service-account=dra/gpu-driver=gpu.example.com"}, wantErr: "--driver-service-account is for aggregated mode",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/klog/v2"
 
+	"github.com/draplane/draplane/auth/node"
 	"github.com/draplane/draplane/codec"
 	"k8s.io/client-go/kubernetes"
 
@@ -78,7 +79,16 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 	if generic.Authentication.RequestHeaderConfig == nil && generic.Authentication.Authenticator != nil {
 		generic.Authentication.Authenticator = server.CacheClientCertificates(generic.Authentication.Authenticator, server.ClientCertCacheTTL)
 	}
+	// The node restriction of drivers' service accounts (aggregated
+	// mode); core-lite's chain has its own for node certificates.
+	nodeRestriction := node.NewAdmission()
+	if nodeRestriction.DriverServiceAccounts, err = o.Aggregated.driverServiceAccounts(); err != nil {
+		return nil, err
+	}
 	generic.AdmissionControl = admission.NewChainHandler()
+	if len(nodeRestriction.DriverServiceAccounts) > 0 {
+		generic.AdmissionControl = admission.NewChainHandler(nodeRestriction)
+	}
 	if o.CoreLite {
 		coreLite, plugin, err := server.NewCoreLite(generic.LoopbackClientConfig)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -23,7 +24,6 @@ import (
 	"github.com/draplane/draplane/driver/grpcplugin"
 	"github.com/draplane/draplane/driver/nodeagent"
 	"github.com/draplane/draplane/generated/clientset/versioned"
-	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	"github.com/draplane/draplane/server"
 )
 
@@ -37,6 +37,8 @@ const nodeAgentName = "dra-node-agent"
 // NodeAgentOptions are the flags of `dra-apiserver node-agent`.
 type NodeAgentOptions struct {
 	Kubeconfig      string
+	DataDir         string
+	Drivers         []string
 	NodeName        string
 	RegistrationDir string
 	Checkpoint      string
@@ -60,7 +62,9 @@ the dra-apiserver, and get NodePrepareResources and NodeUnprepareResources
 calls for the pods bound to the node. It registers the Node and keeps it
 Ready, marks a pod Running once every claim is prepared, shows the CDI
 device IDs each prepare returned in a PreparedDynamicResources event, and
-the health the plugins report in the pods' allocatedResourcesStatus.`,
+the health the plugins report in the pods' allocatedResourcesStatus. It
+runs as the node (user draplane:node:<node>), which the server restricts
+to the node's objects, and gets the claims of its pods by name.`,
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -77,7 +81,9 @@ the health the plugins report in the pods' allocatedResourcesStatus.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the dra-apiserver (default: admin.kubeconfig in the default data dir)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the dra-apiserver, with the node's identity (default: one signed for user draplane:node:<node> in group draplane:nodes by the CA of --data-dir, written to node-agent/<node>/kubeconfig there)")
+	fs.StringVar(&o.DataDir, "data-dir", "", "data directory of a standalone server on this machine, whose CA signs the node's identity when --kubeconfig is not given (default: the server's default data dir)")
+	fs.StringSliceVar(&o.Drivers, "driver", nil, "driver name, repeatable: the node's identity gets the group draplane:driver:<driver>, so that its clean start may remove that driver's slices of the node (without --kubeconfig)")
 	fs.StringVar(&o.NodeName, "node-name", "", "the node to play kubelet for; registered if it does not exist (required)")
 	fs.StringVar(&o.RegistrationDir, "plugin-registration-dir", o.RegistrationDir, "where kubelet plugins put their registration sockets (the kubelet's <root>/plugins_registry)")
 	fs.StringVar(&o.Checkpoint, "checkpoint", "", "file recording the prepared claims, so that a restarted agent unprepares the claims of pods deleted meanwhile and prepares nothing twice (default: node-agent/<node>/checkpoint.json in the default data dir)")
@@ -94,15 +100,26 @@ func (o *NodeAgentOptions) complete() error {
 	if o.Kubeconfig != "" && o.Checkpoint != "" {
 		return nil
 	}
-	dir, err := DefaultDataDir()
-	if err != nil {
-		return err
-	}
-	if o.Kubeconfig == "" {
-		o.Kubeconfig = filepath.Join(dir, server.AdminKubeconfigName)
+	dir := o.DataDir
+	if dir == "" {
+		var err error
+		if dir, err = DefaultDataDir(); err != nil {
+			return err
+		}
 	}
 	if o.Checkpoint == "" {
 		o.Checkpoint = filepath.Join(dir, "node-agent", o.NodeName, "checkpoint.json")
+	}
+	if o.Kubeconfig == "" {
+		// The node's own identity, never the admin's: the server
+		// restricts it to the node's objects (auth/node).
+		o.Kubeconfig = filepath.Join(dir, "node-agent", o.NodeName, "kubeconfig")
+		if err := os.MkdirAll(filepath.Dir(o.Kubeconfig), 0o700); err != nil {
+			return err
+		}
+		if err := server.MintClientKubeconfig(server.NodeKubeconfig(dir, o.NodeName, o.Drivers, o.Kubeconfig)); err != nil {
+			return fmt.Errorf("node identity: %w", err)
+		}
 	}
 	return nil
 }
@@ -133,7 +150,6 @@ func (o *NodeAgentOptions) run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
 		opts.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", o.NodeName).String()
 	}))
-	resourceFactory := resourceinformers.NewSharedInformerFactory(resourceClient, 0)
 	// The agent exists before the registry runs; the callbacks only run
 	// once the registry does.
 	var agent *nodeagent.Agent
@@ -154,7 +170,8 @@ func (o *NodeAgentOptions) run(ctx context.Context) error {
 			agent.SetDeviceHealth(u.DriverName, devices)
 		},
 	})
-	agent, err = nodeagent.New(logger, kubeClient, factory.Core().V1().Pods(), resourceFactory.Resource().V1().ResourceClaims(), nodeagent.Options{
+	claims := nodeagent.ClaimsFromClient(func(string) versioned.Interface { return resourceClient })
+	agent, err = nodeagent.New(logger, kubeClient, factory.Core().V1().Pods(), claims, nodeagent.Options{
 		Name:       nodeAgentName,
 		Nodes:      []string{o.NodeName},
 		Drivers:    registry,
@@ -164,9 +181,7 @@ func (o *NodeAgentOptions) run(ctx context.Context) error {
 		return err
 	}
 	factory.Start(ctx.Done())
-	resourceFactory.Start(ctx.Done())
 	defer factory.Shutdown()
-	defer resourceFactory.Shutdown()
 	registryDone := make(chan error, 1)
 	go func() { registryDone <- registry.Run(ctx) }()
 	go nodeagent.KeepReady(ctx, kubeClient, o.NodeName, nodeAgentName, time.Minute)

@@ -96,6 +96,7 @@ func TestAggregation(t *testing.T) {
 	t.Run("admin access follows the host namespace label", e.testAdminAccess)
 	t.Run("host pod", e.testHostPod)
 	t.Run("two replicas", e.testReplicas)
+	t.Run("driver service account held to its node", e.testDriverServiceAccount)
 	// Last: it reads what the server did in all of the above, and takes
 	// permissions away one at a time.
 	t.Run("rbac", e.testRBAC)
@@ -303,6 +304,7 @@ current-context: host
 		"--leader-elect-resource-namespace=draplane-system",
 		"--leader-elect-retry-period=500ms",
 		"--shared-ca-secret=draplane-ca",
+		"--driver-service-account=" + driverServiceAccount + "=gpu.example.com",
 		"--v=2",
 	}
 	e.draDataDir = filepath.Join(e.dir, "draplane-0")
@@ -479,6 +481,67 @@ func (e *env) testCRUD(t *testing.T) {
 // before the request is proxied, so the check that our server itself
 // refuses is made directly against it, authenticated as the aggregator
 // (front-proxy client certificate with X-Remote-User).
+// driverServiceAccount is a DRA driver's ServiceAccount, node-bound by
+// --driver-service-account.
+const driverServiceAccount = "dra-driver/gpu-driver"
+
+// testDriverServiceAccount: a driver's service account, bound to deploy/'s
+// ClusterRole draplane:driver in the host, may publish slices only of the
+// node its token names (the extra authentication.kubernetes.io/node-name,
+// which the aggregator passes on as X-Remote-Extra-) and of its driver;
+// the host's RBAC alone would allow any. Requests go to our server as the
+// aggregator sends them (kubectl 1.32 cannot impersonate an extra).
+func (e *env) testDriverServiceAccount(t *testing.T) {
+	binding := `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: gpu-driver}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "draplane:driver"}
+subjects:
+- {kind: ServiceAccount, name: gpu-driver, namespace: dra-driver}
+`
+	if out, err := e.kubectlStdin(binding, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply binding: %v\n%s", err, out)
+	}
+	slice := func(name, node, driver string) string {
+		return fmt.Sprintf(`{"apiVersion":"resource.draplane.dev/v1","kind":"ResourceSlice","metadata":{"name":%q},`+
+			`"spec":{"driver":%q,"nodeName":%q,"pool":{"name":%q,"generation":1,"resourceSliceCount":1}}}`, name, driver, node, node)
+	}
+	for _, tc := range []struct {
+		name, body, nodeName string
+		wantStatus           int
+		wantMessage          string
+	}{
+		{"its node", slice("sa-node-a", "node-a", "gpu.example.com"), "node-a", http.StatusCreated, ""},
+		{"another node", slice("sa-node-b", "node-b", "gpu.example.com"), "node-a", http.StatusForbidden, `may only write ResourceSlices with spec.nodeName node-a; slice sa-node-b has \"node-b\"`},
+		{"another driver", slice("sa-node-a-nic", "node-a", "nic.example.com"), "node-a", http.StatusForbidden, "not listed for the service account"},
+		{"token without a node", slice("sa-no-node", "node-a", "gpu.example.com"), "", http.StatusForbidden, "names no node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, e.draURL("/apis/resource.draplane.dev/v1/resourceslices"), strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			namespace, name, _ := strings.Cut(driverServiceAccount, "/")
+			req.Header.Set("X-Remote-User", "system:serviceaccount:"+namespace+":"+name)
+			req.Header.Add("X-Remote-Group", "system:serviceaccounts")
+			req.Header.Add("X-Remote-Group", "system:authenticated")
+			if tc.nodeName != "" {
+				req.Header.Set("X-Remote-Extra-Authentication.kubernetes.io%2fnode-name", tc.nodeName)
+			}
+			resp, err := e.draClient(&e.frontProxyCert).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantStatus || !strings.Contains(string(body), tc.wantMessage) {
+				t.Errorf("status %d, want %d naming %q: %s", resp.StatusCode, tc.wantStatus, tc.wantMessage, body)
+			}
+		})
+	}
+}
+
 func (e *env) testAuthorization(t *testing.T) {
 	role := `apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
