@@ -566,6 +566,12 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string) error 
 			errs = append(errs, err)
 		}
 	}
+	return syncResult(errs, waiting)
+}
+
+// syncResult is what a sync returns after errs, which need a retry, and
+// waiting, which wait for a change.
+func syncResult(errs, waiting []error) error {
 	switch {
 	case len(errs) > 0 && len(waiting) > 0:
 		// Retried: the waiting ones are only mentioned, so that the
