@@ -3,6 +3,7 @@ package allocation
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -386,15 +387,17 @@ func (c *Controller) releaseGangNominationsLocked(members []*gangMember) func() 
 }
 
 // considerGangPreemptionLocked looks for victims for a gang whose
-// members fit nowhere together; each member gets its part of the plan
-// (the victims with the first). The tracker's mutex must be held.
+// members fit nowhere together; each member placed in the plan gets its
+// part of it (the victims with the first). The tracker's mutex must be held.
 func (c *Controller) considerGangPreemptionLocked(ctx context.Context, group *schedulingv1beta1.PodGroup, members []*gangMember, req allocator.GangRequest, inv *allocator.Inventory) error {
 	cluster, err := c.preemptionClusterLocked(inv)
 	if err != nil {
 		return err
 	}
 	priority, policy := groupPriority(group, members)
-	preemptor := &preemption.Preemptor{Priority: priority, PreemptionPolicy: policy}
+	// The victims are chosen for a placement of the gang as PlaceGang
+	// makes it: within one domain of the topology key, minCount members.
+	preemptor := &preemption.Preemptor{Priority: priority, PreemptionPolicy: policy, Place: preemption.GangPlace(c.allocator, req)}
 	for i, m := range members {
 		preemptor.Members = append(preemptor.Members, preemption.Member{Key: podKey(m.pod), Claims: req.Members[i].Claims, Nodes: req.Members[i].Nodes})
 	}
@@ -402,6 +405,7 @@ func (c *Controller) considerGangPreemptionLocked(ctx context.Context, group *sc
 	if err != nil {
 		return fmt.Errorf("preemption: %w", err)
 	}
+	victimsPlanned := false
 	for i, m := range members {
 		if old, ok := c.nominations[m.pod.UID]; ok {
 			c.setHoldsLocked(old, false)
@@ -412,12 +416,16 @@ func (c *Controller) considerGangPreemptionLocked(ctx context.Context, group *sc
 			continue
 		}
 		placement := decision.Placement[i]
+		if placement.Node == "" {
+			// Left out: minCount members are placed without it.
+			continue
+		}
 		plan := &preemptionPlan{node: placement.Node, freedBy: decision.FreedBy, freed: decision.Freed}
-		if i == 0 {
-			plan.victims = decision.Victims
+		if !victimsPlanned {
+			plan.victims, victimsPlanned = decision.Victims, true
 		}
 		m.d.preemption = plan
-		n := &nomination{podUID: m.pod.UID, key: podKey(m.pod), node: placement.Node, priority: priority, holds: placement.Allocations}
+		n := &nomination{podUID: m.pod.UID, key: podKey(m.pod), node: placement.Node, priority: priority, holds: slices.DeleteFunc(slices.Clone(placement.Allocations), func(a *resourceapi.AllocationResult) bool { return a == nil })}
 		c.nominations[m.pod.UID] = n
 		c.setHoldsLocked(n, true)
 	}
