@@ -373,6 +373,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer stopRecording()
 	c.recorder = recorder
 
+	if cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		if err := c.restoreNominations(ctx); err != nil {
+			logger.Error(err, "Restoring nominations")
+		}
+	}
 	worker.Run(ctx, c.queue, workers, c.handle, c.synced...)
 }
 

@@ -240,11 +240,29 @@ func (c *Controller) preemptionClusterLocked(inv *allocator.Inventory) (*preempt
 			continue
 		}
 		cluster.Pods = append(cluster.Pods, preemption.Pod{
-			UID: pod.UID, Key: podKey(pod), Priority: podPriority(pod), Node: pod.Spec.NodeName,
+			UID: pod.UID, Key: podKey(pod), Priority: c.victimPriority(pod), Node: pod.Spec.NodeName,
 			Terminating: pod.DeletionTimestamp != nil,
 		})
 	}
 	return cluster, nil
+}
+
+// victimPriority is the priority a running pod defends its devices with:
+// a member of a PodGroup has the group's spec.priority when that is
+// higher than its own, so that a gang whose pods have no class of their
+// own is preempted by no pod the gang itself could preempt, and a later
+// member never preempts an earlier one.
+func (c *Controller) victimPriority(pod *corev1.Pod) int32 {
+	priority := podPriority(pod)
+	name := groupOf(pod)
+	if name == "" || c.podGroupLister == nil {
+		return priority
+	}
+	group, err := c.podGroupLister.PodGroups(pod.Namespace).Get(name)
+	if err != nil || group.Spec.Priority == nil {
+		return priority
+	}
+	return max(priority, *group.Spec.Priority)
 }
 
 // preemptionSummary is what the pod's condition and event add about
@@ -387,12 +405,18 @@ func (c *Controller) releaseGangNominationsLocked(members []*gangMember) func() 
 }
 
 // considerGangPreemptionLocked looks for victims for a gang whose
-// members fit nowhere together; each member placed in the plan gets its
+// members fit nowhere together, or for the later members of a placed gang
+// of which none fits (in the domain of those placed); each member placed in the plan gets its
 // part of it (the victims with the first). The tracker's mutex must be held.
 func (c *Controller) considerGangPreemptionLocked(ctx context.Context, group *schedulingv1beta1.PodGroup, members []*gangMember, req allocator.GangRequest, inv *allocator.Inventory) error {
 	cluster, err := c.preemptionClusterLocked(inv)
 	if err != nil {
 		return err
+	}
+	if req.MinCount < 1 {
+		// Later members of a placed gang: like single pods, the victims
+		// make room for one at least.
+		req.MinCount = 1
 	}
 	priority, policy := groupPriority(group, members)
 	// The victims are chosen for a placement of the gang as PlaceGang
@@ -433,6 +457,16 @@ func (c *Controller) considerGangPreemptionLocked(ctx context.Context, group *sc
 	return nil
 }
 
+// preemptLaterMembers carries out the plans of a placed gang's later
+// members and adds what it did to reason.
+func (c *Controller) preemptLaterMembers(ctx context.Context, members []*gangMember, reason string) (string, error) {
+	summary, err := c.preemptGang(ctx, members)
+	if err != nil || summary == "" {
+		return reason, err
+	}
+	return reason + "; " + summary, nil
+}
+
 // preemptGang carries out the members' plans and says what the group's
 // condition adds about preemption ("" when there was no plan).
 func (c *Controller) preemptGang(ctx context.Context, members []*gangMember) (string, error) {
@@ -463,4 +497,74 @@ func (c *Controller) preemptGang(ctx context.Context, members []*gangMember) (st
 		}
 	}
 	return summary, nil
+}
+
+// restoreNominations rebuilds, after a restart, the holds of the pending
+// pods nominated before it: status.nominatedNodeName is all that persists
+// of a nomination, so the devices each would get on that node (with the
+// pods of lower priority and the terminating ones gone, as when it was
+// nominated) are held again, from the highest priority down, before any
+// pod is placed. A pod that no longer fits there keeps no hold; its own
+// sync decides again. Nothing is evicted here.
+func (c *Controller) restoreNominations(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	pods, err := c.podLister.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("list pods from cache: %w", err)
+	}
+	pods = slices.DeleteFunc(slices.Clone(pods), func(pod *corev1.Pod) bool {
+		return pod.Status.NominatedNodeName == "" || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil
+	})
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
+		if pa, pb := podPriority(a), podPriority(b); pa != pb {
+			return int(pb) - int(pa)
+		}
+		return strings.Compare(podKey(a), podKey(b))
+	})
+	for _, pod := range pods {
+		claims, waiting, err := c.claimsOfPod(pod)
+		if err != nil || waiting != "" {
+			continue
+		}
+		node, err := c.nodeLister.Get(pod.Status.NominatedNodeName)
+		if err != nil {
+			continue
+		}
+		if err := c.restoreNominationLocked(ctx, pod, claims, node); err != nil {
+			return err
+		}
+	}
+	logger.V(2).Info("Restored nominations", "nominated", len(pods), "held", len(c.nominations))
+	return nil
+}
+
+func (c *Controller) restoreNominationLocked(ctx context.Context, pod *corev1.Pod, claims []*resourcev1.ResourceClaim, node *corev1.Node) error {
+	t := c.tracker
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	toAllocate, _, err := c.podClaimsLocked(pod, claims, &decision{})
+	if err != nil || len(toAllocate) == 0 {
+		return nil
+	}
+	inv, err := c.currentInventoryLocked(klog.FromContext(ctx))
+	if err != nil {
+		return err
+	}
+	cluster, err := c.preemptionClusterLocked(inv)
+	if err != nil {
+		return err
+	}
+	preemptor := &preemption.Preemptor{
+		Priority: podPriority(pod),
+		Members:  []preemption.Member{{Key: podKey(pod), Claims: toAllocate, Nodes: []*corev1.Node{node}}},
+	}
+	decision, err := preemption.Find(ctx, cluster, preemptor, preemption.Options{})
+	if err != nil || !decision.Possible {
+		return err
+	}
+	placement := decision.Placement[0]
+	n := &nomination{podUID: pod.UID, key: podKey(pod), node: placement.Node, priority: podPriority(pod), holds: placement.Allocations}
+	c.nominations[pod.UID] = n
+	c.setHoldsLocked(n, true)
+	return nil
 }

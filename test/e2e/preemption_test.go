@@ -275,3 +275,28 @@ func TestPreemptionGang(t *testing.T) {
 		}
 	}
 }
+
+// TestPreemptionGangLaterMember: a later member of a placed gang preempts
+// like a single pod. One node of two GPUs: the high-priority gang (minCount
+// 1) is placed with one member, a low pod takes the other GPU, then a
+// second member comes: it evicts the low pod and runs.
+func TestPreemptionGangLaterMember(t *testing.T) {
+	requireKubectl(t)
+	s := startServer(t, t.TempDir(), "--simulate-nodes=1", "--simulate-devices-per-node=2", gangGates)
+	s.MustKubectl(t, gangSetup+"---\n"+preemptionClasses, "apply", "-f", "-")
+	gang := strings.Replace(gangYAML("late", 1, 1, "gpus-1", ""), "spec:\n  schedulingPolicy:", "spec:\n  priorityClassName: high\n  schedulingPolicy:", 1)
+	s.MustKubectl(t, gang, "apply", "-f", "-")
+	waitGroupCondition(t, s, "late", "true")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/late-0", "--timeout=120s")
+	s.MustKubectl(t, priorityPodYAML("small", "low", "", 1), "apply", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/small", "--timeout=120s")
+
+	s.MustKubectl(t, gangPodYAML("late-1", "late", "gpus-1"), "apply", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/late-1", "--timeout=120s")
+	if podExists(t, s, "pod/small") {
+		t.Error("pod/small still exists")
+	}
+	if out := preemptionEvents(t, s, "late-1", "Preempting"); !strings.Contains(out, "default/small") {
+		t.Errorf("late-1's Preempting events do not name default/small:\n%s", out)
+	}
+}
