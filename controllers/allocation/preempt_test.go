@@ -130,3 +130,40 @@ func TestPreemptionNominationRestored(t *testing.T) {
 		}
 	}
 }
+
+// TestPreemptionSearchNotRepeated: a victim search that found none is not
+// run again for the pod until something it depends on changes (an
+// informer event or a nomination bumps preemptionInputs).
+func TestPreemptionSearchNotRepeated(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	running := makePod("running", withGeneratedClaim("gpu"), withNodeName("node-a"), withPriority(100))
+	pending := makePod("pending", withGeneratedClaim("gpu"), withPriority(100))
+	runningClaim := generatedClaim(running, "gpu", allocatedOn("node-a", "gpu-0"), reservedFor(running))
+	tc := testCase{
+		nodes:  []*corev1.Node{makeNode("node-a")},
+		slices: []*resourcev1.ResourceSlice{makeSlice("node-a", 1, "a100")},
+		pods:   []*corev1.Pod{running, pending},
+		claims: []*resourcev1.ResourceClaim{runningClaim, generatedClaim(pending, "gpu")},
+	}
+	c := newTestController(t, klog.FromContext(ctx), tc)
+	claims := []*resourcev1.ResourceClaim{generatedClaim(pending, "gpu")}
+	d, err := c.decide(ctx, pending, claims)
+	if err != nil || d.preemption == nil || d.preemption.reason == "" {
+		t.Fatalf("first decide: %v %+v", err, d.preemption)
+	}
+	// The running pod's priority drops without an event reaching the
+	// handlers: the search is not run again, the answer stays.
+	lower := running.DeepCopy()
+	lower.Spec.Priority = new(int32(1))
+	if err := c.podStore.Update(lower); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = c.decide(ctx, pending, claims); err != nil || d.preemption == nil || d.preemption.reason == "" {
+		t.Errorf("second decide, nothing changed: %v %+v, want the remembered reason", err, d.preemption)
+	}
+	// An event: the search runs again and finds the victim.
+	c.preemptionInputs.Add(1)
+	if d, err = c.decide(ctx, pending, claims); err != nil || d.preemption == nil || len(d.preemption.victims) != 1 {
+		t.Errorf("decide after an event: %v %+v, want one victim", err, d.preemption)
+	}
+}
