@@ -244,13 +244,7 @@ func TestAdmission(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-			for _, pc := range tc.classes {
-				if err := indexer.Add(pc); err != nil {
-					t.Fatal(err)
-				}
-			}
-			plugin := &Admission{Handler: admission.NewHandler(admission.Create), lister: schedulinglisters.NewPriorityClassLister(indexer)}
+			plugin := testAdmission(t, tc.classes)
 			namespace := tc.namespace
 			if namespace == "" {
 				namespace = "ns"
@@ -263,14 +257,8 @@ func TestAdmission(t *testing.T) {
 			attrs := admission.NewAttributesRecord(pod, nil, corescheme.CoreV1.WithKind("Pod"), namespace, "p",
 				corescheme.CoreV1.WithResource("pods"), tc.subresource, operation, &metav1.CreateOptions{}, false, nil)
 			err := plugin.Admit(context.Background(), attrs, nil)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !apierrors.IsForbidden(err) {
-					t.Fatalf("error %v, want 403 with %q", err, tc.wantErr)
-				}
+			if !admitted(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if pod.Spec.PriorityClassName != tc.wantClass {
 				t.Errorf("priorityClassName %q, want %q", pod.Spec.PriorityClassName, tc.wantClass)
@@ -314,13 +302,7 @@ func TestAdmissionPodGroup(t *testing.T) {
 		{name: "update is left alone", operation: admission.Update, spec: schedulingv1beta1.PodGroupSpec{PriorityClassName: "gold"}, wantClass: "gold"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-			for _, pc := range tc.classes {
-				if err := indexer.Add(pc); err != nil {
-					t.Fatal(err)
-				}
-			}
-			plugin := &Admission{Handler: admission.NewHandler(admission.Create), lister: schedulinglisters.NewPriorityClassLister(indexer)}
+			plugin := testAdmission(t, tc.classes)
 			operation := tc.operation
 			if operation == "" {
 				operation = admission.Create
@@ -330,14 +312,8 @@ func TestAdmissionPodGroup(t *testing.T) {
 			attrs := admission.NewAttributesRecord(group, nil, gv.WithKind("PodGroup"), "ns", "g",
 				gv.WithResource("podgroups"), "", operation, &metav1.CreateOptions{}, false, nil)
 			err := plugin.Admit(context.Background(), attrs, nil)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !apierrors.IsForbidden(err) {
-					t.Fatalf("error %v, want 403 with %q", err, tc.wantErr)
-				}
+			if !admitted(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if group.Spec.PriorityClassName != tc.wantClass {
 				t.Errorf("priorityClassName %q, want %q", group.Spec.PriorityClassName, tc.wantClass)
@@ -350,4 +326,32 @@ func TestAdmissionPodGroup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testAdmission is the plugin on a lister of classes.
+func testAdmission(t *testing.T, classes []*schedulingv1.PriorityClass) *Admission {
+	t.Helper()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, pc := range classes {
+		if err := indexer.Add(pc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &Admission{Handler: admission.NewHandler(admission.Create), lister: schedulinglisters.NewPriorityClassLister(indexer)}
+}
+
+// admitted checks Admit's error against wantErr (a 403 containing it);
+// true when the object was admitted and its fields are to be checked.
+func admitted(t *testing.T, err error, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) || !apierrors.IsForbidden(err) {
+			t.Fatalf("error %v, want 403 with %q", err, wantErr)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
 }
