@@ -536,7 +536,7 @@ func (c *Controller) restoreNominations(ctx context.Context) error {
 		return pod.Status.NominatedNodeName == "" || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil
 	})
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
-		if pa, pb := podPriority(a), podPriority(b); pa != pb {
+		if pa, pb := c.victimPriority(a), c.victimPriority(b); pa != pb {
 			return int(pb) - int(pa)
 		}
 		return strings.Compare(podKey(a), podKey(b))
@@ -574,8 +574,10 @@ func (c *Controller) restoreNominationLocked(ctx context.Context, pod *corev1.Po
 	if err != nil {
 		return err
 	}
+	// A gang member holds with its group's priority, as when nominated.
+	priority := c.victimPriority(pod)
 	preemptor := &preemption.Preemptor{
-		Priority: podPriority(pod),
+		Priority: priority,
 		Members:  []preemption.Member{{Key: podKey(pod), Claims: toAllocate, Nodes: []*corev1.Node{node}}},
 	}
 	decision, err := preemption.Find(ctx, cluster, preemptor, preemption.Options{})
@@ -583,7 +585,7 @@ func (c *Controller) restoreNominationLocked(ctx context.Context, pod *corev1.Po
 		return err
 	}
 	placement := decision.Placement[0]
-	n := &nomination{podUID: pod.UID, key: podKey(pod), node: placement.Node, priority: podPriority(pod), holds: placement.Allocations}
+	n := &nomination{podUID: pod.UID, key: podKey(pod), node: placement.Node, priority: priority, holds: slices.DeleteFunc(slices.Clone(placement.Allocations), func(a *resourceapi.AllocationResult) bool { return a == nil })}
 	c.nominations[pod.UID] = n
 	c.preemptionInputs.Add(1)
 	c.setHoldsLocked(n, true)
