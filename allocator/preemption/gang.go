@@ -51,7 +51,7 @@ func (w *world) place(ctx context.Context, victims []Pod) ([]allocator.Result, s
 		return nil, "", errBudget
 	}
 	w.attempts++
-	return w.preemptor.Place(ctx, w.state)
+	return w.preemptor.Place(ctx, w.state, w.inUse)
 }
 
 // placeGang places the members one by one, each on the first of its nodes
@@ -119,5 +119,23 @@ func (w *world) removeMember(m int, allocations []*resourceapi.AllocationResult)
 	for j, alloc := range allocations {
 		w.inUse.SetClaim(memberClaimUID(m, j), nil)
 		w.state.Refresh(w.inUse, alloc)
+	}
+}
+
+// GangPlace is a Preemptor.Place for a gang: alloc.PlaceGang with req,
+// whose members are the preemptor's, so that victims are chosen for a
+// placement that keeps the group's topology key and needs only its
+// MinCount members. The members left out get an empty result.
+func GangPlace(alloc *allocator.Allocator, req allocator.GangRequest) func(context.Context, *allocator.State, *allocator.InUse) ([]allocator.Result, string, error) {
+	return func(ctx context.Context, st *allocator.State, u *allocator.InUse) ([]allocator.Result, string, error) {
+		result, err := alloc.PlaceGang(ctx, st, u, req)
+		if err != nil || result.Placements == nil {
+			return nil, result.Reason, err
+		}
+		placement := make([]allocator.Result, len(req.Members))
+		for _, p := range result.Placements {
+			placement[p.Member] = allocator.Result{Node: p.Node, Allocations: p.Allocations}
+		}
+		return placement, "", nil
 	}
 }

@@ -98,13 +98,16 @@ type Preemptor struct {
 	// PreemptionPolicy nil means PreemptLowerPriority, as defaulted.
 	PreemptionPolicy *corev1.PreemptionPolicy
 	Members          []Member
-	// Place, when set, places every member at once on st (the victims'
-	// claims released there) instead of the built-in search, which places
-	// the members one by one over their nodes, backtracking over nodes but
-	// not over the devices chosen on a node. It returns one result per
-	// member, or nil and a one-line reason. Each call counts as one
-	// attempt. st must be neither changed nor kept.
-	Place func(ctx context.Context, st *allocator.State) ([]allocator.Result, string, error)
+	// Place, when set, places the members at once on st, whose
+	// accounting is u (the victims' claims released in both), instead of
+	// the built-in search, which places every member one by one over
+	// their nodes, backtracking over nodes but not over the devices chosen
+	// on a node. A gang's Place is allocator.PlaceGang, which keeps the
+	// group's topology and needs only its minCount members. It returns
+	// one result per member (an empty Node for a member left out), or nil
+	// and a one-line reason. Each call counts as one attempt. st and u
+	// must be neither changed nor kept.
+	Place func(ctx context.Context, st *allocator.State, u *allocator.InUse) ([]allocator.Result, string, error)
 }
 
 // Options tune Find.

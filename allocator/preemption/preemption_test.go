@@ -401,7 +401,7 @@ func TestFindWaitsForTerminating(t *testing.T) {
 	}
 
 	calls := 0
-	preemptor.Place = func(ctx context.Context, st *allocator.State) ([]allocator.Result, string, error) {
+	preemptor.Place = func(ctx context.Context, st *allocator.State, _ *allocator.InUse) ([]allocator.Result, string, error) {
 		calls++
 		r, err := s.alloc.Allocate(ctx, st, preemptor.Members[0].Claims, node("a"))
 		if err != nil || !r.Fits() {

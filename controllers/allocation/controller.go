@@ -155,6 +155,11 @@ type Controller struct {
 	// nominations are the preemptors waiting for their victims to go,
 	// by pod UID (preempt.go); guarded by the tracker's mutex.
 	nominations map[types.UID]*nomination
+	// preemptionInputs counts the changes a victim search depends on
+	// (informer events, nominations made or dropped); noPreemption are
+	// the searches that found no victims, by pod (tracker's mutex).
+	preemptionInputs atomic.Int64
+	noPreemption     map[types.UID]noPreemption
 	// snapshotGeneration counts changes of slices, classes and taint
 	// rules; inventory is rebuilt when it moved on.
 	snapshotGeneration  atomic.Int64
@@ -245,6 +250,7 @@ func NewController(
 		},
 		tracker:       newAllocationTracker(),
 		nominations:   map[types.UID]*nomination{},
+		noPreemption:  map[types.UID]noPreemption{},
 		ownWrites:     newOwnWrites(),
 		slices:        make(map[types.UID]convertedSlice),
 		unschedulable: make(map[string]struct{}),
@@ -353,7 +359,7 @@ func (c *Controller) addEventHandlers(logger klog.Logger,
 		handlers = append(handlers, handler{"device taint rule", taintRuleInformer.Informer(), c.snapshotHandler(logger, "DeviceTaintRule")})
 	}
 	for _, h := range handlers {
-		if _, err := h.informer.AddEventHandlerWithOptions(h.funcs, cache.HandlerOptions{Logger: &logger}); err != nil {
+		if _, err := h.informer.AddEventHandlerWithOptions(countingHandler(&c.preemptionInputs, h.funcs), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return fmt.Errorf("add %s event handler: %w", h.what, err)
 		}
 	}
@@ -373,6 +379,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer stopRecording()
 	c.recorder = recorder
 
+	if cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		if err := c.restoreNominations(ctx); err != nil {
+			logger.Error(err, "Restoring nominations")
+		}
+	}
 	worker.Run(ctx, c.queue, workers, c.handle, c.synced...)
 }
 

@@ -200,7 +200,11 @@ func (c *Controller) syncGroup(ctx context.Context, key string) error {
 		if placed {
 			// Nothing of the rest fits now; they wait for the cluster.
 			c.markUnschedulable(key, eventsBefore)
-			message := truncate(fmt.Sprintf("PodGroup %s is placed; %s", group.Name, gangReason(result)), maxMessageLength)
+			reason, err := c.preemptLaterMembers(ctx, members, gangReason(result))
+			if err != nil {
+				return err
+			}
+			message := truncate(fmt.Sprintf("PodGroup %s is placed; %s", group.Name, reason), maxMessageLength)
 			for _, pod := range pending {
 				if err := c.setPodCondition(ctx, pod, corev1.PodScheduled, corev1.ConditionFalse, ReasonUnschedulable, message); err != nil {
 					return err
@@ -279,10 +283,8 @@ func (c *Controller) decideGang(ctx context.Context, group *schedulingv1beta1.Po
 	}
 	logger.V(3).Info("Gang placement", "members", len(members), "need", need, "placed", len(result.Placements), "domain", result.Domain, "steps", result.Steps, "duration", time.Since(start))
 	if result.Placements == nil {
-		if !placed {
-			if err := c.considerGangPreemptionLocked(ctx, group, members, req, inv); err != nil {
-				return allocator.GangResult{}, err
-			}
+		if err := c.considerGangPreemptionLocked(ctx, group, members, req, inv); err != nil {
+			return allocator.GangResult{}, err
 		}
 		return result, nil
 	}

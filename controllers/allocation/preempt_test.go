@@ -94,3 +94,76 @@ func mustDelete(t *testing.T, store interface{ Delete(any) error }, obj any) {
 		t.Fatalf("delete from store: %v", err)
 	}
 }
+
+// TestPreemptionNominationRestored: after a restart, a pod nominated
+// before it (status.nominatedNodeName) gets its hold back before any pod
+// is placed: the freed GPU goes to it, not to a pending pod of equal
+// priority synced first.
+func TestPreemptionNominationRestored(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	preemptor := makePod("preemptor", withGeneratedClaim("gpu"), withPriority(100))
+	preemptor.Status.NominatedNodeName = "node-a"
+	equal := makePod("equal", withGeneratedClaim("gpu"), withPriority(100))
+	tc := testCase{
+		nodes:  []*corev1.Node{makeNode("node-a")},
+		slices: []*resourcev1.ResourceSlice{makeSlice("node-a", 1, "a100")},
+		pods:   []*corev1.Pod{preemptor, equal},
+		claims: []*resourcev1.ResourceClaim{generatedClaim(preemptor, "gpu"), generatedClaim(equal, "gpu")},
+	}
+	c := newTestController(t, klog.FromContext(ctx), tc)
+	if err := c.restoreNominations(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.nominations[preemptor.UID]; n == nil || n.node != "node-a" {
+		t.Errorf("nomination of the preemptor after the restart: %+v", n)
+	}
+	if err := c.syncPod(ctx, podKey(equal)); !errors.Is(err, errUnschedulable) {
+		t.Fatalf("sync equal pod while the GPU is held: %v", err)
+	}
+	if err := c.syncPod(ctx, podKey(preemptor)); err != nil {
+		t.Fatalf("sync preemptor: %v", err)
+	}
+	for name, want := range map[string]string{"preemptor": "node-a", "equal": ""} {
+		pod, err := c.kubeClient.CoreV1().Pods(testNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || pod.Spec.NodeName != want {
+			t.Errorf("pod %s: node %q, want %q (%v)", name, pod.Spec.NodeName, want, err)
+		}
+	}
+}
+
+// TestPreemptionSearchNotRepeated: a victim search that found none is not
+// run again for the pod until something it depends on changes (an
+// informer event or a nomination bumps preemptionInputs).
+func TestPreemptionSearchNotRepeated(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	running := makePod("running", withGeneratedClaim("gpu"), withNodeName("node-a"), withPriority(100))
+	pending := makePod("pending", withGeneratedClaim("gpu"), withPriority(100))
+	runningClaim := generatedClaim(running, "gpu", allocatedOn("node-a", "gpu-0"), reservedFor(running))
+	tc := testCase{
+		nodes:  []*corev1.Node{makeNode("node-a")},
+		slices: []*resourcev1.ResourceSlice{makeSlice("node-a", 1, "a100")},
+		pods:   []*corev1.Pod{running, pending},
+		claims: []*resourcev1.ResourceClaim{runningClaim, generatedClaim(pending, "gpu")},
+	}
+	c := newTestController(t, klog.FromContext(ctx), tc)
+	claims := []*resourcev1.ResourceClaim{generatedClaim(pending, "gpu")}
+	d, err := c.decide(ctx, pending, claims)
+	if err != nil || d.preemption == nil || d.preemption.reason == "" {
+		t.Fatalf("first decide: %v %+v", err, d.preemption)
+	}
+	// The running pod's priority drops without an event reaching the
+	// handlers: the search is not run again, the answer stays.
+	lower := running.DeepCopy()
+	lower.Spec.Priority = new(int32(1))
+	if err := c.podStore.Update(lower); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = c.decide(ctx, pending, claims); err != nil || d.preemption == nil || d.preemption.reason == "" {
+		t.Errorf("second decide, nothing changed: %v %+v, want the remembered reason", err, d.preemption)
+	}
+	// An event: the search runs again and finds the victim.
+	c.preemptionInputs.Add(1)
+	if d, err = c.decide(ctx, pending, claims); err != nil || d.preemption == nil || len(d.preemption.victims) != 1 {
+		t.Errorf("decide after an event: %v %+v, want one victim", err, d.preemption)
+	}
+}

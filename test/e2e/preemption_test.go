@@ -225,7 +225,8 @@ func TestPreemptionAbandoned(t *testing.T) {
 }
 
 // TestPreemptionGang: two nodes of two GPUs, each GPU held by a low pod;
-// a high-priority gang of two pods with two GPUs each preempts all four,
+// a gang of two pods with two GPUs each, of high priority through its
+// PodGroup's priorityClassName (its pods have none), preempts all four,
 // across both nodes, and runs whole.
 func TestPreemptionGang(t *testing.T) {
 	requireKubectl(t)
@@ -238,8 +239,24 @@ func TestPreemptionGang(t *testing.T) {
 	s.MustKubectl(t, small.String(), "apply", "-f", "-")
 	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/small-0", "pod/small-1", "pod/small-2", "pod/small-3", "--timeout=120s")
 
-	gang := strings.ReplaceAll(gangYAML("train", 2, 2, "gpus-2", ""), "spec:\n  schedulingGroup:", "spec:\n  priorityClassName: high\n  schedulingGroup:")
+	// The class is the PodGroup's only: its pods have the default
+	// priority 0, below the small pods'. The Priority admission resolves
+	// the PodGroup's class into spec.priority, and the gang preempts with it.
+	gang := strings.Replace(gangYAML("train", 2, 2, "gpus-2", ""), "spec:\n  schedulingPolicy:", "spec:\n  priorityClassName: high\n  schedulingPolicy:", 1)
 	s.MustKubectl(t, gang, "apply", "-f", "-")
+	if got := s.MustKubectl(t, "", "get", "podgroup", "train", "-o", "jsonpath={.spec.priority}"); got != "1000" {
+		t.Errorf("PodGroup spec.priority %q, want 1000 from class high", got)
+	}
+	for _, tc := range []struct{ name, spec, want string }{
+		{"unknown", "  priorityClassName: gold\n", "no PriorityClass with name gold was found"},
+		{"disagrees", "  priorityClassName: high\n  priority: 5\n", "the integer value of priority (5) must not be provided in pod group spec"},
+	} {
+		bad := strings.Replace(gangYAML("bad-"+tc.name, 1, 0, "gpus-2", ""), "spec:\n", "spec:\n"+tc.spec, 1)
+		out, err := s.Kubectl(t, bad, "create", "-f", "-")
+		if err == nil || !strings.Contains(out, "Forbidden") || !strings.Contains(out, tc.want) {
+			t.Errorf("PodGroup with %s: err %v, output %q, want Forbidden with %q", tc.name, err, out, tc.want)
+		}
+	}
 	waitGroupCondition(t, s, "train", "true")
 	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod", "-l", "group=train", "--timeout=120s")
 	nodes := gangNodes(t, s, "train")
@@ -256,5 +273,30 @@ func TestPreemptionGang(t *testing.T) {
 		if !strings.Contains(out, "on node "+node) && !strings.Contains(preemptionEvents(t, s, "train-1", "Preempting"), node) {
 			t.Errorf("no Preempting event names node %s:\n%s", node, out)
 		}
+	}
+}
+
+// TestPreemptionGangLaterMember: a later member of a placed gang preempts
+// like a single pod. One node of two GPUs: the high-priority gang (minCount
+// 1) is placed with one member, a low pod takes the other GPU, then a
+// second member comes: it evicts the low pod and runs.
+func TestPreemptionGangLaterMember(t *testing.T) {
+	requireKubectl(t)
+	s := startServer(t, t.TempDir(), "--simulate-nodes=1", "--simulate-devices-per-node=2", gangGates)
+	s.MustKubectl(t, gangSetup+"---\n"+preemptionClasses, "apply", "-f", "-")
+	gang := strings.Replace(gangYAML("late", 1, 1, "gpus-1", ""), "spec:\n  schedulingPolicy:", "spec:\n  priorityClassName: high\n  schedulingPolicy:", 1)
+	s.MustKubectl(t, gang, "apply", "-f", "-")
+	waitGroupCondition(t, s, "late", "true")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/late-0", "--timeout=120s")
+	s.MustKubectl(t, priorityPodYAML("small", "low", "", 1), "apply", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/small", "--timeout=120s")
+
+	s.MustKubectl(t, gangPodYAML("late-1", "late", "gpus-1"), "apply", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/late-1", "--timeout=120s")
+	if podExists(t, s, "pod/small") {
+		t.Error("pod/small still exists")
+	}
+	if out := preemptionEvents(t, s, "late-1", "Preempting"); !strings.Contains(out, "default/small") {
+		t.Errorf("late-1's Preempting events do not name default/small:\n%s", out)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -243,13 +244,7 @@ func TestAdmission(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-			for _, pc := range tc.classes {
-				if err := indexer.Add(pc); err != nil {
-					t.Fatal(err)
-				}
-			}
-			plugin := &Admission{Handler: admission.NewHandler(admission.Create), lister: schedulinglisters.NewPriorityClassLister(indexer)}
+			plugin := testAdmission(t, tc.classes)
 			namespace := tc.namespace
 			if namespace == "" {
 				namespace = "ns"
@@ -262,14 +257,8 @@ func TestAdmission(t *testing.T) {
 			attrs := admission.NewAttributesRecord(pod, nil, corescheme.CoreV1.WithKind("Pod"), namespace, "p",
 				corescheme.CoreV1.WithResource("pods"), tc.subresource, operation, &metav1.CreateOptions{}, false, nil)
 			err := plugin.Admit(context.Background(), attrs, nil)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !apierrors.IsForbidden(err) {
-					t.Fatalf("error %v, want 403 with %q", err, tc.wantErr)
-				}
+			if !admitted(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if pod.Spec.PriorityClassName != tc.wantClass {
 				t.Errorf("priorityClassName %q, want %q", pod.Spec.PriorityClassName, tc.wantClass)
@@ -285,4 +274,84 @@ func TestAdmission(t *testing.T) {
 	if plugin := (&Admission{Handler: admission.NewHandler(admission.Create)}); plugin.Handles(admission.Update) {
 		t.Error("the plugin handles updates: every update would decode its managedFields again")
 	}
+}
+
+// TestAdmissionPodGroup: a new PodGroup's priority is resolved as a pod's
+// (upstream's Priority admission for PodGroups); its preemptionPolicy is
+// not, as the PodGroupPreemptionPolicy gate is off.
+func TestAdmissionPodGroup(t *testing.T) {
+	classes := []*schedulingv1.PriorityClass{class("default-pc", 42, true, corev1.PreemptNever), class("high", 1000, false, corev1.PreemptNever)}
+	for _, tc := range []struct {
+		name      string
+		classes   []*schedulingv1.PriorityClass
+		spec      schedulingv1beta1.PodGroupSpec
+		operation admission.Operation
+		wantErr   string
+		wantClass string
+		want      *int32
+	}{
+		{name: "no class: the global default", classes: classes, want: ptr.To[int32](42), wantClass: "default-pc"},
+		{name: "no class, no default", want: ptr.To[int32](0)},
+		{name: "named class", classes: classes, spec: schedulingv1beta1.PodGroupSpec{PriorityClassName: "high"}, want: ptr.To[int32](1000), wantClass: "high"},
+		{name: "priority agrees", classes: classes, spec: schedulingv1beta1.PodGroupSpec{PriorityClassName: "high", Priority: ptr.To[int32](1000)}, want: ptr.To[int32](1000), wantClass: "high"},
+		{
+			name: "priority disagrees", classes: classes, spec: schedulingv1beta1.PodGroupSpec{PriorityClassName: "high", Priority: ptr.To[int32](5)},
+			wantErr: `podgroups.scheduling.k8s.io "g" is forbidden: the integer value of priority (5) must not be provided in pod group spec; priority admission controller computed 1000`,
+		},
+		{name: "unknown class", classes: classes, spec: schedulingv1beta1.PodGroupSpec{PriorityClassName: "gold"}, wantErr: "no PriorityClass with name gold was found"},
+		{name: "update is left alone", operation: admission.Update, spec: schedulingv1beta1.PodGroupSpec{PriorityClassName: "gold"}, wantClass: "gold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plugin := testAdmission(t, tc.classes)
+			operation := tc.operation
+			if operation == "" {
+				operation = admission.Create
+			}
+			group := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns"}, Spec: tc.spec}
+			gv := schedulingv1beta1.SchemeGroupVersion
+			attrs := admission.NewAttributesRecord(group, nil, gv.WithKind("PodGroup"), "ns", "g",
+				gv.WithResource("podgroups"), "", operation, &metav1.CreateOptions{}, false, nil)
+			err := plugin.Admit(context.Background(), attrs, nil)
+			if !admitted(t, err, tc.wantErr) {
+				return
+			}
+			if group.Spec.PriorityClassName != tc.wantClass {
+				t.Errorf("priorityClassName %q, want %q", group.Spec.PriorityClassName, tc.wantClass)
+			}
+			if !ptr.Equal(group.Spec.Priority, tc.want) {
+				t.Errorf("priority %v, want %v", ptr.Deref(group.Spec.Priority, -1), ptr.Deref(tc.want, -1))
+			}
+			if group.Spec.PreemptionPolicy != nil {
+				t.Errorf("preemptionPolicy %q set with the PodGroupPreemptionPolicy gate off", *group.Spec.PreemptionPolicy)
+			}
+		})
+	}
+}
+
+// testAdmission is the plugin on a lister of classes.
+func testAdmission(t *testing.T, classes []*schedulingv1.PriorityClass) *Admission {
+	t.Helper()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, pc := range classes {
+		if err := indexer.Add(pc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &Admission{Handler: admission.NewHandler(admission.Create), lister: schedulinglisters.NewPriorityClassLister(indexer)}
+}
+
+// admitted checks Admit's error against wantErr (a 403 containing it);
+// true when the object was admitted and its fields are to be checked.
+func admitted(t *testing.T, err error, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) || !apierrors.IsForbidden(err) {
+			t.Fatalf("error %v, want 403 with %q", err, wantErr)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
 }
