@@ -272,7 +272,7 @@ func (c *Controller) preemptionClusterLocked(inv *allocator.Inventory) (*preempt
 // member never preempts an earlier one.
 func (c *Controller) victimPriority(pod *corev1.Pod) int32 {
 	priority := podPriority(pod)
-	name := groupOf(pod)
+	name := podclaims.GroupOf(pod)
 	if name == "" || c.podGroupLister == nil {
 		return priority
 	}
