@@ -33,7 +33,7 @@ const (
 	PodsByGroupIndex = "pods-by-group"
 )
 
-// GroupClaimsEnabled: PodGroup-level claims are acted on
+// GroupClaimsEnabled says whether PodGroup-level claims are acted on
 // (DRAWorkloadResourceClaims, which needs GenericWorkload's PodGroups).
 func GroupClaimsEnabled() bool {
 	return features.Enabled(features.DRAWorkloadResourceClaims) && features.Enabled(features.GenericWorkload)
@@ -101,7 +101,7 @@ func PodConsumer(pod *corev1.Pod) resourcev1.ResourceClaimConsumerReference {
 	return resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID}
 }
 
-// IsGroupConsumer: the reservedFor entry is a PodGroup.
+// IsGroupConsumer says whether the reservedFor entry is a PodGroup.
 func IsGroupConsumer(consumer resourcev1.ResourceClaimConsumerReference) bool {
 	return consumer.APIGroup == schedulingv1beta1.GroupName && consumer.Resource == PodGroupResource
 }
