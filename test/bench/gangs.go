@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
@@ -169,18 +166,8 @@ type gangWatch struct {
 
 func watchGangs(s *server) (*gangWatch, error) {
 	w := &gangWatch{bound: map[string]time.Time{}, gangs: map[string]int{}, done: make(chan struct{})}
-	factory := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace(gangsNamespace))
-	podInformer := factory.Core().V1().Pods().Informer()
-	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    w.onPod,
-		UpdateFunc: func(_, obj any) { w.onPod(obj) },
-	}); err != nil {
+	if err := watchPods(s, gangsNamespace, w.onPod, w.done); err != nil {
 		return nil, err
-	}
-	factory.Start(w.done)
-	if !cache.WaitForCacheSync(w.done, podInformer.HasSynced) {
-		w.stop()
-		return nil, errors.New("pod informer did not sync")
 	}
 	return w, nil
 }

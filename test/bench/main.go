@@ -445,20 +445,31 @@ type boundWatch struct {
 
 func watchBound(s *server, pods int) (*boundWatch, error) {
 	w := &boundWatch{pods: pods, bound: make(chan time.Time, 1), seen: map[string]bool{}, done: make(chan struct{})}
-	factory := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace("bench-pods"))
-	podInformer := factory.Core().V1().Pods().Informer()
-	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    w.onPod,
-		UpdateFunc: func(_, obj any) { w.onPod(obj) },
-	}); err != nil {
+	if err := watchPods(s, "bench-pods", w.onPod, w.done); err != nil {
 		return nil, err
 	}
-	factory.Start(w.done)
-	if !cache.WaitForCacheSync(w.done, podInformer.HasSynced) {
-		w.stop()
-		return nil, errors.New("pod informer did not sync")
-	}
 	return w, nil
+}
+
+// watchPods calls onPod with every pod of the namespace as it is added
+// or updated, until done is closed. It returns once the informer synced;
+// after an error done is closed already.
+func watchPods(s *server, namespace string, onPod func(any), done chan struct{}) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace(namespace))
+	podInformer := factory.Core().V1().Pods().Informer()
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onPod,
+		UpdateFunc: func(_, obj any) { onPod(obj) },
+	}); err != nil {
+		close(done)
+		return err
+	}
+	factory.Start(done)
+	if !cache.WaitForCacheSync(done, podInformer.HasSynced) {
+		close(done)
+		return errors.New("pod informer did not sync")
+	}
+	return nil
 }
 
 func (w *boundWatch) onPod(obj any) {
