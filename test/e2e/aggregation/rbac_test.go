@@ -53,6 +53,11 @@ func (u use) String() string {
 // back to a plain list.
 const watchListFallback = "the informer lists by a watch-list stream here; list is its fallback against hosts without watch-list"
 
+// hostWithoutPodGroups: the test's kube-apiserver runs with its default
+// gates, so it does not serve scheduling.k8s.io/v1beta1 PodGroups
+// (GenericWorkload) and the controllers do not use them.
+const hostWithoutPodGroups = "only where the host serves scheduling.k8s.io/v1beta1 PodGroups (GenericWorkload), which the test's kube-apiserver does not"
+
 // uses is the table of README.md, "Aggregated mode".
 var uses = []use{
 	// system:auth-delegator
@@ -80,6 +85,10 @@ var uses = []use{
 	{verb: "watch", resource: "namespaces", why: "namespace informer (admin access label)"},
 	{verb: "create", resource: "events", namespace: "default", why: "events of the controllers"},
 	{verb: "patch", resource: "events", namespace: "default", why: "a repeated event's count", notReached: "only when the same event repeats"},
+	{verb: "get", group: "scheduling.k8s.io", resource: "podgroups", namespace: "default", why: "a pod's PodGroup (gangs, group claims)", notReached: hostWithoutPodGroups},
+	{verb: "list", group: "scheduling.k8s.io", resource: "podgroups", namespace: "default", why: "PodGroup informer (gangs, group claims)", notReached: hostWithoutPodGroups},
+	{verb: "watch", group: "scheduling.k8s.io", resource: "podgroups", namespace: "default", why: "PodGroup informer (gangs, group claims)", notReached: hostWithoutPodGroups},
+	{verb: "patch", group: "scheduling.k8s.io", resource: "podgroups", subresource: "status", namespace: "default", why: "PodGroupInitiallyScheduled and the group's generated claims (server-side apply)", notReached: hostWithoutPodGroups},
 	// draplane:leader-election (draplane-system)
 	{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: "draplane-system", name: "draplane-controllers", why: "leader election"},
 	{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "draplane-system", name: "draplane-controllers", why: "leader election, first leader"},
