@@ -9,12 +9,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/util/wait"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	utilcompatibility "k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
 	baseversion "k8s.io/component-base/version"
 	"k8s.io/klog/v2"
@@ -248,8 +245,10 @@ func (c CompletedConfig) addControllerManager(generic *genericapiserver.GenericA
 		if err := generic.AddPostStartHook("start-simulator", func(hook genericapiserver.PostStartHookContext) error {
 			// The simulated nodes act as their own node identities, which
 			// the default roles authorize: register them once those are in.
-			if err := waitForPostStartHook(hook, hook.LoopbackClientConfig, "rbac/bootstrap-roles"); err != nil {
-				return err
+			select {
+			case <-c.Extra.CoreLite.RolesReady():
+			case <-hook.Done():
+				return hook.Err()
 			}
 			return manager.StartSimulator(hook, inProcessConfig(hook.LoopbackClientConfig, inProcess))
 		}); err != nil {
@@ -278,23 +277,4 @@ func (s *Server) Run(ctx context.Context) error {
 	err := s.GenericAPIServer.PrepareRun().RunWithContext(ctx)
 	klog.FromContext(ctx).V(2).Info("Server stopped", "uptime", time.Since(start))
 	return err
-}
-
-// waitForPostStartHook waits until the server's post-start hook name has
-// finished, as its /readyz check says; a server without that hook has
-// nothing to wait for.
-func waitForPostStartHook(ctx context.Context, config *rest.Config, name string) error {
-	client, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		return err
-	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		status := 0
-		client.Discovery().RESTClient().Get().AbsPath("/readyz/poststarthook/" + name).Do(ctx).StatusCode(&status)
-		return status == http.StatusOK || status == http.StatusNotFound, nil
-	})
-	if err != nil {
-		return fmt.Errorf("wait for post-start hook %s: %w", name, err)
-	}
-	return nil
 }

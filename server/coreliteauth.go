@@ -31,6 +31,9 @@ type coreLiteAuth struct {
 	// node restricts node-bound identities to their node's objects.
 	node   *node.Authorizer
 	synced []cache.InformerSynced
+	// rolesReady is closed once the default roles are reconciled and the
+	// caches the authorizer reads have synced (rbac/bootstrap-roles).
+	rolesReady chan struct{}
 }
 
 func newCoreLiteAuth(c *CoreLite) *coreLiteAuth {
@@ -47,6 +50,7 @@ func newCoreLiteAuth(c *CoreLite) *coreLiteAuth {
 		resolver:   resolver,
 		authorizer: &rbac.Authorizer{Resolver: resolver},
 		node:       &node.Authorizer{Claims: claims.Lister(), Pods: pods.Lister()},
+		rolesReady: make(chan struct{}),
 		synced: []cache.InformerSynced{
 			claims.Informer().HasSynced,
 			pods.Informer().HasSynced,
@@ -61,6 +65,11 @@ func newCoreLiteAuth(c *CoreLite) *coreLiteAuth {
 // RBACAuthorizer is the authorizer of core-lite's RBAC objects; the
 // command puts it after the admin group's in the server's chain.
 func (c *CoreLite) RBACAuthorizer() authorizer.Authorizer { return c.auth.authorizer }
+
+// RolesReady is closed once the server authorizes by its default roles
+// and bindings: identities other than admin (the simulated nodes) may
+// act from then on.
+func (c *CoreLite) RolesReady() <-chan struct{} { return c.auth.rolesReady }
 
 // NodeAuthorizer denies node-bound identities other nodes' objects; the
 // command puts it before RBAC.
@@ -130,6 +139,7 @@ func (c *CoreLite) installAuth(s *genericapiserver.GenericAPIServer, scheme *run
 		if !cache.WaitForCacheSync(hook.Done(), c.auth.synced...) {
 			return fmt.Errorf("RBAC caches not synced")
 		}
+		close(c.auth.rolesReady)
 		return nil
 	}); err != nil {
 		return err
