@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -231,18 +230,18 @@ func (w *gangWatch) settle(quiet, limit time.Duration) (int, time.Duration) {
 }
 
 // firstLast returns the first and the last time a pod was seen bound.
-func (w *gangWatch) firstLast() (time.Time, time.Time) {
+func (w *gangWatch) firstLast() (first, last time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	times := make([]time.Time, 0, len(w.bound))
 	for _, at := range w.bound {
-		times = append(times, at)
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
 	}
-	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
-	if len(times) == 0 {
-		return time.Time{}, time.Time{}
-	}
-	return times[0], times[len(times)-1]
+	return first, last
 }
 
 // gangsBound counts the gangs with at least minCount pods bound, and the
