@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,7 +21,6 @@ import (
 	"github.com/draplane/draplane/apis/resource/upstreamv1"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
-	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/registry/deviceclass"
 	"github.com/draplane/draplane/registry/devicetaintrule"
 	"github.com/draplane/draplane/registry/resourceclaim"
@@ -124,11 +122,11 @@ func expirationEvaluator(info version.Info) (genericapiserver.ResourceExpiration
 // client (served by inProcess) once the server serves; this hook owns
 // them and shuts them down when the server stops.
 func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter,
-	adminAccess resourceclaim.AdminAccess, shared *controllermanager.SharedInformers, inProcess http.Handler, upstream bool) (*resourcepool.REST, error) {
+	adminAccess resourceclaim.AdminAccess, inProcess *InProcess, upstream bool) (*resourcepool.REST, error) {
 	pools := resourcepool.NewREST(capacity.New(allocator.New(allocator.Options{})))
 	pools.RegisterMetrics()
 	if err := s.AddPostStartHook("start-resourcepools", func(hook genericapiserver.PostStartHookContext) error {
-		informers, err := shared.Get(inProcessConfig(hook.LoopbackClientConfig, inProcess))
+		informers, err := inProcess.Informers(hook.LoopbackClientConfig)
 		if err != nil {
 			return err
 		}

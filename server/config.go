@@ -42,6 +42,10 @@ type ExtraConfig struct {
 	ServerURL string
 	// CoreLite, when set, serves core-lite (see NewCoreLite).
 	CoreLite *CoreLite
+	// InProcess, when set, is where the clients inside the process send
+	// their requests and find their shared informers; core-lite's
+	// informers are among them. New makes one when it is not set.
+	InProcess *InProcess
 	// HostNamespaces, in aggregated mode, reads the host cluster's
 	// namespaces: their resource.kubernetes.io/admin-access label says
 	// where admin access to devices is allowed. Without it core-lite's
@@ -161,20 +165,22 @@ func (c CompletedConfig) New() (*Server, error) {
 	generic.Handler.GoRestfulContainer.Router(newRouteSelector())
 	optsGetter := c.Generic.RESTOptionsGetter
 	adminAccess := c.Extra.adminAccess()
-	// One set of informers on the loopback client for everything in the
-	// process that watches it.
-	shared := &controllermanager.SharedInformers{}
 	// The clients in the process (informers, controllers, simulator) call
 	// the handlers directly; their requests skip the filters that do
-	// nothing for them (inProcessHandler).
-	inProcess := newInProcessHandler(c.Generic.Config, generic.Handler,
-		withAPIChecks(generic.Handler.Director, c.Extra.Scheme, c.Generic.Config))
-	pools, err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, shared, inProcess, c.Extra.UpstreamResourceAPI)
+	// nothing for them (inProcessHandler). They share one set of
+	// informers: each resource is watched, decoded and cached once.
+	inProcess := c.Extra.InProcess
+	if inProcess == nil {
+		inProcess = NewInProcess()
+	}
+	inProcess.setHandler(newInProcessHandler(c.Generic.Config, generic.Handler,
+		withAPIChecks(generic.Handler.Director, c.Extra.Scheme, c.Generic.Config)))
+	pools, err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, inProcess, c.Extra.UpstreamResourceAPI)
 	if err != nil {
 		return nil, err
 	}
 	if c.Extra.DeviceMap {
-		if err := installDeviceMap(generic, pools.Tracker(), shared, inProcess, c.Extra.CoreLite != nil); err != nil {
+		if err := installDeviceMap(generic, pools.Tracker(), inProcess, c.Extra.CoreLite != nil); err != nil {
 			return nil, err
 		}
 	}
@@ -185,7 +191,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	if c.Extra.ControllerManager != nil {
 		manager := controllermanager.New(*c.Extra.ControllerManager)
-		manager.UseSharedInformers(shared)
+		manager.UseSharedInformers(&inProcess.informers)
 		if err := c.addControllerManager(generic, manager, inProcess); err != nil {
 			return nil, err
 		}

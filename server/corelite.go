@@ -26,7 +26,6 @@ import (
 	"github.com/draplane/draplane/auth/node"
 	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/controllers/namespace"
-	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	"github.com/draplane/draplane/registry/core"
 )
@@ -42,9 +41,13 @@ func addCoreLiteToScheme(scheme *runtime.Scheme) error { return core.AddToScheme
 type CoreLite struct {
 	client        kubernetes.Interface
 	dynamicClient dynamic.Interface
-	informers     informers.SharedInformerFactory
 	auth          *coreLiteAuth
-	// resourceInformers feed the node authorizer's claim cache.
+	// informers are the process's shared informers (InProcess): the
+	// namespaces, RBAC objects, priority classes and pods that core-lite
+	// reads are cached once, beside the controllers' own use of them.
+	informers informers.SharedInformerFactory
+	// resourceInformers feed the node authorizer's claim cache, shared
+	// with the controllers too.
 	resourceInformers resourceinformers.SharedInformerFactory
 }
 
@@ -55,7 +58,9 @@ type CoreLite struct {
 // node restriction validates updates, so the chain handles them, and the
 // API handlers check managedFields again after mutating admission on
 // every update; the NamespaceLifecycle plugin itself still skips them.
-func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) {
+// Everything core-lite watches comes from shared, the process's shared
+// informers (InProcess.Informers).
+func NewCoreLite(loopback *rest.Config, shared *controllermanager.Informers) (*CoreLite, admission.Interface, error) {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return nil, nil, fmt.Errorf("loopback client: %w", err)
@@ -64,12 +69,7 @@ func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("loopback dynamic client: %w", err)
 	}
-	resourceClient, err := versioned.NewForConfig(loopback)
-	if err != nil {
-		return nil, nil, fmt.Errorf("loopback resource client: %w", err)
-	}
-	c := &CoreLite{client: client, dynamicClient: dynamicClient}
-	c.informers, c.resourceInformers = coreLiteInformers(client, resourceClient)
+	c := &CoreLite{client: client, dynamicClient: dynamicClient, informers: shared.Kube, resourceInformers: shared.Resource}
 	// The RBAC and node authorizers' informers are asked for before the
 	// factories start.
 	c.auth = newCoreLiteAuth(c)
@@ -83,16 +83,6 @@ func NewCoreLite(loopback *rest.Config) (*CoreLite, admission.Interface, error) 
 		return nil, nil, fmt.Errorf("namespace lifecycle admission: %w", err)
 	}
 	return c, admission.NewChainHandler(namespaceLifecycle{plugin}, c.priorityAdmission(), node.NewAdmission()), nil
-}
-
-// coreLiteInformers are core-lite's informer factories. Their caches keep
-// no managedFields: none of their users (the authorizers, admission, the
-// namespace and ClusterRole aggregation controllers) reads them, and the
-// pods and claims cached here would otherwise hold them all a second time
-// beside the controllers' informers, which drop them too.
-func coreLiteInformers(client kubernetes.Interface, resourceClient versioned.Interface) (informers.SharedInformerFactory, resourceinformers.SharedInformerFactory) {
-	return informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute, informers.WithTransform(controllermanager.DropManagedFields)),
-		resourceinformers.NewSharedInformerFactoryWithOptions(resourceClient, 10*time.Minute, resourceinformers.WithTransform(controllermanager.DropManagedFields))
 }
 
 // namespaceLifecycle is the NamespaceLifecycle plugin asked only about

@@ -7,11 +7,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
-	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/controllermanager"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 )
 
 // TestCoreLiteAdmission checks which operations the admission chain
@@ -19,7 +21,11 @@ import (
 // premise of leaving updates out of NamespaceLifecycle: the plugin allows
 // any update, even in a namespace it has never seen.
 func TestCoreLiteAdmission(t *testing.T) {
-	_, chain, err := NewCoreLite(&rest.Config{Host: "https://127.0.0.1:1"})
+	shared := &controllermanager.Informers{
+		Kube:     informers.NewSharedInformerFactory(kubefake.NewClientset(), 0),
+		Resource: resourceinformers.NewSharedInformerFactory(resourcefake.NewSimpleClientset(), 0),
+	}
+	_, chain, err := NewCoreLite(&rest.Config{Host: "https://127.0.0.1:1"}, shared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,43 +60,5 @@ func TestCoreLiteAdmission(t *testing.T) {
 		if err := plugin.Admit(context.Background(), attrs, nil); err != nil {
 			t.Errorf("NamespaceLifecycle refused an update of %s: %v", resource, err)
 		}
-	}
-}
-
-// TestCoreLiteInformersDropManagedFields: the pods and claims in
-// core-lite's informer caches have no managedFields.
-func TestCoreLiteInformersDropManagedFields(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	managed := []metav1.ManagedFieldsEntry{{Manager: "test", Operation: metav1.ManagedFieldsOperationUpdate}}
-	kube := kubefake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ManagedFields: managed}})
-	resource := resourcefake.NewSimpleClientset(&resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", ManagedFields: managed}})
-	kubeInformers, resourceInformers := coreLiteInformers(kube, resource)
-	pods := kubeInformers.Core().V1().Pods()
-	claims := resourceInformers.Resource().V1().ResourceClaims()
-	pods.Informer()
-	claims.Informer()
-	kubeInformers.Start(ctx.Done())
-	resourceInformers.Start(ctx.Done())
-	defer func() {
-		cancel()
-		kubeInformers.Shutdown()
-		resourceInformers.Shutdown()
-	}()
-	kubeInformers.WaitForCacheSync(ctx.Done())
-	resourceInformers.WaitForCacheSync(ctx.Done())
-	pod, err := pods.Lister().Pods("ns").Get("p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pod.ManagedFields != nil {
-		t.Errorf("cached pod has managedFields %v", pod.ManagedFields)
-	}
-	claim, err := claims.Lister().ResourceClaims("ns").Get("c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if claim.ManagedFields != nil {
-		t.Errorf("cached claim has managedFields %v", claim.ManagedFields)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"github.com/draplane/draplane/allocator/capacity"
-	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/server/devicemap"
 )
 
@@ -16,7 +15,7 @@ import (
 // as the non-resource path /devicemap/*), fed by the process's shared
 // informers once the server serves. Pending pods are shown when
 // core-lite serves pods.
-func installDeviceMap(generic *genericapiserver.GenericAPIServer, tracker *capacity.Tracker, shared *controllermanager.SharedInformers, inProcess http.Handler, pods bool) error {
+func installDeviceMap(generic *genericapiserver.GenericAPIServer, tracker *capacity.Tracker, inProcess *InProcess, pods bool) error {
 	devicemap.RegisterMetrics()
 	m := devicemap.New(tracker)
 	stop := make(chan struct{})
@@ -24,7 +23,7 @@ func installDeviceMap(generic *genericapiserver.GenericAPIServer, tracker *capac
 	generic.Handler.NonGoRestfulMux.Handle(devicemap.Path[:len(devicemap.Path)-1], handler)
 	generic.Handler.NonGoRestfulMux.HandlePrefix(devicemap.Path, handler)
 	return generic.AddPostStartHook("start-devicemap", func(hook genericapiserver.PostStartHookContext) error {
-		informers, err := shared.Get(inProcessConfig(hook.LoopbackClientConfig, inProcess))
+		informers, err := inProcess.Informers(hook.LoopbackClientConfig)
 		if err != nil {
 			return err
 		}

@@ -5,10 +5,45 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+
+	"github.com/draplane/draplane/controllermanager"
 )
+
+// InProcess carries the requests of the clients inside the process to the
+// server's handler, and holds the informers they all share. It exists
+// before the server does: core-lite, built with the server's config, asks
+// for its informers then. Informers send requests only once the server
+// runs, and New sets the handler before that; a request that comes
+// earlier is answered 503.
+type InProcess struct {
+	handler   atomic.Pointer[http.Handler]
+	informers controllermanager.SharedInformers
+}
+
+// NewInProcess returns an InProcess whose handler New sets.
+func NewInProcess() *InProcess { return &InProcess{} }
+
+func (p *InProcess) setHandler(h http.Handler) { p.handler.Store(&h) }
+
+func (p *InProcess) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	h := p.handler.Load()
+	if h == nil {
+		http.Error(w, "the server is not built yet", http.StatusServiceUnavailable)
+		return
+	}
+	(*h).ServeHTTP(w, req)
+}
+
+// Informers returns the process's shared informers, on loopback's
+// credentials and served in process. The first call creates them; later
+// calls return the same ones.
+func (p *InProcess) Informers(loopback *rest.Config) (*controllermanager.Informers, error) {
+	return p.informers.Get(inProcessConfig(loopback, p))
+}
 
 // inProcessConfig is loopback (the server's own client config) with its
 // requests served by handler, the server's full handler chain, inside the

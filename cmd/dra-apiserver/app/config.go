@@ -89,8 +89,13 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 	if len(nodeRestriction.DriverServiceAccounts) > 0 {
 		generic.AdmissionControl = admission.NewChainHandler(nodeRestriction)
 	}
+	cfg.Extra.InProcess = server.NewInProcess()
 	if o.CoreLite {
-		coreLite, plugin, err := server.NewCoreLite(generic.LoopbackClientConfig)
+		shared, err := cfg.Extra.InProcess.Informers(generic.LoopbackClientConfig)
+		if err != nil {
+			return nil, err
+		}
+		coreLite, plugin, err := server.NewCoreLite(generic.LoopbackClientConfig, shared)
 		if err != nil {
 			return nil, err
 		}

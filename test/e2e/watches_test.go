@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// TestInProcessWatchesOnce: everything inside the process that watches a
+// resource (the controllers, the simulator, core-lite's admission and
+// authorizers, the resourcepools view) reads the process's shared
+// informers, so the server serves one watch of each resource, however
+// many in-process users it has. Core-lite once had informers of its own:
+// a second watch of pods, claims and namespaces, over the network
+// loopback, decoded from JSON and cached a second time.
+func TestInProcessWatchesOnce(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--simulate-nodes=2")
+	watches := map[string]int{}
+	// The informers start in post-start hooks; the watches follow their
+	// first lists.
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		watches = openWatches(s.MustKubectl(t, "", "get", "--raw", "/metrics"))
+		return watches["pods"] > 0 && watches["resourceclaims"] > 0 && watches["namespaces"] > 0 && watches["clusterroles"] > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("in-process watches did not start: %v (open: %v)", err, watches)
+	}
+	for _, resource := range []string{"pods", "resourceclaims", "namespaces", "nodes", "clusterroles", "rolebindings", "priorityclasses"} {
+		if got := watches[resource]; got != 1 {
+			t.Errorf("%d watches of %s open, want 1 (open: %v)", got, resource, watches)
+		}
+	}
+}
+
+// openWatches sums apiserver_longrunning_requests for verb WATCH by
+// resource, from the server's /metrics text.
+func openWatches(metrics string) map[string]int {
+	open := map[string]int{}
+	for _, line := range strings.Split(metrics, "\n") {
+		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `verb="WATCH"`) {
+			continue
+		}
+		labels, value, ok := strings.Cut(line[len("apiserver_longrunning_requests{"):], "} ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		for _, label := range strings.Split(labels, ",") {
+			if resource, ok := strings.CutPrefix(label, "resource="); ok {
+				open[strings.Trim(resource, `"`)] += int(n)
+			}
+		}
+	}
+	return open
+}
+
