@@ -60,4 +60,3 @@ func openWatches(metrics string) map[string]int {
 	}
 	return open
 }
-
