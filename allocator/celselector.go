@@ -2,18 +2,9 @@ package allocator
 
 import (
 	"context"
-	"sync"
 
 	"github.com/draplane/draplane/cel"
 )
-
-// preparedInput holds a device converted for CEL once, shared by all
-// expressions evaluated against that device.
-type preparedInput struct {
-	once  sync.Once
-	input *cel.DeviceInput
-	err   error
-}
 
 // celCompiler is the default SelectorCompiler: the device selector CEL
 // environment with its runtime cost limit.
@@ -33,18 +24,13 @@ type celProgram struct {
 	result cel.CompilationResult
 }
 
+// Matches converts the device for CEL for this one evaluation. The
+// Inventory remembers each expression's result per device, so a device
+// is converted once per expression; keeping the converted form for the
+// next expression held ~2.5 KiB per device for as long as the inventory
+// lived (12 MiB for the 4,000 devices of 500 nodes, counted once by the
+// allocation controller and again by the resourcepools view).
 func (p celProgram) Matches(ctx context.Context, d SelectorDevice) (bool, error) {
-	if d.prepared != nil {
-		d.prepared.once.Do(func() {
-			d.prepared.input, d.prepared.err = cel.NewDeviceInput(celDevice(d))
-		})
-		input, err := d.prepared.input, d.prepared.err
-		if err != nil {
-			return false, err
-		}
-		matches, _, err := p.result.DeviceInputMatches(ctx, input)
-		return matches, err
-	}
 	matches, _, err := p.result.DeviceMatches(ctx, celDevice(d))
 	return matches, err
 }

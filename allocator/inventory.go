@@ -340,7 +340,6 @@ func (inv *Inventory) newDevice(p *pool, s *resourceapi.ResourceSlice, api *reso
 			Attributes:               api.Attributes,
 			Capacity:                 api.Capacity,
 			AllowMultipleAllocations: api.AllowMultipleAllocations,
-			prepared:                 &preparedInput{},
 		},
 	}
 	if perDevice {

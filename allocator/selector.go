@@ -14,10 +14,6 @@ type SelectorDevice struct {
 	Attributes               map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 	Capacity                 map[resourceapi.QualifiedName]resourceapi.DeviceCapacity
 	AllowMultipleAllocations *bool
-
-	// prepared caches the CEL form of the device across expressions; nil
-	// outside an Inventory.
-	prepared *preparedInput
 }
 
 // SelectorProgram is one compiled selector expression.
