@@ -126,8 +126,9 @@ verify-layout: ## Fail if a package imports one above it (cmd -> server -> {cont
 verify: fmt vet verify-tidy lint verify-longfuncs verify-codegen verify-layout verify-api-compat test ## gofmt, go vet, go mod tidy, staticcheck, the long-function check, verify-codegen, the layout check, verify-api-compat and the tests.
 
 .PHONY: bench
-bench: ## Allocator benchmarks (ns/op, B/op, allocs/op) and pods bound/s by the allocation controller on a real in-process server.
+bench: ## Allocator benchmarks (ns/op, B/op, allocs/op), one node check against upstream's allocator (upstream/ours ratio), and pods bound/s by the allocation controller on a real in-process server.
 	$(GO) test -run '^$$' -bench . -benchmem ./allocator/
+	cd allocator/testdata/upstream && $(GO) test -run '^$$' -bench BenchmarkPerCheck .
 	$(GO) test -run '^$$' -bench BenchmarkPodsBoundPerSecond -benchtime=1x ./test/integration/allocation/
 
 .PHONY: fuzz
