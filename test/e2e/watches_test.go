@@ -19,20 +19,27 @@ import (
 // loopback, decoded from JSON and cached a second time.
 func TestInProcessWatchesOnce(t *testing.T) {
 	s := startServer(t, t.TempDir(), "--simulate-nodes=2")
+	resources := []string{"pods", "resourceclaims", "namespaces", "nodes", "clusterroles", "rolebindings", "priorityclasses"}
 	watches := map[string]int{}
-	// The informers start in post-start hooks; the watches follow their
-	// first lists.
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	// The informers start in post-start hooks, and a watch is reopened
+	// now and then: wait until each resource has exactly one. With a
+	// second informer of a resource its count stays at 2.
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 		watches = openWatches(s.MustKubectl(t, "", "get", "--raw", "/metrics"))
-		return watches["pods"] > 0 && watches["resourceclaims"] > 0 && watches["namespaces"] > 0 && watches["clusterroles"] > 0, nil
+		for _, resource := range resources {
+			if watches[resource] != 1 {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("in-process watches did not start: %v (open: %v)", err, watches)
-	}
-	for _, resource := range []string{"pods", "resourceclaims", "namespaces", "nodes", "clusterroles", "rolebindings", "priorityclasses"} {
-		if got := watches[resource]; got != 1 {
-			t.Errorf("%d watches of %s open, want 1 (open: %v)", got, resource, watches)
+		for _, resource := range resources {
+			if got := watches[resource]; got != 1 {
+				t.Errorf("%d watches of %s open, want 1", got, resource)
+			}
 		}
+		t.Fatalf("open watches by resource: %v", watches)
 	}
 }
 
