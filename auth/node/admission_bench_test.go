@@ -12,6 +12,10 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
+	"k8s.io/apiserver/pkg/endpoints/request"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 )
 
 // podWithManagedFields is a pod as the simulator's pods look after they
@@ -81,6 +85,34 @@ func BenchmarkUpdateAdmission(b *testing.B) {
 					if err := v.Validate(context.Background(), attrs, nil); err != nil {
 						b.Fatal(fmt.Errorf("validate: %w", err))
 					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkUpdateCheck measures the check the status store of claims runs
+// on every status update instead: a controller's update (not node-bound,
+// as the allocation controller's one per placed pod) and a node's.
+func BenchmarkUpdateCheck(b *testing.B) {
+	check := NewAdmission().UpdateCheck(resourcev1.SchemeGroupVersion.WithResource("resourceclaims"), "status")
+	old := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}
+	claim := old.DeepCopy()
+	claim.Status.Devices = []resourceapi.AllocatedDeviceStatus{{Driver: "gpu.example.com", Pool: "a", Device: "d0"}}
+	info := &request.RequestInfo{IsResourceRequest: true, APIGroup: "resource.draplane.dev", APIVersion: "v1", Resource: "resourceclaims", Subresource: "status"}
+	for _, tc := range []struct {
+		name string
+		user user.Info
+	}{
+		{"controller's update", &user.DefaultInfo{Name: "system:apiserver", Groups: []string{"system:masters"}}},
+		{"node's update", nodeA},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := request.WithRequestInfo(request.WithUser(context.Background(), tc.user), info)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := check(ctx, claim, old); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
