@@ -21,6 +21,7 @@ import (
 	"github.com/draplane/draplane/apis/resource/upstreamv1"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
+	"github.com/draplane/draplane/auth/node"
 	"github.com/draplane/draplane/registry/deviceclass"
 	"github.com/draplane/draplane/registry/devicetaintrule"
 	"github.com/draplane/draplane/registry/resourceclaim"
@@ -30,13 +31,21 @@ import (
 )
 
 // resourceStorage returns the storage of every resource of
-// resource.draplane.dev, keyed as the API paths name them.
-func resourceStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminAccess resourceclaim.AdminAccess, pools *resourcepool.REST) (map[string]rest.Storage, error) {
+// resource.draplane.dev, keyed as the API paths name them. The stores of
+// resourceslices and resourceclaims/status run nodeRestriction's checks of
+// updates (nil: none); the admission chain has it for creates and
+// deletes.
+func resourceStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, adminAccess resourceclaim.AdminAccess, pools *resourcepool.REST, nodeRestriction *node.Admission) (map[string]rest.Storage, error) {
+	var sliceCheck, claimStatusCheck rest.ValidateObjectUpdateFunc
+	if nodeRestriction != nil {
+		sliceCheck = nodeRestriction.UpdateCheck(resourcev1.SchemeGroupVersion.WithResource("resourceslices"), "")
+		claimStatusCheck = nodeRestriction.UpdateCheck(resourcev1.SchemeGroupVersion.WithResource("resourceclaims"), "status")
+	}
 	classes, err := deviceclass.NewREST(scheme, optsGetter)
 	if err != nil {
 		return nil, err
 	}
-	claims, claimStatus, err := resourceclaim.NewREST(scheme, optsGetter, adminAccess)
+	claims, claimStatus, err := resourceclaim.NewREST(scheme, optsGetter, adminAccess, claimStatusCheck)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +53,7 @@ func resourceStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGette
 	if err != nil {
 		return nil, err
 	}
-	slices, err := resourceslice.NewREST(scheme, optsGetter)
+	slices, err := resourceslice.NewREST(scheme, optsGetter, sliceCheck)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +131,7 @@ func expirationEvaluator(info version.Info) (genericapiserver.ResourceExpiration
 // client (served by inProcess) once the server serves; this hook owns
 // them and shuts them down when the server stops.
 func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter,
-	adminAccess resourceclaim.AdminAccess, inProcess *InProcess, upstream bool) (*resourcepool.REST, error) {
+	adminAccess resourceclaim.AdminAccess, nodeRestriction *node.Admission, inProcess *InProcess, upstream bool) (*resourcepool.REST, error) {
 	pools := resourcepool.NewREST(capacity.New(allocator.New(allocator.Options{})))
 	pools.RegisterMetrics()
 	if err := s.AddPostStartHook("start-resourcepools", func(hook genericapiserver.PostStartHookContext) error {
@@ -138,7 +147,7 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 	}); err != nil {
 		return nil, err
 	}
-	storage, err := resourceStorage(scheme, optsGetter, adminAccess, pools)
+	storage, err := resourceStorage(scheme, optsGetter, adminAccess, pools, nodeRestriction)
 	if err != nil {
 		return nil, fmt.Errorf("storage for %s: %w", resourceapi.GroupName, err)
 	}

@@ -16,6 +16,7 @@ import (
 	baseversion "k8s.io/component-base/version"
 	"k8s.io/klog/v2"
 
+	"github.com/draplane/draplane/auth/node"
 	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/registry/patcherrors"
 	"github.com/draplane/draplane/registry/resourceclaim"
@@ -46,6 +47,11 @@ type ExtraConfig struct {
 	// their requests and find their shared informers; core-lite's
 	// informers are among them. New makes one when it is not set.
 	InProcess *InProcess
+	// NodeRestriction, when set, is the node restriction of the
+	// admission chain, whose checks of updates the stores of
+	// resourceslices and resourceclaims/status run (the chain asks it
+	// about creates and deletes only).
+	NodeRestriction *node.Admission
 	// HostNamespaces, in aggregated mode, reads the host cluster's
 	// namespaces: their resource.kubernetes.io/admin-access label says
 	// where admin access to devices is allowed. Without it core-lite's
@@ -180,7 +186,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	inProcess := c.Extra.InProcess
 	inProcess.setHandler(newInProcessHandler(c.Generic.Config, generic.Handler,
 		withAPIChecks(generic.Handler.Director, c.Extra.Scheme, c.Generic.Config)))
-	pools, err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, inProcess, c.Extra.UpstreamResourceAPI)
+	pools, err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, c.Extra.NodeRestriction, inProcess, c.Extra.UpstreamResourceAPI)
 	if err != nil {
 		return nil, err
 	}

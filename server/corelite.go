@@ -54,13 +54,14 @@ type CoreLite struct {
 // NewCoreLite builds the loopback clients and the admission chain: the
 // NamespaceLifecycle plugin (no object may be created in a namespace that
 // does not exist or is being deleted), the Priority admission of new
-// pods (package priorityclass) and the node restriction (auth/node). The
-// node restriction validates updates, so the chain handles them, and the
-// API handlers check managedFields again after mutating admission on
-// every update; the NamespaceLifecycle plugin itself still skips them.
+// pods (package priorityclass) and nodeRestriction (auth/node). The chain
+// handles creates and deletes only: were it to handle updates, the API
+// handlers would decode every update's managedFields again after mutating
+// admission. The node restriction's checks of updates run in the stores
+// of resourceslices and resourceclaims/status (ExtraConfig.NodeRestriction).
 // Everything core-lite watches comes from shared, the process's shared
 // informers (InProcess.Informers).
-func NewCoreLite(loopback *rest.Config, shared *controllermanager.Informers) (*CoreLite, admission.Interface, error) {
+func NewCoreLite(loopback *rest.Config, shared *controllermanager.Informers, nodeRestriction *node.Admission) (*CoreLite, admission.Interface, error) {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return nil, nil, fmt.Errorf("loopback client: %w", err)
@@ -82,7 +83,7 @@ func NewCoreLite(loopback *rest.Config, shared *controllermanager.Informers) (*C
 	if err := plugin.ValidateInitialization(); err != nil {
 		return nil, nil, fmt.Errorf("namespace lifecycle admission: %w", err)
 	}
-	return c, admission.NewChainHandler(namespaceLifecycle{plugin}, c.priorityAdmission(), node.NewAdmission()), nil
+	return c, admission.NewChainHandler(namespaceLifecycle{plugin}, c.priorityAdmission(), nodeRestriction), nil
 }
 
 // namespaceLifecycle is the NamespaceLifecycle plugin asked only about

@@ -7,9 +7,13 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/ptr"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
@@ -38,9 +42,48 @@ type Admission struct {
 	DriverServiceAccounts map[string][]string
 }
 
-// NewAdmission returns the plugin.
+// NewAdmission returns the plugin. The admission chain asks it about
+// creates and deletes only; its checks of updates run in the stores of
+// resourceslices and resourceclaims/status (UpdateCheck). Once a plugin of
+// the chain handles updates, the API handlers decode every update's
+// managedFields again after mutating admission (upstream's
+// NewManagedFieldsValidatingAdmissionController), whoever sends it and
+// whatever the resource: pod status updates paid for a check that never
+// applies to pods.
 func NewAdmission() *Admission {
-	return &Admission{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete)}
+	return &Admission{Handler: admission.NewHandler(admission.Create, admission.Delete)}
+}
+
+// UpdateCheck returns the plugin's check of updates of resource (with
+// subresource), for the store that serves it to run where the API
+// handlers run validating admission: as the updateValidation of the
+// store's Update, after the strategy prepared the new object, so on
+// updates, patches and applies, dry run or not. It builds the admission
+// attributes of the update and calls Validate: the rules are the plugin's
+// and a refusal is the same 403. The attributes name the group and version
+// of the request (the stores serve resource.draplane.dev and
+// resource.k8s.io), or resource's without one of those; they carry no
+// kind and no options, which Validate does not read.
+func (p *Admission) UpdateCheck(resource schema.GroupVersionResource, subresource string) rest.ValidateObjectUpdateFunc {
+	return func(ctx context.Context, obj, old runtime.Object) error {
+		u, ok := request.UserFrom(ctx)
+		if !ok {
+			return nil
+		}
+		if _, _, ok := p.identify(u); !ok {
+			return nil
+		}
+		gvr := resource
+		if info, ok := request.RequestInfoFrom(ctx); ok && info.IsResourceRequest && slices.Contains(resourceGroups, info.APIGroup) {
+			gvr.Group, gvr.Version = info.APIGroup, info.APIVersion
+		}
+		accessor, err := meta.Accessor(obj)
+		if err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("node restriction: %w", err))
+		}
+		attrs := admission.NewAttributesRecord(obj, old, schema.GroupVersionKind{}, accessor.GetNamespace(), accessor.GetName(), gvr, subresource, admission.Update, nil, false, u)
+		return p.Validate(ctx, attrs, nil)
+	}
 }
 
 // NodeNameExtra is the user info extra of a bound service account token

@@ -12,6 +12,10 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
+	"k8s.io/apiserver/pkg/endpoints/request"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 )
 
 // podWithManagedFields is a pod as the simulator's pods look after they
@@ -39,13 +43,18 @@ func podWithManagedFields() *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p", ManagedFields: entries}}
 }
 
-// BenchmarkUpdateAdmission measures what an update of a pod costs in the
-// admission step of the API handlers, which wrap the chain in upstream's
-// managedFields check (fieldmanager.NewManagedFieldsValidatingAdmissionController):
-// once a plugin of the chain handles updates, every update's managedFields
-// are decoded again after mutating admission, whoever sends it.
+// BenchmarkUpdateAdmission measures what an update of a pod's status
+// costs in the admission step of the API handlers, which wrap the chain in
+// upstream's managedFields check
+// (fieldmanager.NewManagedFieldsValidatingAdmissionController): once a
+// plugin of the chain handles updates, every update's managedFields are
+// decoded again after mutating admission, whoever sends it. The node
+// restriction no longer handles updates (the stores of slices and claim
+// status run its checks of updates); "a plugin that handles updates" is
+// the node restriction as it was, for comparison.
 func BenchmarkUpdateAdmission(b *testing.B) {
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	handlingUpdates := &Admission{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete)}
 	for _, tc := range []struct {
 		name  string
 		chain admission.Interface
@@ -54,6 +63,8 @@ func BenchmarkUpdateAdmission(b *testing.B) {
 		{"no plugin handles updates", admission.NewChainHandler(), &user.DefaultInfo{Name: "system:apiserver"}},
 		{"node restriction, controller's update", admission.NewChainHandler(NewAdmission()), &user.DefaultInfo{Name: "system:apiserver"}},
 		{"node restriction, node's update", admission.NewChainHandler(NewAdmission()), nodeA},
+		{"a plugin that handles updates, controller's update", admission.NewChainHandler(handlingUpdates), &user.DefaultInfo{Name: "system:apiserver"}},
+		{"a plugin that handles updates, node's update", admission.NewChainHandler(handlingUpdates), nodeA},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			wrapped := fieldmanager.NewManagedFieldsValidatingAdmissionController(tc.chain)
@@ -74,6 +85,34 @@ func BenchmarkUpdateAdmission(b *testing.B) {
 					if err := v.Validate(context.Background(), attrs, nil); err != nil {
 						b.Fatal(fmt.Errorf("validate: %w", err))
 					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkUpdateCheck measures the check the status store of claims runs
+// on every status update instead: a controller's update (not node-bound,
+// as the allocation controller's one per placed pod) and a node's.
+func BenchmarkUpdateCheck(b *testing.B) {
+	check := NewAdmission().UpdateCheck(resourcev1.SchemeGroupVersion.WithResource("resourceclaims"), "status")
+	old := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}
+	claim := old.DeepCopy()
+	claim.Status.Devices = []resourceapi.AllocatedDeviceStatus{{Driver: "gpu.example.com", Pool: "a", Device: "d0"}}
+	info := &request.RequestInfo{IsResourceRequest: true, APIGroup: "resource.draplane.dev", APIVersion: "v1", Resource: "resourceclaims", Subresource: "status"}
+	for _, tc := range []struct {
+		name string
+		user user.Info
+	}{
+		{"controller's update", &user.DefaultInfo{Name: "system:apiserver", Groups: []string{"system:masters"}}},
+		{"node's update", nodeA},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := request.WithRequestInfo(request.WithUser(context.Background(), tc.user), info)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := check(ctx, claim, old); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -31,7 +31,10 @@ var (
 // NewREST returns the etcd-backed storage of ResourceClaims and of their
 // status subresource. typer must know the internal and external types of
 // resource.draplane.dev; adminAccess says where admin access is allowed.
-func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter, adminAccess AdminAccess) (*REST, *StatusREST, error) {
+// statusUpdateCheck, when set, refuses status updates as validating
+// admission would (package updatecheck): the node restriction of what a
+// node may change in a claim's status.
+func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter, adminAccess AdminAccess, statusUpdateCheck rest.ValidateObjectUpdateFunc) (*REST, *StatusREST, error) {
 	strategy := NewStrategy(typer, adminAccess)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &resourceapi.ResourceClaim{} },
@@ -54,7 +57,7 @@ func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter, ad
 	status := NewStatusStrategy(typer, adminAccess)
 	statusStore.UpdateStrategy = status
 	statusStore.ResetFieldsStrategy = status
-	return &REST{Store: patcherrors.Store{Store: store}}, statusrest.New(&statusStore), nil
+	return &REST{Store: patcherrors.Store{Store: store}}, statusrest.NewWithUpdateCheck(&statusStore, statusUpdateCheck), nil
 }
 
 // ShortNames lets `kubectl get rcl` work.

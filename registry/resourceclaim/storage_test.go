@@ -19,7 +19,7 @@ import (
 func newTestREST(t *testing.T) (*REST, *StatusREST) {
 	t.Helper()
 	scheme := apitest.Scheme()
-	storage, status, err := NewREST(scheme, etcdtest.RESTOptionsGetter(t, scheme, resourcev1.SchemeGroupVersion), AdminAccess{})
+	storage, status, err := NewREST(scheme, etcdtest.RESTOptionsGetter(t, scheme, resourcev1.SchemeGroupVersion), AdminAccess{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package resourceslice
 
 import (
+	"context"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,13 +13,16 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/registry/internal/table"
+	"github.com/draplane/draplane/registry/internal/updatecheck"
 	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // REST is the storage of ResourceSlices. It adds short names and
-// categories to the generic store, which has neither.
+// categories to the generic store, which has neither, and runs the check
+// of updates it was given.
 type REST struct {
 	patcherrors.Store
+	updateCheck rest.ValidateObjectUpdateFunc
 }
 
 var (
@@ -28,7 +32,9 @@ var (
 
 // NewREST returns the etcd-backed storage of ResourceSlices. typer must
 // know the internal and external types of resource.draplane.dev.
-func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*REST, error) {
+// updateCheck, when set, refuses updates as validating admission would
+// (package updatecheck): the node restriction of slices' node and driver.
+func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter, updateCheck rest.ValidateObjectUpdateFunc) (*REST, error) {
 	strategy := NewStrategy(typer)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &resourceapi.ResourceSlice{} },
@@ -53,7 +59,13 @@ func NewREST(typer runtime.ObjectTyper, optsGetter generic.RESTOptionsGetter) (*
 	if err := store.CompleteWithOptions(options); err != nil {
 		return nil, fmt.Errorf("complete ResourceSlice storage: %w", err)
 	}
-	return &REST{Store: patcherrors.Store{Store: store}}, nil
+	return &REST{Store: patcherrors.Store{Store: store}, updateCheck: updateCheck}, nil
+}
+
+// Update runs the check of updates before the handlers' validating
+// admission.
+func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return r.Store.Update(ctx, name, objInfo, createValidation, updatecheck.Before(r.updateCheck, updateValidation), forceAllowCreate, options)
 }
 
 // ShortNames lets `kubectl get rsl` work.

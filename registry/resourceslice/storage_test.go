@@ -23,7 +23,7 @@ import (
 func newTestREST(t *testing.T) *REST {
 	t.Helper()
 	scheme := apitest.Scheme()
-	storage, err := NewREST(scheme, etcdtest.RESTOptionsGetter(t, scheme, resourcev1.SchemeGroupVersion))
+	storage, err := NewREST(scheme, etcdtest.RESTOptionsGetter(t, scheme, resourcev1.SchemeGroupVersion), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

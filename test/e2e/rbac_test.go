@@ -355,6 +355,51 @@ func TestKubectlAuth(t *testing.T) {
 	}
 }
 
+// expectForbidden reports an answer that is not a 403 naming reason.
+func expectForbidden(t *testing.T, what string, code int, answer, reason string) {
+	t.Helper()
+	if code != http.StatusForbidden || !strings.Contains(answer, reason) {
+		t.Errorf("%s: status %d, want 403 naming %q: %.600s", what, code, reason, answer)
+	} else {
+		t.Logf("%s: 403: %.400s", what, answer)
+	}
+}
+
+// checkNodeRestrictionOfUpdates: the stores of slices and claim status
+// refuse a node's updates as the admission chain did before it stopped
+// handling updates, in both API groups, for updates, patches, applies
+// and dry runs alike: node A may not touch node B's slice restrict-b-gpu,
+// node B may change only status.devices of claim restrict-claim-b.
+func checkNodeRestrictionOfUpdates(t *testing.T, s *testServer, nodeA, nodeB *http.Client) {
+	const refusedSlice = `is forbidden: node restriction: draplane:node:restrict-a may only write ResourceSlices with spec.nodeName restrict-a; slice restrict-b-gpu has \"restrict-b\"`
+	const refusedClaim = `is forbidden: node restriction: draplane:node:restrict-b may only change status.devices of claim default/restrict-claim-b`
+	const reservedFor = `{"status":{"reservedFor":[{"resource":"pods","name":"p","uid":"u"}]}}`
+	for _, group := range []string{"resource.draplane.dev", "resource.k8s.io"} {
+		slice := "/apis/" + group + "/v1/resourceslices/restrict-b-gpu"
+		sliceRefused := `resourceslices.` + group + ` \"restrict-b-gpu\" ` + refusedSlice
+		code, answer := httpDo(t, s, nodeA, "PATCH", slice, "application/merge-patch+json", `{"metadata":{"labels":{"changed-by":"restrict-a"}}}`)
+		expectForbidden(t, group+": node A patching node B's slice", code, answer, sliceRefused)
+		code, answer = httpDo(t, s, nodeA, "PATCH", slice+"?dryRun=All", "application/merge-patch+json", `{"metadata":{"labels":{"changed-by":"restrict-a"}}}`)
+		expectForbidden(t, group+": node A patching node B's slice, dry run", code, answer, sliceRefused)
+		code, answer = httpDo(t, s, nodeA, "PATCH", slice+"?fieldManager=restrict-a", "application/apply-patch+yaml",
+			`{"apiVersion":"`+group+`/v1","kind":"ResourceSlice","metadata":{"name":"restrict-b-gpu","labels":{"applied-by":"restrict-a"}}}`)
+		expectForbidden(t, group+": node A applying to node B's slice", code, answer, sliceRefused)
+		if code, stored := httpDo(t, s, nodeA, "GET", slice, "", ""); code != http.StatusOK {
+			t.Errorf("%s: node A reading node B's slice: status %d: %.500s", group, code, stored)
+		} else {
+			code, answer = httpDo(t, s, nodeA, "PUT", slice, "application/json", stored)
+			expectForbidden(t, group+": node A updating node B's slice", code, answer, sliceRefused)
+		}
+
+		claimStatus := "/apis/" + group + "/v1/namespaces/default/resourceclaims/restrict-claim-b/status"
+		claimRefused := `resourceclaims.` + group + ` \"restrict-claim-b\" ` + refusedClaim
+		code, answer = httpDo(t, s, nodeB, "PATCH", claimStatus, "application/merge-patch+json", reservedFor)
+		expectForbidden(t, group+": node B writing status.reservedFor", code, answer, claimRefused)
+		code, answer = httpDo(t, s, nodeB, "PATCH", claimStatus+"?dryRun=All", "application/merge-patch+json", reservedFor)
+		expectForbidden(t, group+": node B writing status.reservedFor, dry run", code, answer, claimRefused)
+	}
+}
+
 // TestNodeRestriction: node A's driver publishes slices of its node for
 // the drivers it holds a group for, and nothing else; it reads the claims
 // allocated on its node and no others; each refusal is a 403 naming the
@@ -375,11 +420,7 @@ func TestNodeRestriction(t *testing.T) {
 	const slices = "/apis/resource.draplane.dev/v1/resourceslices"
 	expectForbidden := func(what string, code int, answer, reason string) {
 		t.Helper()
-		if code != http.StatusForbidden || !strings.Contains(answer, reason) {
-			t.Errorf("%s: status %d, want 403 naming %q: %.600s", what, code, reason, answer)
-		} else {
-			t.Logf("%s: 403: %.400s", what, answer)
-		}
+		expectForbidden(t, what, code, answer, reason)
 	}
 
 	if code, answer := httpDo(t, s, nodeA, "POST", slices, "application/json", slice("restrict-a-gpu", "restrict-a", "gpu.example.com")); code != http.StatusCreated {
@@ -428,6 +469,7 @@ func TestNodeRestriction(t *testing.T) {
 	expectForbidden("node A writing node B", code, answer, "may only write its own Node restrict-a")
 	code, answer = httpDo(t, s, nodeA, "DELETE", slices+"?fieldSelector=spec.nodeName%3Drestrict-b", "", "")
 	expectForbidden("node A deleting node B's slices as a collection", code, answer, "field selector spec.nodeName=restrict-a")
+	checkNodeRestrictionOfUpdates(t, s, nodeA, nodeB)
 	if code, answer := httpDo(t, s, nodeA, "DELETE", slices+"?fieldSelector=spec.nodeName%3Drestrict-a", "", ""); code != http.StatusOK {
 		t.Errorf("node A deleting its own slices as a collection: status %d: %.500s", code, answer)
 	}

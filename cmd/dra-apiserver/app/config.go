@@ -79,8 +79,10 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 	if generic.Authentication.RequestHeaderConfig == nil && generic.Authentication.Authenticator != nil {
 		generic.Authentication.Authenticator = server.CacheClientCertificates(generic.Authentication.Authenticator, server.ClientCertCacheTTL)
 	}
-	// The node restriction of drivers' service accounts (aggregated
-	// mode); core-lite's chain has its own for node certificates.
+	// The node restriction: of node certificates in core-lite's chain
+	// (standalone), of drivers' service accounts in aggregated mode. The
+	// chain asks it about creates and deletes; the stores of slices and
+	// claim status run its checks of updates (ExtraConfig.NodeRestriction).
 	nodeRestriction := node.NewAdmission()
 	if nodeRestriction.DriverServiceAccounts, err = o.Aggregated.driverServiceAccounts(); err != nil {
 		return nil, err
@@ -88,6 +90,7 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 	generic.AdmissionControl = admission.NewChainHandler()
 	if len(nodeRestriction.DriverServiceAccounts) > 0 {
 		generic.AdmissionControl = admission.NewChainHandler(nodeRestriction)
+		cfg.Extra.NodeRestriction = nodeRestriction
 	}
 	cfg.Extra.InProcess = server.NewInProcess()
 	if o.CoreLite {
@@ -95,12 +98,13 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 		if err != nil {
 			return nil, err
 		}
-		coreLite, plugin, err := server.NewCoreLite(generic.LoopbackClientConfig, shared)
+		coreLite, plugin, err := server.NewCoreLite(generic.LoopbackClientConfig, shared, nodeRestriction)
 		if err != nil {
 			return nil, err
 		}
 		generic.AdmissionControl = plugin
 		cfg.Extra.CoreLite = coreLite
+		cfg.Extra.NodeRestriction = nodeRestriction
 	}
 	if err := o.applyAuthorization(&generic.Authorization, cfg.Extra.CoreLite); err != nil {
 		return nil, fmt.Errorf("authorization: %w", err)

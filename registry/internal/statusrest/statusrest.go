@@ -12,12 +12,14 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/draplane/draplane/registry/internal/updatecheck"
 	"github.com/draplane/draplane/registry/patcherrors"
 )
 
 // REST is the status subresource of one resource.
 type REST struct {
-	store *genericregistry.Store
+	store       *genericregistry.Store
+	updateCheck rest.ValidateObjectUpdateFunc
 }
 
 var (
@@ -31,6 +33,12 @@ var (
 // New serves status through store, a copy of the resource's store whose
 // update and reset-fields strategies are the status ones.
 func New(store *genericregistry.Store) *REST { return &REST{store: store} }
+
+// NewWithUpdateCheck is New whose updates also pass check, where the API
+// handlers run validating admission (package updatecheck).
+func NewWithUpdateCheck(store *genericregistry.Store, check rest.ValidateObjectUpdateFunc) *REST {
+	return &REST{store: store, updateCheck: check}
+}
 
 // New returns an empty object of the resource.
 func (r *REST) New() runtime.Object { return r.store.NewFunc() }
@@ -46,7 +54,7 @@ func (r *REST) Get(ctx context.Context, name string, options *metav1.GetOptions)
 // Update writes the status; it never creates an object. A patch that
 // cannot be applied is answered with the field it fails at.
 func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	return r.store.Update(ctx, name, patcherrors.Guard(objInfo), createValidation, updateValidation, false, options)
+	return r.store.Update(ctx, name, patcherrors.Guard(objInfo), createValidation, updatecheck.Before(r.updateCheck, updateValidation), false, options)
 }
 
 // GetResetFields names the fields a status write leaves alone.

@@ -506,40 +506,89 @@ subjects:
 		return fmt.Sprintf(`{"apiVersion":"resource.draplane.dev/v1","kind":"ResourceSlice","metadata":{"name":%q},`+
 			`"spec":{"driver":%q,"nodeName":%q,"pool":{"name":%q,"generation":1,"resourceSliceCount":1}}}`, name, driver, node, node)
 	}
+	const slices = "/apis/resource.draplane.dev/v1/resourceslices"
+	const label = `{"metadata":{"labels":{"changed-by":"gpu-driver"}}}`
 	for _, tc := range []struct {
-		name, body, nodeName string
-		wantStatus           int
-		wantMessage          string
+		name, method, path, contentType, body, nodeName string
+		wantStatus                                      int
+		wantMessage                                     string
 	}{
-		{"its node", slice("sa-node-a", "node-a", "gpu.example.com"), "node-a", http.StatusCreated, ""},
-		{"another node", slice("sa-node-b", "node-b", "gpu.example.com"), "node-a", http.StatusForbidden, `may only write ResourceSlices with spec.nodeName node-a; slice sa-node-b has \"node-b\"`},
-		{"another driver", slice("sa-node-a-nic", "node-a", "nic.example.com"), "node-a", http.StatusForbidden, "not listed for the service account"},
-		{"token without a node", slice("sa-no-node", "node-a", "gpu.example.com"), "", http.StatusForbidden, "names no node"},
+		{"its node", "POST", slices, "application/json", slice("sa-node-a", "node-a", "gpu.example.com"), "node-a", http.StatusCreated, ""},
+		{"another node", "POST", slices, "application/json", slice("sa-node-b", "node-b", "gpu.example.com"), "node-a", http.StatusForbidden, `may only write ResourceSlices with spec.nodeName node-a; slice sa-node-b has \"node-b\"`},
+		{"another driver", "POST", slices, "application/json", slice("sa-node-a-nic", "node-a", "nic.example.com"), "node-a", http.StatusForbidden, "not listed for the service account"},
+		{"token without a node", "POST", slices, "application/json", slice("sa-no-node", "node-a", "gpu.example.com"), "", http.StatusForbidden, "names no node"},
+		// Updates are checked by the store, not the admission chain.
+		{"patch of its node's slice", "PATCH", slices + "/sa-node-a", "application/merge-patch+json", label, "node-a", http.StatusOK, ""},
+		{"patch of another node's slice", "PATCH", slices + "/sa-node-a", "application/merge-patch+json", label, "node-b", http.StatusForbidden,
+			`resourceslices.resource.draplane.dev \"sa-node-a\" is forbidden: node restriction: system:serviceaccount:dra-driver:gpu-driver may only write ResourceSlices with spec.nodeName node-b; slice sa-node-a has \"node-a\"`},
+		{"dry-run patch of another node's slice", "PATCH", slices + "/sa-node-a?dryRun=All", "application/merge-patch+json", label, "node-b", http.StatusForbidden, `slice sa-node-a has \"node-a\"`},
+		{"patch with a token without a node", "PATCH", slices + "/sa-node-a", "application/merge-patch+json", label, "", http.StatusForbidden, "names no node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := http.NewRequest(http.MethodPost, e.draURL("/apis/resource.draplane.dev/v1/resourceslices"), strings.NewReader(tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			namespace, name, _ := strings.Cut(driverServiceAccount, "/")
-			req.Header.Set("X-Remote-User", "system:serviceaccount:"+namespace+":"+name)
-			req.Header.Add("X-Remote-Group", "system:serviceaccounts")
-			req.Header.Add("X-Remote-Group", "system:authenticated")
-			if tc.nodeName != "" {
-				req.Header.Set("X-Remote-Extra-Authentication.kubernetes.io%2fnode-name", tc.nodeName)
-			}
-			resp, err := e.draClient(&e.frontProxyCert).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tc.wantStatus || !strings.Contains(string(body), tc.wantMessage) {
-				t.Errorf("status %d, want %d naming %q: %s", resp.StatusCode, tc.wantStatus, tc.wantMessage, body)
+			code, body := e.driverRequest(t, tc.method, tc.path, tc.contentType, tc.body, tc.nodeName)
+			if code != tc.wantStatus || !strings.Contains(body, tc.wantMessage) {
+				t.Errorf("status %d, want %d naming %q: %s", code, tc.wantStatus, tc.wantMessage, body)
 			}
 		})
 	}
+	t.Run("claim status", e.testDriverServiceAccountClaimStatus)
+}
+
+// testDriverServiceAccountClaimStatus: the driver's service account may
+// change status.devices of a claim and nothing else of its status (the
+// status store's check of updates).
+func (e *env) testDriverServiceAccountClaimStatus(t *testing.T) {
+	claim := `{"apiVersion":"resource.draplane.dev/v1","kind":"ResourceClaim","metadata":{"name":"sa-claim","namespace":"default"},` +
+		`"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu.example.com"}}]}}}`
+	if out, err := e.kubectlStdin(claim, "apply", "-f", "-"); err != nil {
+		t.Fatalf("create claim: %v\n%s", err, out)
+	}
+	defer func() {
+		_, _ = e.kubectl("delete", "resourceclaims.resource.draplane.dev", "sa-claim", "-n", "default", "--ignore-not-found")
+	}()
+	allocation := `{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.example.com","pool":"node-a","device":"d0"}]},` +
+		`"nodeSelector":{"nodeSelectorTerms":[{"matchFields":[{"key":"metadata.name","operator":"In","values":["node-a"]}]}]}}}}`
+	if out, err := e.kubectl("patch", "resourceclaims.resource.draplane.dev", "sa-claim", "-n", "default", "--subresource=status", "--type=merge", "-p", allocation); err != nil {
+		t.Fatalf("allocate claim: %v\n%s", err, out)
+	}
+	const status = "/apis/resource.draplane.dev/v1/namespaces/default/resourceclaims/sa-claim/status"
+	code, body := e.driverRequest(t, "PATCH", status, "application/merge-patch+json", `{"status":{"devices":[{"driver":"gpu.example.com","pool":"node-a","device":"d0"}]}}`, "node-a")
+	if code != http.StatusOK {
+		t.Errorf("writing status.devices: status %d: %s", code, body)
+	}
+	const refused = `resourceclaims.resource.draplane.dev \"sa-claim\" is forbidden: node restriction: system:serviceaccount:dra-driver:gpu-driver may only change status.devices of claim default/sa-claim`
+	for _, query := range []string{"", "?dryRun=All"} {
+		code, body = e.driverRequest(t, "PATCH", status+query, "application/merge-patch+json", `{"status":{"reservedFor":[{"resource":"pods","name":"p","uid":"u"}]}}`, "node-a")
+		if code != http.StatusForbidden || !strings.Contains(body, refused) {
+			t.Errorf("writing status.reservedFor%s: status %d, want 403 naming %q: %s", query, code, refused, body)
+		}
+	}
+}
+
+// driverRequest sends a request to our server as the aggregator sends
+// the driver's service account's, with nodeName ("": none) as the node
+// its token names.
+func (e *env) driverRequest(t *testing.T, method, path, contentType, body, nodeName string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.draURL(path), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	namespace, name, _ := strings.Cut(driverServiceAccount, "/")
+	req.Header.Set("X-Remote-User", "system:serviceaccount:"+namespace+":"+name)
+	req.Header.Add("X-Remote-Group", "system:serviceaccounts")
+	req.Header.Add("X-Remote-Group", "system:authenticated")
+	if nodeName != "" {
+		req.Header.Set("X-Remote-Extra-Authentication.kubernetes.io%2fnode-name", nodeName)
+	}
+	resp, err := e.draClient(&e.frontProxyCert).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(answer)
 }
 
 func (e *env) testAuthorization(t *testing.T) {
