@@ -62,6 +62,10 @@ type CoreLite struct {
 // Everything core-lite watches comes from shared, the process's shared
 // informers (InProcess.Informers).
 func NewCoreLite(loopback *rest.Config, shared *controllermanager.Informers, nodeRestriction *node.Admission) (*CoreLite, admission.Interface, error) {
+	// Protobuf without gzip, as the other clients in the process (the
+	// namespace and ClusterRole aggregation controllers, bootstrap, the
+	// NamespaceLifecycle plugin's lookups).
+	loopback = controllermanager.InProcessConfig(loopback)
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return nil, nil, fmt.Errorf("loopback client: %w", err)
