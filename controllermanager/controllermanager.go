@@ -13,7 +13,6 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apiserver/pkg/authentication/user"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
@@ -77,22 +76,7 @@ type ControllerManager struct {
 	// shared, when set, gives the controllers and the simulator the
 	// process's informers while they are not leader-elected.
 	shared *SharedInformers
-	// tokens, when set, issue the simulated nodes' credentials.
-	tokens Tokens
 }
-
-// Tokens issue bearer tokens that the API server authenticates as the
-// identity they were issued for.
-type Tokens interface {
-	Token(user.Info) string
-}
-
-// UseTokens makes the simulated nodes authenticate as their node
-// identities with tokens from tokens, which the server issued, instead
-// of impersonating them through the loopback client (each impersonated
-// request passes the server's whole filter chain and three more
-// authorizations). Call it before StartSimulator.
-func (m *ControllerManager) UseTokens(tokens Tokens) { m.tokens = tokens }
 
 // New returns a controller manager for config; nothing runs before Start*.
 func New(config Config) *ControllerManager {

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -74,7 +73,7 @@ func (m *ControllerManager) StartSimulator(ctx context.Context, loopback *rest.C
 	}
 	ctx = klog.NewContext(ctx, klog.Background().WithName("simulator"))
 	stop := ctx.Done()
-	nodeClients := newNodeClients(loopback, m.config.Simulator.Options.Driver, m.tokens)
+	nodeClients := newNodeClients(loopback, m.config.Simulator.Options.Driver)
 	run := func(ctx context.Context) {
 		m.runSimulator(ctx, kubeClient, resourceClient, nodeClients.get, shared, stop)
 	}
@@ -136,14 +135,15 @@ func (m *ControllerManager) runSimulator(ctx context.Context, kubeClient kuberne
 }
 
 // nodeClients are the clients of the simulated nodes, each with its own
-// identity: user draplane:node:<node> in groups draplane:nodes and
-// draplane:driver:<driver>, as a node agent's certificate says. With
-// tokens, a node authenticates with a token issued for that identity;
-// without, its requests impersonate it through the loopback client.
+// node identity, made when a node first needs them. In the process
+// nothing is dialed, so no certificate can be shown: the loopback client
+// impersonates the node (user draplane:node:<node>, groups draplane:nodes
+// and draplane:driver:<driver>), and the server authorizes and admits
+// each request as that node, which auth/node restricts to its own
+// objects. Each node gets a kubelet's client budget.
 type nodeClients struct {
 	loopback *rest.Config
 	driver   string
-	tokens   Tokens
 
 	mu      sync.Mutex
 	clients map[string]nodeClientPair
@@ -154,11 +154,11 @@ type nodeClientPair struct {
 	resource versioned.Interface
 }
 
-func newNodeClients(loopback *rest.Config, driver string, tokens Tokens) *nodeClients {
+func newNodeClients(loopback *rest.Config, driver string) *nodeClients {
 	if driver == "" {
 		driver = simulator.DefaultDriver
 	}
-	return &nodeClients{loopback: loopback, driver: driver, tokens: tokens, clients: map[string]nodeClientPair{}}
+	return &nodeClients{loopback: loopback, driver: driver, clients: map[string]nodeClientPair{}}
 }
 
 // get returns the node's clients. Building them fails only for a
@@ -171,14 +171,9 @@ func (c *nodeClients) get(node string) (kubernetes.Interface, versioned.Interfac
 	}
 	config := InProcessConfig(c.loopback)
 	config.QPS, config.Burst = kubeletQPS, kubeletBurst
-	identity := &user.DefaultInfo{
-		Name:   rbac.NodeUserPrefix + node,
-		Groups: []string{rbac.NodesGroup, rbac.DriverGroupPrefix + c.driver},
-	}
-	if c.tokens != nil {
-		config.BearerToken, config.BearerTokenFile = c.tokens.Token(identity), ""
-	} else {
-		config.Impersonate = rest.ImpersonationConfig{UserName: identity.Name, Groups: identity.Groups}
+	config.Impersonate = rest.ImpersonationConfig{
+		UserName: rbac.NodeUserPrefix + node,
+		Groups:   []string{rbac.NodesGroup, rbac.DriverGroupPrefix + c.driver},
 	}
 	core, err := corev1client.NewForConfig(config)
 	if err != nil {

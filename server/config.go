@@ -140,14 +140,6 @@ func (c *Config) Complete() CompletedConfig {
 	if c.Extra.DeviceMap {
 		deviceMapLongRunning(c.Generic)
 	}
-	// The process's own clients: their handler, shared informers and
-	// the tokens of the identities they act as (InProcess).
-	if c.Extra.InProcess == nil {
-		c.Extra.InProcess = NewInProcess()
-	}
-	if authn := c.Generic.Authentication.Authenticator; authn != nil {
-		c.Generic.Authentication.Authenticator = c.Extra.InProcess.authenticator(authn)
-	}
 	c.Generic.BuildHandlerChainFunc = func(apiHandler http.Handler, generic *genericapiserver.Config) http.Handler {
 		return genericapiserver.DefaultBuildHandlerChain(withAPIChecks(apiHandler, scheme, generic), generic)
 	}
@@ -184,6 +176,9 @@ func (c CompletedConfig) New() (*Server, error) {
 	// nothing for them (inProcessHandler). They share one set of
 	// informers: each resource is watched, decoded and cached once.
 	inProcess := c.Extra.InProcess
+	if inProcess == nil {
+		inProcess = NewInProcess()
+	}
 	inProcess.setHandler(newInProcessHandler(c.Generic.Config, generic.Handler,
 		withAPIChecks(generic.Handler.Director, c.Extra.Scheme, c.Generic.Config)))
 	pools, err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, c.Extra.NodeRestriction, inProcess, c.Extra.UpstreamResourceAPI)
@@ -203,7 +198,6 @@ func (c CompletedConfig) New() (*Server, error) {
 	if c.Extra.ControllerManager != nil {
 		manager := controllermanager.New(*c.Extra.ControllerManager)
 		manager.UseSharedInformers(&inProcess.informers)
-		manager.UseTokens(inProcess.Tokens())
 		if err := c.addControllerManager(generic, manager, inProcess); err != nil {
 			return nil, err
 		}

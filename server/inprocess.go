@@ -1,19 +1,12 @@
 package server
 
 import (
-	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
-	"k8s.io/apiserver/pkg/authentication/request/union"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -29,66 +22,10 @@ import (
 type InProcess struct {
 	handler   atomic.Pointer[http.Handler]
 	informers controllermanager.SharedInformers
-	tokens    processTokens
 }
 
 // NewInProcess returns an InProcess whose handler New sets.
-func NewInProcess() *InProcess {
-	return &InProcess{tokens: processTokens{users: map[string]user.Info{}, byName: map[string]string{}}}
-}
-
-// Tokens issues the tokens of the process's clients that act as
-// identities of their own (the simulated nodes).
-func (p *InProcess) Tokens() controllermanager.Tokens { return &p.tokens }
-
-// authenticator returns authn that also authenticates the tokens issued
-// by Tokens.
-func (p *InProcess) authenticator(authn authenticator.Request) authenticator.Request {
-	return union.New(bearertoken.New(&p.tokens), authn)
-}
-
-// processTokens are bearer tokens for identities that clients inside the
-// process act as, other than the loopback client's: the simulated nodes.
-// A token is 32 random bytes made in the process and kept only in its
-// memory, as the loopback client's token is; the server authenticates it
-// as the identity it was issued for, in group system:authenticated as
-// every authenticated user. A node's requests then take the in-process
-// handler's direct path, authenticated and authorized as that node, where
-// impersonating the node took the whole filter chain.
-type processTokens struct {
-	mu     sync.RWMutex
-	users  map[string]user.Info
-	byName map[string]string
-}
-
-// Token returns the token of u, the same one for the same user name.
-func (t *processTokens) Token(u user.Info) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if token, ok := t.byName[u.GetName()]; ok {
-		return token
-	}
-	groups := u.GetGroups()
-	if !slices.Contains(groups, user.AllAuthenticated) {
-		groups = append(slices.Clip(groups), user.AllAuthenticated)
-	}
-	token := rand.Text() + rand.Text()
-	t.users[token] = &user.DefaultInfo{Name: u.GetName(), UID: u.GetUID(), Groups: groups, Extra: u.GetExtra()}
-	t.byName[u.GetName()] = token
-	return token
-}
-
-// AuthenticateToken implements authenticator.Token.
-func (t *processTokens) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
-	t.mu.RLock()
-	u, ok := t.users[token]
-	t.mu.RUnlock()
-	if !ok {
-		return nil, false, nil
-	}
-	audiences, _ := authenticator.AudiencesFrom(ctx)
-	return &authenticator.Response{User: u, Audiences: audiences}, true, nil
-}
+func NewInProcess() *InProcess { return &InProcess{} }
 
 func (p *InProcess) setHandler(h http.Handler) { p.handler.Store(&h) }
 

@@ -5,14 +5,10 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/rest"
 )
 
@@ -148,50 +144,4 @@ func TestInProcessTransport(t *testing.T) {
 			t.Errorf("got %d %q %v", resp.StatusCode, got, err)
 		}
 	})
-}
-
-// TestProcessTokens: a token issued for an identity authenticates as that
-// identity, in system:authenticated, with the request's audiences; one
-// identity gets one token; an unknown token is not authenticated (the
-// next authenticator decides).
-func TestProcessTokens(t *testing.T) {
-	p := NewInProcess()
-	tokens := p.Tokens()
-	node := &user.DefaultInfo{Name: "draplane:node:n1", Groups: []string{"draplane:nodes"}}
-	token := tokens.Token(node)
-	if again := tokens.Token(&user.DefaultInfo{Name: "draplane:node:n1", Groups: []string{"draplane:nodes"}}); again != token {
-		t.Error("the same identity got a second token")
-	}
-	if other := tokens.Token(&user.DefaultInfo{Name: "draplane:node:n2"}); other == token || len(other) < 40 {
-		t.Errorf("token of another identity %q (n1's %q)", other, token)
-	}
-	if got := node.Groups; len(got) != 1 {
-		t.Errorf("issuing changed the caller's groups to %v", got)
-	}
-	authn := p.authenticator(authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) {
-		return &authenticator.Response{User: &user.DefaultInfo{Name: "next"}}, true, nil
-	}))
-	for _, tc := range []struct {
-		name, token, wantUser string
-		wantGroups            []string
-	}{
-		{"issued", token, "draplane:node:n1", []string{"draplane:nodes", user.AllAuthenticated}},
-		{"unknown", "x" + token, "next", nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req := httptest.NewRequest(http.MethodGet, "/api/v1/nodes", nil)
-			req.Header.Set("Authorization", "Bearer "+tc.token)
-			req = req.WithContext(authenticator.WithAudiences(req.Context(), authenticator.Audiences{"api"}))
-			resp, ok, err := authn.AuthenticateRequest(req)
-			if err != nil || !ok {
-				t.Fatalf("AuthenticateRequest: %v, %v", ok, err)
-			}
-			if resp.User.GetName() != tc.wantUser || !slices.Equal(resp.User.GetGroups(), tc.wantGroups) {
-				t.Errorf("user %s in %v, want %s in %v", resp.User.GetName(), resp.User.GetGroups(), tc.wantUser, tc.wantGroups)
-			}
-			if tc.wantUser != "next" && !slices.Equal(resp.Audiences, authenticator.Audiences{"api"}) {
-				t.Errorf("audiences %v, want the request's", resp.Audiences)
-			}
-		})
-	}
 }
