@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 )
 
 // gangsNamespace holds the gang workload's groups, pods and template.
@@ -41,7 +40,7 @@ func benchGangs(c config) error {
 	if c.gangs*perGang > capacity {
 		return fmt.Errorf("%d gangs of %d pods with %d GPUs each need %d GPUs; the cluster has %d", c.gangs, c.gangSize, c.gangGPUs, c.gangs*perGang, capacity)
 	}
-	if err := createGangTemplate(ctx, s, c.gangGPUs); err != nil {
+	if err := createGPUTemplate(ctx, s, gangsNamespace, "gpus", int64(c.gangGPUs)); err != nil {
 		return err
 	}
 	watch, err := watchGangs(s)
@@ -89,34 +88,6 @@ func benchGangs(c config) error {
 	return checkNoDeviceTwice(ctx, s, gangsNamespace, bound)
 }
 
-// createGangTemplate creates the simulated GPUs' class, the namespace and
-// a claim template for n GPUs.
-func createGangTemplate(ctx context.Context, s *server, n int) error {
-	class := &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpu.sim.draplane.dev"},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-			CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "gpu.sim.draplane.dev"`},
-		}}},
-	}
-	if _, err := s.resource.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create device class: %w", err)
-	}
-	if err := createNamespace(ctx, s, gangsNamespace); err != nil {
-		return err
-	}
-	template := &resourcev1.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpus", Namespace: gangsNamespace},
-		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
-				DeviceClassName: class.Name, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: int64(n)}}},
-		}}},
-	}
-	if _, err := s.resource.ResourceV1().ResourceClaimTemplates(gangsNamespace).Create(ctx, template, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create template: %w", err)
-	}
-	return nil
-}
-
 // createGangs creates the PodGroups gang-<from>… and then their pods, the
 // pods of all gangs interleaved as a job controller creating many jobs at
 // once would.
@@ -135,16 +106,9 @@ func createGangs(ctx context.Context, s *server, c config, from, n int) error {
 	}
 	_, err := parallel(ctx, n*c.gangSize, c.clients, func(ctx context.Context, i int) error {
 		gang, member := from+i%n, i/n
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gang-%d-%d", gang, member), Namespace: gangsNamespace,
-				Labels: map[string]string{"gang": fmt.Sprint(gang)}},
-			Spec: corev1.PodSpec{
-				SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To(fmt.Sprintf("gang-%d", gang))},
-				Containers: []corev1.Container{{Name: "main", Image: "busybox",
-					Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpus"}}}}},
-				ResourceClaims: []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("gpus")}},
-			},
-		}
+		pod := claimPod(gangsNamespace, fmt.Sprintf("gang-%d-%d", gang, member), "gpus", "gpus")
+		pod.Labels = map[string]string{"gang": fmt.Sprint(gang)}
+		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(fmt.Sprintf("gang-%d", gang))}
 		_, err := s.kubeFor(i).CoreV1().Pods(gangsNamespace).Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	})

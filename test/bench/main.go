@@ -284,7 +284,7 @@ func benchPods(c config) error {
 	defer s.stop()
 	// /readyz waits for the simulated nodes and their slices.
 	report(fmt.Sprintf("exec to /readyz with %d simulated nodes x %d GPUs", c.nodes, c.devices), seconds(s.ready))
-	if err := createPodTemplate(ctx, s); err != nil {
+	if err := createGPUTemplate(ctx, s, "bench-pods", "one-gpu", 1); err != nil {
 		return err
 	}
 	watch, err := watchBound(s, c.pods)
@@ -351,8 +351,6 @@ func benchPods(c config) error {
 	return nil
 }
 
-// createPodTemplate creates the simulated GPUs' class, namespace
-// bench-pods and its one-GPU claim template.
 // settledEvents counts the events of a reason until the count stays the
 // same for 3s (at most 60s), and says how long ago it last changed.
 func settledEvents(ctx context.Context, s *server, namespace, reason string) (int, time.Duration, error) {
@@ -389,7 +387,9 @@ func countEvents(ctx context.Context, s *server, namespace, reason string) (int,
 	}
 }
 
-func createPodTemplate(ctx context.Context, s *server) error {
+// createGPUTemplate creates the simulated GPUs' class, the namespace and
+// in it a claim template named name for gpus GPUs.
+func createGPUTemplate(ctx context.Context, s *server, namespace, name string, gpus int64) error {
 	class := &resourcev1.DeviceClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu.sim.draplane.dev"},
 		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
@@ -399,33 +399,39 @@ func createPodTemplate(ctx context.Context, s *server) error {
 	if _, err := s.resource.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create device class: %w", err)
 	}
-	if err := createNamespace(ctx, s, "bench-pods"); err != nil {
+	if err := createNamespace(ctx, s, namespace); err != nil {
 		return err
 	}
 	template := &resourcev1.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "one-gpu", Namespace: "bench-pods"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class.Name}}},
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
+				DeviceClassName: class.Name, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: gpus}}},
 		}}},
 	}
-	if _, err := s.resource.ResourceV1().ResourceClaimTemplates("bench-pods").Create(ctx, template, metav1.CreateOptions{}); err != nil {
+	if _, err := s.resource.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, template, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create template: %w", err)
 	}
 	return nil
+}
+
+// claimPod is a pod whose container uses claim, made from template.
+func claimPod(namespace, name, claim, template string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "main", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: claim}}}}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: claim, ResourceClaimTemplateName: ptr.To(template)}},
+		},
+	}
 }
 
 // createPods creates the pods, each with a claim from the template, and
 // returns how many were created per second.
 func createPods(ctx context.Context, s *server, c config) (float64, error) {
 	return parallel(ctx, c.pods, c.clients, func(ctx context.Context, i int) error {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: "bench-pods"},
-			Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{Name: "main", Image: "busybox",
-					Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
-				ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}},
-			},
-		}
+		pod := claimPod("bench-pods", fmt.Sprintf("pod-%d", i), "gpu", "one-gpu")
 		_, err := s.kubeFor(i).CoreV1().Pods("bench-pods").Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	})
