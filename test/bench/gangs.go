@@ -12,7 +12,6 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
 )
 
 // gangsNamespace holds the gang workload's groups, pods and template.
