@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/draplane/draplane/apis/resource/devicemaps"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	resourceinternal "github.com/draplane/draplane/generated/informers/externalversions/internalinterfaces"
@@ -47,7 +48,8 @@ type Informers struct {
 
 // NewInformers returns factories on loopback whose informers drop
 // managedFields, which no in-process user reads (the controllers apply
-// and update without them; the server keeps the stored ones). Users ask
+// and update without them; the server keeps the stored ones), and whose
+// ResourceSlices share their devices' identical maps (devicemaps). Users ask
 // for their informers, add handlers and then call Start; the factories
 // start what was asked for so far, so every user may start them.
 func NewInformers(loopback *rest.Config) (*Informers, error) {
@@ -62,7 +64,7 @@ func NewInformers(loopback *rest.Config) (*Informers, error) {
 	transform := informers.WithTransform(DropManagedFields)
 	return &Informers{
 		Kube:     informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, transform),
-		Resource: resourceinformers.NewSharedInformerFactoryWithOptions(resourceClient, 0, resourceinformers.WithTransform(DropManagedFields)),
+		Resource: resourceinformers.NewSharedInformerFactoryWithOptions(resourceClient, 0, resourceinformers.WithTransform(compact)),
 	}, nil
 }
 
@@ -92,6 +94,17 @@ func DropManagedFields(obj any) (any, error) {
 		accessor.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// compact is the transform of the resource informers: DropManagedFields,
+// and a ResourceSlice's devices share the maps they have in common with
+// other slices' (the cached copy is read only, see devicemaps).
+func compact(obj any) (any, error) {
+	obj, err := DropManagedFields(obj)
+	if o, ok := obj.(runtime.Object); ok && err == nil {
+		devicemaps.Share(o)
+	}
+	return obj, err
 }
 
 // SharedInformers creates the process's Informers once, on the first

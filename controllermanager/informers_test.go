@@ -2,16 +2,21 @@ package controllermanager
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
@@ -63,6 +68,40 @@ func TestDropManagedFields(t *testing.T) {
 			}
 			tc.want(t, got)
 		})
+	}
+}
+
+// TestCompact: the resource informers' transform drops managedFields and
+// lets identical devices of different slices share their maps.
+func TestCompact(t *testing.T) {
+	slice := func(name string) *resourcev1.ResourceSlice {
+		return &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "driver"}}},
+			Spec: resourcev1.ResourceSliceSpec{Devices: []resourcev1.Device{{
+				Name:       "gpu-0",
+				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"model": {StringValue: ptr.To("a100")}},
+				Capacity:   map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("80Gi")}},
+			}}},
+		}
+	}
+	var got []*resourcev1.ResourceSlice
+	for _, name := range []string{"a", "b"} {
+		obj, err := compact(slice(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, obj.(*resourcev1.ResourceSlice))
+	}
+	if got[0].ManagedFields != nil || got[1].ManagedFields != nil {
+		t.Error("managedFields kept")
+	}
+	a, b := got[0].Spec.Devices[0], got[1].Spec.Devices[0]
+	if reflect.ValueOf(a.Attributes).UnsafePointer() != reflect.ValueOf(b.Attributes).UnsafePointer() ||
+		reflect.ValueOf(a.Capacity).UnsafePointer() != reflect.ValueOf(b.Capacity).UnsafePointer() {
+		t.Error("identical devices of two slices keep maps of their own")
+	}
+	if tomb, err := compact(cache.DeletedFinalStateUnknown{Key: "a"}); err != nil || tomb.(cache.DeletedFinalStateUnknown).Key != "a" {
+		t.Errorf("tombstone: %#v, %v", tomb, err)
 	}
 }
 

@@ -12,14 +12,12 @@ import (
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/storage"
-	cacherstorage "k8s.io/apiserver/pkg/storage/cacher"
 	"k8s.io/apiserver/pkg/storage/etcd3"
 	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/tools/cache"
 )
 
 // inProcessEtcd makes the API server's storage of the embedded etcd on
@@ -75,7 +73,7 @@ func (o inProcessRESTOptions) GetRESTOptions(resource schema.GroupResource, exam
 	if err != nil {
 		return opts, err
 	}
-	opts.Decorator = o.etcd.decorator(o.watchCached(resource))
+	opts.Decorator = cachingDecorator(o.etcd.rawStorage, o.watchCached(resource))
 	return opts, nil
 }
 
@@ -113,47 +111,6 @@ func (e *inProcessEtcd) newClient() (*kubernetes.Client, error) {
 	client.KV = etcd3.NewETCDLatencyTracker(client.KV)
 	e.clients = append(e.clients, client.Client)
 	return client, nil
-}
-
-// decorator creates a resource's storage on the in-process client and,
-// when cached, puts the watch cache in front of it exactly as
-// k8s.io/apiserver's StorageWithCacher does.
-func (e *inProcessEtcd) decorator(cached bool) generic.StorageDecorator {
-	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
-		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, triggers storage.IndexerFuncs, indexers *cache.Indexers,
-	) (storage.Interface, factory.DestroyFunc, error) {
-		raw, destroyRaw, err := e.rawStorage(config, newFunc, newListFunc, resourcePrefix)
-		if err != nil || !cached {
-			return raw, destroyRaw, err
-		}
-		cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
-			Storage:             raw,
-			Versioner:           storage.APIObjectVersioner{},
-			GroupResource:       config.GroupResource,
-			EventsHistoryWindow: config.EventsHistoryWindow,
-			ResourcePrefix:      resourcePrefix,
-			KeyFunc:             keyFunc,
-			NewFunc:             newFunc,
-			NewListFunc:         newListFunc,
-			GetAttrsFunc:        getAttrs,
-			IndexerFuncs:        triggers,
-			Indexers:            indexers,
-			Codec:               config.Codec,
-		})
-		if err != nil {
-			destroyRaw()
-			return nil, func() {}, err
-		}
-		delegator := cacherstorage.NewCacheDelegator(cacher, raw)
-		var once sync.Once
-		return delegator, func() {
-			once.Do(func() {
-				delegator.Stop()
-				cacher.Stop()
-				destroyRaw()
-			})
-		}, nil
-	}
 }
 
 // rawStorage is the etcd3 store of k8s.io/apiserver on the in-process

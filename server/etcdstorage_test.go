@@ -63,7 +63,7 @@ func TestInProcessStorage(t *testing.T) {
 			}
 			decorator := opts.Decorator
 			if !cached {
-				decorator = e.inProcess.decorator(false)
+				decorator = cachingDecorator(e.inProcess.rawStorage, false)
 			}
 			store, destroy, err := decorator(opts.StorageConfig, "/pods",
 				func(obj runtime.Object) (string, error) {

@@ -249,13 +249,16 @@ func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, sche
 	if err := etcdOptions.ApplyWithStorageFactoryTo(storageFactory, &generic.Config); err != nil {
 		return fmt.Errorf("etcd storage: %w", err)
 	}
+	cached, err := watchCached(&etcdOptions)
+	if err != nil {
+		return err
+	}
 	if etcd != nil {
-		cached, err := watchCached(&etcdOptions)
-		if err != nil {
-			return err
-		}
 		// The embedded etcd is called directly, not over gRPC.
 		generic.RESTOptionsGetter = etcd.InProcessRESTOptions(generic.RESTOptionsGetter, cached)
+	} else {
+		// The same watch caches as with the embedded etcd.
+		generic.RESTOptionsGetter = server.CachingRESTOptions(generic.RESTOptionsGetter, cached)
 	}
 	return nil
 }
