@@ -2,11 +2,13 @@ package pod
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -457,6 +459,61 @@ func TestCheckGracefulDeleteRetriedWithCurrentPod(t *testing.T) {
 			Strategy.CheckGracefulDelete(ctx, current, tc.options)
 			if got := ptr.Deref(tc.options.GracePeriodSeconds, -1); got != tc.want {
 				t.Errorf("current bound pod: grace period %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSelectableFields: leaving empty fields out of the set changes no
+// selector's answer. Every selectable field is tried with = and != against
+// its value, against empty and against another value, on a pending pod
+// (most fields empty) and a running one (none), and the answers are those
+// of the set with every field in it, as upstream builds it.
+func TestSelectableFields(t *testing.T) {
+	pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways}}
+	running := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns"},
+		Spec: corev1.PodSpec{NodeName: "node-1", RestartPolicy: corev1.RestartPolicyNever, SchedulerName: "default-scheduler",
+			ServiceAccountName: "default", HostNetwork: true},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}, PodIP: "10.0.0.9", NominatedNodeName: "node-2"},
+	}
+	full := func(pod *corev1.Pod) fields.Set {
+		podIP := pod.Status.PodIP
+		if len(pod.Status.PodIPs) > 0 {
+			podIP = pod.Status.PodIPs[0].IP
+		}
+		return fields.Set{
+			"metadata.name": pod.Name, "metadata.namespace": pod.Namespace,
+			"spec.nodeName": pod.Spec.NodeName, "spec.restartPolicy": string(pod.Spec.RestartPolicy),
+			"spec.schedulerName": pod.Spec.SchedulerName, "spec.serviceAccountName": pod.Spec.ServiceAccountName,
+			"spec.hostNetwork": strconv.FormatBool(pod.Spec.HostNetwork), "status.phase": string(pod.Status.Phase),
+			"status.podIP": podIP, "status.nominatedNodeName": pod.Status.NominatedNodeName,
+		}
+	}
+	for name, pod := range map[string]*corev1.Pod{"pending": pending, "running": running} {
+		t.Run(name, func(t *testing.T) {
+			want, got := full(pod), ToSelectableFields(pod)
+			if name == "pending" && len(got) > 8 {
+				t.Errorf("%d fields kept for a pending pod, want the empty ones left out: %v", len(got), got)
+			}
+			for field, value := range want {
+				for _, v := range []string{value, "", "other"} {
+					for _, op := range []string{"=", "!="} {
+						selector, err := fields.ParseSelector(field + op + v)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if selector.Matches(got) != selector.Matches(want) {
+							t.Errorf("%s: %v on the kept fields, %v on all", selector, selector.Matches(got), selector.Matches(want))
+						}
+					}
+				}
+			}
+			for field, value := range got {
+				if want[field] != value {
+					t.Errorf("field %s = %q, want %q", field, value, want[field])
+				}
 			}
 		})
 	}
