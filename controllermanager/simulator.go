@@ -17,6 +17,7 @@ import (
 
 	"github.com/draplane/draplane/auth/rbac"
 	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
 	"github.com/draplane/draplane/simulator"
 )
 
@@ -175,15 +176,21 @@ func (c *nodeClients) get(node string) (kubernetes.Interface, versioned.Interfac
 		UserName: rbac.NodeUserPrefix + node,
 		Groups:   []string{rbac.NodesGroup, rbac.DriverGroupPrefix + c.driver},
 	}
-	core, err := corev1client.NewForConfig(config)
+	httpClient, err := rest.HTTPClientFor(config)
 	if err != nil {
 		panic(fmt.Sprintf("client of simulated node %s: %v", node, err))
 	}
-	resource, err := versioned.NewForConfig(config)
+	core, err := corev1client.NewForConfigAndClient(config, httpClient)
 	if err != nil {
 		panic(fmt.Sprintf("client of simulated node %s: %v", node, err))
 	}
-	pair := nodeClientPair{kube: coreOnly{core: core}, resource: resource}
+	// The node's two clients (its kubelet's and its driver's) share one
+	// HTTP client, each with a budget of its own.
+	resource, err := resourcev1client.NewForConfigAndClient(rest.CopyConfig(config), httpClient)
+	if err != nil {
+		panic(fmt.Sprintf("client of simulated node %s: %v", node, err))
+	}
+	pair := nodeClientPair{kube: coreOnly{core: core}, resource: resourceV1Only{v1: resource}}
 	c.clients[node] = pair
 	return pair.kube, pair.resource
 }
@@ -199,3 +206,13 @@ type coreOnly struct {
 }
 
 func (c coreOnly) CoreV1() corev1client.CoreV1Interface { return c.core }
+
+// resourceV1Only is a simulated node's resource client: the node agent
+// and the driver's publisher use resource.draplane.dev/v1 only. The
+// v1beta1 client is nil.
+type resourceV1Only struct {
+	versioned.Interface
+	v1 resourcev1client.ResourceV1Interface
+}
+
+func (c resourceV1Only) ResourceV1() resourcev1client.ResourceV1Interface { return c.v1 }
