@@ -16,10 +16,11 @@ COPY . .
 ARG VERSION=v0.1.0-dev
 ARG GIT_COMMIT=unknown
 # Major and minor come from VERSION, as in the Makefile: the server
-# compares them with each kind's lifecycle (deprecation, removal).
+# compares them with each kind's lifecycle (deprecation, removal). The
+# build tags are the Makefile's BUILD_TAGS.
 RUN major="$(echo "${VERSION}" | sed -E 's/^v([0-9]+)\.([0-9]+).*/\1/')" && \
     minor="$(echo "${VERSION}" | sed -E 's/^v([0-9]+)\.([0-9]+).*/\2/')" && \
-    CGO_ENABLED=0 go build -trimpath -o /out/dra-apiserver \
+    CGO_ENABLED=0 go build -trimpath -tags fieldsv1string -o /out/dra-apiserver \
       -ldflags "-s -w \
         -X k8s.io/component-base/version.gitVersion=${VERSION} \
         -X k8s.io/component-base/version.gitMajor=${major} \

@@ -16,6 +16,14 @@ LDFLAGS = -X k8s.io/component-base/version.gitVersion=$(VERSION) \
 	-X k8s.io/component-base/version.gitCommit=$(GIT_COMMIT) \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/component-base/version.buildDate=$(BUILD_DATE)
+# Build tags of every build, test and check (exported in GOFLAGS, so that
+# go commands started by tests and tools get them too). fieldsv1string is
+# k8s.io/apimachinery's: a managedFields field set is an interned string,
+# so the watch caches keep one copy of equal ones (every pod of a template,
+# each status a controller writes). test/launcher (BuildTags) and the
+# Dockerfile build with the same tags.
+BUILD_TAGS := fieldsv1string
+export GOFLAGS := $(strip $(GOFLAGS) -tags=$(BUILD_TAGS))
 TEST_TIMEOUT ?= 30m
 # `make run` starts the quickstart's setup: four simulated nodes with eight
 # GPUs each (test/e2e/quickstart_test.go reads this line). RUN_ARGS= runs

@@ -47,8 +47,8 @@ func (o cachingRESTOptions) GetRESTOptions(resource schema.GroupResource, exampl
 
 // cachingDecorator creates a resource's store with raw and, when cached,
 // puts the watch cache in front of it exactly as k8s.io/apiserver's
-// StorageWithCacher does, except that what the cache keeps passes through
-// the resource's cacheCompactor first.
+// StorageWithCacher does, except that what the cache keeps of a resource
+// with a cacheCompactor passes through it first.
 func cachingDecorator(raw rawStorageFunc, cached bool) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
 		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, triggers storage.IndexerFuncs, indexers *cache.Indexers,
@@ -57,11 +57,14 @@ func cachingDecorator(raw rawStorageFunc, cached bool) generic.StorageDecorator 
 		if err != nil || !cached {
 			return store, destroyRaw, err
 		}
-		// The cache fills itself with lists and watches through
-		// compactingStorage; reads it cannot serve and writes go to
-		// store itself.
+		// The cache fills itself with lists and watches of source;
+		// reads it cannot serve and writes go to store itself.
+		source := store
+		if compact := cacheCompactor(config.GroupResource); compact != nil {
+			source = compactingStorage{Interface: store, compact: compact}
+		}
 		cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
-			Storage:             compactingStorage{Interface: store, compact: cacheCompactor(config.GroupResource)},
+			Storage:             source,
 			Versioner:           storage.APIObjectVersioner{},
 			GroupResource:       config.GroupResource,
 			EventsHistoryWindow: config.EventsHistoryWindow,
@@ -91,62 +94,16 @@ func cachingDecorator(raw rawStorageFunc, cached bool) generic.StorageDecorator 
 }
 
 // cacheCompactor is what the watch cache of a resource passes each object
-// through before keeping it. Every object's managedFields entries share
-// their field sets with equal ones (shareManagedFields). A ResourceSlice's
-// devices also share the maps they have in common with other slices'
-// (devicemaps): at 5,000 nodes of 8 identical GPUs that is about half of
-// what the cache holds of slices.
+// through before keeping it, nil for most. A ResourceSlice's devices share
+// the maps they have in common with other slices' (devicemaps): at 5,000
+// nodes of 8 identical GPUs that is about half of what the cache holds of
+// slices. (Equal managedFields field sets are shared by the fieldsv1string
+// build tag of k8s.io/apimachinery, in every copy; see the Makefile.)
 func cacheCompactor(resource schema.GroupResource) func(runtime.Object) {
 	if resource == (schema.GroupResource{Group: resourceapi.GroupName, Resource: "resourceslices"}) {
-		return func(obj runtime.Object) {
-			shareManagedFields(obj)
-			devicemaps.Share(obj)
-		}
+		return devicemaps.Share
 	}
-	return shareManagedFields
-}
-
-// fieldSets holds one copy of each managedFields field set the watch
-// caches keep. Objects written by the same manager in the same way (every
-// pod of a template, the status a controller writes) have equal ones, and
-// a cache keeps every version of an object its history still has.
-var fieldSets struct {
-	mu   sync.Mutex
-	sets map[string][]byte
-}
-
-// maxFieldSets bounds fieldSets: a full table starts over, so that sets
-// no object holds any more are not kept for ever.
-const maxFieldSets = 4096
-
-// shareManagedFields points the field set of each of obj's managedFields
-// entries at the kept copy of an equal one. Only for objects nothing
-// writes to (see compactingStorage).
-func shareManagedFields(obj runtime.Object) {
-	accessor, err := meta.Accessor(obj)
-	if err != nil {
-		return
-	}
-	entries := accessor.GetManagedFields()
-	if len(entries) == 0 {
-		return
-	}
-	fieldSets.mu.Lock()
-	defer fieldSets.mu.Unlock()
-	for i := range entries {
-		set := entries[i].FieldsV1
-		if set == nil || len(set.Raw) == 0 {
-			continue
-		}
-		if kept, ok := fieldSets.sets[string(set.Raw)]; ok {
-			set.Raw = kept
-			continue
-		}
-		if fieldSets.sets == nil || len(fieldSets.sets) >= maxFieldSets {
-			fieldSets.sets = make(map[string][]byte)
-		}
-		fieldSets.sets[string(set.Raw)] = set.Raw
-	}
+	return nil
 }
 
 // compactingStorage is the store as its watch cache sees it: the objects

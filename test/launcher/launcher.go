@@ -20,10 +20,15 @@ import (
 	"github.com/draplane/draplane/internal/testing/testenv"
 )
 
+// BuildTags are the build tags of the binaries Build builds: the
+// Makefile's BUILD_TAGS, so that a test run without make tests what make
+// builds.
+const BuildTags = "fieldsv1string"
+
 // Build builds the main package pkg (relative to the module root, e.g.
-// "./cmd/dra-apiserver") into out, with ldflags if any.
+// "./cmd/dra-apiserver") into out, with BuildTags and ldflags if any.
 func Build(pkg, out string, ldflags ...string) error {
-	args := []string{"build"}
+	args := []string{"build", "-tags", BuildTags}
 	if len(ldflags) > 0 {
 		args = append(args, "-ldflags", strings.Join(ldflags, " "))
 	}
