@@ -163,6 +163,9 @@ type Server struct {
 
 // New builds the server: API groups installed, post-start hooks added.
 func (c CompletedConfig) New() (*Server, error) {
+	// New serves the OpenAPI documents itself, building each on first
+	// request (installOpenAPI).
+	c.Generic.SkipOpenAPIInstallation = true
 	generic, err := c.Generic.New("dra-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, fmt.Errorf("build generic API server: %w", err)
@@ -217,6 +220,10 @@ func (c CompletedConfig) New() (*Server, error) {
 		}
 	}
 	if err := generic.AddPostStartHook("print-kubeconfig", s.printKubeconfig); err != nil {
+		return nil, err
+	}
+	// Last: the documents cover the web services installed by now.
+	if err := installOpenAPI(generic, c.Generic.OpenAPIConfig, c.Generic.OpenAPIV3Config); err != nil {
 		return nil, err
 	}
 	return s, nil

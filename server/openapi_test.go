@@ -1,10 +1,17 @@
 package server
 
 import (
+	"encoding/json"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/kube-openapi/pkg/builder3"
+	openapicommon "k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/draplane/draplane/generated/openapi"
 )
 
 func TestDefinitionNamer(t *testing.T) {
@@ -59,5 +66,45 @@ func TestDefinitionNamer(t *testing.T) {
 				t.Errorf("extensions (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestV3DefinitionsBuiltPerUse: without Definitions in the v3 config,
+// builder3 builds the models the managedFields type converter is made of
+// (genericapiserver's getOpenAPIModels) as it did from the definitions
+// the config used to hold.
+func TestV3DefinitionsBuiltPerUse(t *testing.T) {
+	scheme, err := newOpenAPIScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, v3 := openAPIConfigs(scheme)
+	if v3.Definitions != nil {
+		t.Fatal("the v3 config holds its definitions")
+	}
+	held := *v3
+	held.Definitions = openapi.GetOpenAPIDefinitions(func(name string) spec.Ref {
+		published, _ := v3.GetDefinitionName(name)
+		return spec.MustCreateRef("#/components/schemas/" + openapicommon.EscapeJsonPointer(published))
+	})
+	names := slices.Sorted(maps.Keys(held.Definitions))
+	got, err := builder3.BuildOpenAPIDefinitionsForResources(v3, names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := builder3.BuildOpenAPIDefinitionsForResources(&held, names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotJSON, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(wantJSON), string(gotJSON)); diff != "" {
+		t.Errorf("models (-held definitions +built per use):\n%s", diff)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/draplane/draplane/cmd/dra-apiserver/app"
+	"github.com/draplane/draplane/server"
 )
 
 // StartServer runs dra-apiserver in this process on a free port, with its
@@ -34,30 +35,8 @@ func StartServer(ctx context.Context, tb testing.TB, wg *sync.WaitGroup, withCon
 // the embedded etcd.
 func StartServerWithEtcd(ctx context.Context, tb testing.TB, wg *sync.WaitGroup, withControllers bool, etcdURL string) *rest.Config {
 	tb.Helper()
-	options := app.NewOptions()
-	if etcdURL != "" {
-		options.Etcd.StorageConfig.Transport.ServerList = []string{etcdURL}
-	}
-	options.DataDir = tb.TempDir()
-	options.SecureServing.BindPort = 0
-	options.EmbeddedEtcd.UnsafeNoFsync = true
-	options.Controllers.Run = withControllers
-	if err := options.Complete(); err != nil {
-		tb.Fatalf("complete options: %v", err)
-	}
-	if err := options.Validate(); err != nil {
-		tb.Fatalf("validate options: %v", err)
-	}
-	config, err := options.Config(ctx)
-	if err != nil {
-		tb.Fatalf("server config: %v", err)
-	}
+	config, srv := NewServer(ctx, tb, withControllers, etcdURL)
 	kubeconfig := config.Extra.KubeconfigPath
-	srv, err := config.Complete().New()
-	if err != nil {
-		config.Close()
-		tb.Fatalf("build server: %v", err)
-	}
 	wg.Go(func() {
 		if err := srv.Run(ctx); err != nil {
 			tb.Errorf("server stopped: %v", err)
@@ -81,4 +60,35 @@ func StartServerWithEtcd(ctx context.Context, tb testing.TB, wg *sync.WaitGroup,
 		tb.Fatalf("server not ready with namespace default: %v", err)
 	}
 	return restConfig
+}
+
+// NewServer builds dra-apiserver as StartServerWithEtcd does, without
+// running it: Server.Run, or else config.Close, releases its etcd and
+// data directory.
+func NewServer(ctx context.Context, tb testing.TB, withControllers bool, etcdURL string) (*server.Config, *server.Server) {
+	tb.Helper()
+	options := app.NewOptions()
+	if etcdURL != "" {
+		options.Etcd.StorageConfig.Transport.ServerList = []string{etcdURL}
+	}
+	options.DataDir = tb.TempDir()
+	options.SecureServing.BindPort = 0
+	options.EmbeddedEtcd.UnsafeNoFsync = true
+	options.Controllers.Run = withControllers
+	if err := options.Complete(); err != nil {
+		tb.Fatalf("complete options: %v", err)
+	}
+	if err := options.Validate(); err != nil {
+		tb.Fatalf("validate options: %v", err)
+	}
+	config, err := options.Config(ctx)
+	if err != nil {
+		tb.Fatalf("server config: %v", err)
+	}
+	srv, err := config.Complete().New()
+	if err != nil {
+		config.Close()
+		tb.Fatalf("build server: %v", err)
+	}
+	return config, srv
 }
