@@ -19,3 +19,14 @@ func newAPIGroupInfo(group string, scheme *runtime.Scheme, codecs serializer.Cod
 	}
 	return info
 }
+
+// forgetOpenAPIModels lets go of the OpenAPI models that installing API
+// groups leaves in their infos (StaticOpenAPISpec, several MB in all): the
+// generic server keeps each info for the destroy function of its storage,
+// and nothing reads the models once the managedFields type converter has
+// been built from them.
+func forgetOpenAPIModels(infos ...*genericapiserver.APIGroupInfo) {
+	for _, info := range infos {
+		info.StaticOpenAPISpec = nil
+	}
+}

@@ -177,6 +177,7 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 	if err := s.InstallAPIGroups(infos...); err != nil {
 		return nil, fmt.Errorf("install %s: %w", resourceapi.GroupName, err)
 	}
+	forgetOpenAPIModels(infos...)
 	// kubectl resolves a resource named without its group (`kubectl get
 	// resourceclaims`) to the first group of discovery that has it.
 	// Aggregated discovery orders groups by priority, then by name; ours

@@ -120,6 +120,7 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 	if err := s.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &legacyInfo); err != nil {
 		return fmt.Errorf("install core/v1: %w", err)
 	}
+	forgetOpenAPIModels(&legacyInfo)
 
 	coordination, err := core.NewCoordinationStorage(optsGetter)
 	if err != nil {
@@ -130,6 +131,7 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 	if err := s.InstallAPIGroup(&coordinationInfo); err != nil {
 		return fmt.Errorf("install coordination.k8s.io/v1: %w", err)
 	}
+	forgetOpenAPIModels(&coordinationInfo)
 	if err := c.installScheduling(s, scheme, codecs, optsGetter); err != nil {
 		return err
 	}

@@ -100,6 +100,7 @@ func (c *CoreLite) installAuth(s *genericapiserver.GenericAPIServer, scheme *run
 		if err := s.InstallAPIGroup(&info); err != nil {
 			return fmt.Errorf("install %s/v1: %w", group, err)
 		}
+		forgetOpenAPIModels(&info)
 		return nil
 	}
 	escalation := &rbac.Escalation{Resolver: c.auth.resolver, Authorizer: authz}

@@ -54,6 +54,7 @@ func (c *CoreLite) installScheduling(s *genericapiserver.GenericAPIServer, schem
 	if err := s.InstallAPIGroup(&info); err != nil {
 		return fmt.Errorf("install scheduling.k8s.io: %w", err)
 	}
+	forgetOpenAPIModels(&info)
 	return s.AddPostStartHook("scheduling/bootstrap-system-priority-classes", c.createSystemPriorityClasses)
 }
 
