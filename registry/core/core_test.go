@@ -6,6 +6,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -118,14 +119,22 @@ func TestFieldLabelConversion(t *testing.T) {
 }
 
 // Every field label the scheme accepts must be produced by the strategy's
-// attrs func, or selecting on it would match nothing.
+// attrs func, or selecting on it would match nothing. A pod's set leaves
+// out empty fields (a selector reads a missing field as empty), so the pod
+// has every selectable field set.
 func TestFieldLabelsMatchSelectableFields(t *testing.T) {
+	fullPod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+		Spec: corev1.PodSpec{NodeName: "n", RestartPolicy: corev1.RestartPolicyAlways, SchedulerName: "s",
+			ServiceAccountName: "sa", HostNetwork: true},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", NominatedNodeName: "m"},
+	}
 	for _, tc := range []struct {
 		kind   string
 		labels sets.Set[string]
 		fields func() []string
 	}{
-		{"Pod", corescheme.PodFieldLabels, func() []string { return keys(pod.ToSelectableFields(&corev1.Pod{})) }},
+		{"Pod", corescheme.PodFieldLabels, func() []string { return keys(pod.ToSelectableFields(fullPod)) }},
 		{"Event", corescheme.EventFieldLabels, func() []string { return keys(event.ToSelectableFields(&corev1.Event{})) }},
 		{"Node", corescheme.NodeFieldLabels, func() []string { return keys(node.ToSelectableFields(&corev1.Node{})) }},
 		{"Namespace", corescheme.NamespaceFieldLabels, func() []string { return keys(namespace.ToSelectableFields(&corev1.Namespace{})) }},
