@@ -104,6 +104,17 @@ type attribute struct {
 	list bool
 }
 
+// single reports whether the value is shared: exactly one scalar set.
+func (a attribute) single() bool {
+	set := 0
+	for _, p := range [...]bool{a.i != nil, a.b != nil, a.s != nil, a.v != nil} {
+		if p {
+			set++
+		}
+	}
+	return !a.list && set == 1
+}
+
 func internalAttribute(a resourceapi.DeviceAttribute) attribute {
 	return attribute{i: a.IntValue, b: a.BoolValue, s: a.StringValue, v: a.VersionValue,
 		list: a.IntValues != nil || a.BoolValues != nil || a.StringValues != nil || a.VersionValues != nil}
@@ -135,13 +146,7 @@ func attributesKey[K ~string, A any](m map[K]A, value func(A) attribute) string 
 	var b strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(m)) {
 		a := value(m[name])
-		set := 0
-		for _, p := range []bool{a.i != nil, a.b != nil, a.s != nil, a.v != nil} {
-			if p {
-				set++
-			}
-		}
-		if a.list || set != 1 {
+		if !a.single() {
 			return ""
 		}
 		writeString(&b, string(name))
