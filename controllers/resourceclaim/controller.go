@@ -924,8 +924,8 @@ func (c *Controller) syncClaim(ctx context.Context, namespace, name string) erro
 	remaining := make([]resourcev1.ResourceClaimConsumerReference, 0, len(claim.Status.ReservedFor))
 	for _, consumer := range claim.Status.ReservedFor {
 		if podclaims.IsGroupConsumer(consumer) && c.podGroupLister != nil {
-			// A group claim is the group's until the group is gone.
-			needed, err := c.groupNeedsClaim(ctx, namespace, consumer)
+			// A group claim is the group's while a pod of it uses it.
+			needed, err := c.groupUsesClaim(ctx, claim, consumer)
 			if err != nil {
 				return err
 			}

@@ -26,8 +26,11 @@ import (
 // equals the group's entry records the group's claim in its status
 // instead of getting one of its own. The allocation controller reserves
 // group claims for the PodGroup; this controller drops that reservation
-// when the group is gone, which deallocates the claim, and deletes the
-// claims generated for the group (standalone runs no garbage collector).
+// once no pod of the group uses the claim any more, which deallocates it,
+// whether the PodGroup object still exists or not: a group deleted under
+// running pods keeps their device, and a group whose pods are all gone
+// releases it. Claims generated for a group that is gone are deleted
+// once released (standalone runs no garbage collector).
 
 const (
 	// groupKeyPrefix marks work items of PodGroups.
@@ -246,10 +249,58 @@ func groupClaimOfPod(pod *corev1.Pod, group *schedulingv1beta1.PodGroup, podClai
 	return *name, true, nil
 }
 
-// groupNeedsClaim decides whether the PodGroup named by a consumer
-// reference still exists as that instance; the informer's word that it
-// does not is checked with the server, as for pods.
-func (c *Controller) groupNeedsClaim(ctx context.Context, namespace string, consumer resourcev1.ResourceClaimConsumerReference) (bool, error) {
+// groupUsesClaim decides whether the PodGroup named by a consumer
+// reference still uses the claim: while any pod of the group that names
+// the claim is not done, its device may be in use, whether the PodGroup
+// itself still exists or not (KEP-5729 keeps a group's claim allocated
+// while a pod of the group remains). A group without such pods gives the
+// reservation up, which deallocates the claim; a member that comes back
+// gets it allocated again. The informer's word that no such pod is left
+// is checked with the server, as for pods: dropping the reservation of a
+// member that is about to start would hand its device to someone else.
+func (c *Controller) groupUsesClaim(ctx context.Context, claim *resourcev1.ResourceClaim, consumer resourcev1.ResourceClaimConsumerReference) (bool, error) {
+	logger := klog.FromContext(ctx)
+	cached, err := c.podIndexer.ByIndex(podclaims.PodsByClaimIndex, claim.Namespace+"/"+claim.Name)
+	if err != nil {
+		return false, fmt.Errorf("list pods of claim %s from cache: %w", klog.KObj(claim), err)
+	}
+	for _, obj := range cached {
+		if pod, ok := obj.(*corev1.Pod); ok && isGroupMemberUsing(pod, consumer.Name, claim.Name) {
+			return true, nil
+		}
+	}
+	pods, err := c.kubeClient.CoreV1().Pods(claim.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, fmt.Errorf("list pods of namespace %s for the members of PodGroup %s: %w", claim.Namespace, consumer.Name, err)
+	}
+	for i := range pods.Items {
+		if pod := &pods.Items[i]; isGroupMemberUsing(pod, consumer.Name, claim.Name) {
+			logger.V(5).Info("PodGroup member known only to the server still uses the claim", "pod", klog.KObj(pod), "podGroup", klog.KRef(claim.Namespace, consumer.Name))
+			return true, nil
+		}
+	}
+	logger.V(5).Info("No pod of the PodGroup uses the claim any more", "podGroup", klog.KRef(claim.Namespace, consumer.Name))
+	return false, nil
+}
+
+// isGroupMemberUsing: the pod belongs to the group, names the claim and
+// is not done.
+func isGroupMemberUsing(pod *corev1.Pod, group, claimName string) bool {
+	if podclaims.GroupOf(pod) != group || podclaims.IsDone(pod) {
+		return false
+	}
+	for _, podClaim := range podclaims.ClaimsOf(pod) {
+		if name, _, err := podclaims.ClaimName(pod, podClaim); err == nil && name != nil && *name == claimName {
+			return true
+		}
+	}
+	return false
+}
+
+// groupExists decides whether the PodGroup named by a consumer reference
+// still exists as that instance; the informer's word that it does not is
+// checked with the server, as for pods.
+func (c *Controller) groupExists(ctx context.Context, namespace string, consumer resourcev1.ResourceClaimConsumerReference) (bool, error) {
 	if c.deletedPods.Has(consumer.UID) {
 		return false, nil
 	}
@@ -279,8 +330,8 @@ func (c *Controller) deleteIfGroupIsGone(ctx context.Context, claim *resourcev1.
 	if groupName == "" || c.podGroupLister == nil {
 		return nil
 	}
-	needed, err := c.groupNeedsClaim(ctx, claim.Namespace, resourcev1.ResourceClaimConsumerReference{Name: groupName, UID: owner.UID})
-	if err != nil || needed {
+	exists, err := c.groupExists(ctx, claim.Namespace, resourcev1.ResourceClaimConsumerReference{Name: groupName, UID: owner.UID})
+	if err != nil || exists {
 		return err
 	}
 	uid := claim.UID

@@ -67,6 +67,12 @@ func TestSyncGroupClaims(t *testing.T) {
 	// Same template, another name: the pod's own claim.
 	podOwn := makePod("pod-own", "uid-own", inGroup("train"), withTemplateClaim("gpu", "fabric"))
 	other := makeGroup("other", "uid-other")
+	reservedGroupClaim := makeClaim(groupClaimName, generatedForGroup(train, "fabric"), allocated(), reservedForConsumer(trainConsumer))
+	podARunning := makePod("pod-a", "uid-a", inGroup("train"), withTemplateClaim("fabric", "fabric"), withClaimStatus("fabric", groupClaimName), withNodeName("node-1"), withPhase(corev1.PodRunning))
+	podATerminating := makePod("pod-a", "uid-a", inGroup("train"), withTemplateClaim("fabric", "fabric"), withClaimStatus("fabric", groupClaimName), withNodeName("node-1"), withPhase(corev1.PodRunning), withPodDeletion())
+	podADone := makePod("pod-a", "uid-a", inGroup("train"), withTemplateClaim("fabric", "fabric"), withClaimStatus("fabric", groupClaimName), withNodeName("node-1"), withPhase(corev1.PodSucceeded))
+	// Names the group's claim but is in no group: not a member.
+	podOtherGroup := makePod("pod-b", "uid-b", inGroup("other"), withSharedClaim("fabric", groupClaimName), withNodeName("node-1"), withPhase(corev1.PodRunning))
 
 	tests := map[string]testCase{
 		"group claim generated once for the group, owned by it": {
@@ -117,11 +123,59 @@ func TestSyncGroupClaims(t *testing.T) {
 			claims:         []*resourcev1.ResourceClaim{makeClaim(groupClaimName, generatedForGroup(train, "fabric"), allocated())},
 			expectedClaims: []*resourcev1.ResourceClaim{makeClaim(groupClaimName, generatedForGroup(train, "fabric"), allocated(), reservedForConsumer(trainConsumer))},
 		},
-		"claim reserved for an existing group stays": {
+		"claim reserved for an existing group with a running pod stays": {
 			keys:           []string{claimKey(groupClaimName)},
 			podGroups:      []*schedulingv1beta1.PodGroup{trainRecorded},
-			claims:         []*resourcev1.ResourceClaim{makeClaim(groupClaimName, generatedForGroup(train, "fabric"), allocated(), reservedForConsumer(trainConsumer))},
-			expectedClaims: []*resourcev1.ResourceClaim{makeClaim(groupClaimName, generatedForGroup(train, "fabric"), allocated(), reservedForConsumer(trainConsumer))},
+			pods:           []*corev1.Pod{podARunning},
+			claims:         []*resourcev1.ResourceClaim{reservedGroupClaim},
+			expectedClaims: []*resourcev1.ResourceClaim{reservedGroupClaim},
+		},
+		"group deleted while its pods run: claim stays allocated and reserved": {
+			keys:           []string{claimKey(groupClaimName)},
+			podGroups:      []*schedulingv1beta1.PodGroup{other},
+			pods:           []*corev1.Pod{podARunning},
+			claims:         []*resourcev1.ResourceClaim{reservedGroupClaim},
+			expectedClaims: []*resourcev1.ResourceClaim{reservedGroupClaim},
+		},
+		"group deleted while its pod is terminating on its node: claim stays": {
+			keys:           []string{claimKey(groupClaimName)},
+			podGroups:      []*schedulingv1beta1.PodGroup{other},
+			pods:           []*corev1.Pod{podATerminating},
+			claims:         []*resourcev1.ResourceClaim{reservedGroupClaim},
+			expectedClaims: []*resourcev1.ResourceClaim{reservedGroupClaim},
+		},
+		"group deleted, its pod known only to the server: claim stays": {
+			keys:           []string{claimKey(groupClaimName)},
+			podGroups:      []*schedulingv1beta1.PodGroup{other},
+			serverOnlyPods: []*corev1.Pod{podARunning},
+			claims:         []*resourcev1.ResourceClaim{reservedGroupClaim},
+			expectedClaims: []*resourcev1.ResourceClaim{reservedGroupClaim},
+		},
+		"group deleted and its last pod done: claim deallocated and deleted": {
+			keys:      []string{claimKey(groupClaimName)},
+			podGroups: []*schedulingv1beta1.PodGroup{other},
+			pods:      []*corev1.Pod{podADone},
+			claims:    []*resourcev1.ResourceClaim{reservedGroupClaim},
+		},
+		"existing group whose pods are all gone: claim deallocated, not deleted": {
+			keys:           []string{claimKey(groupClaimName)},
+			podGroups:      []*schedulingv1beta1.PodGroup{trainRecorded},
+			claims:         []*resourcev1.ResourceClaim{reservedGroupClaim},
+			expectedClaims: []*resourcev1.ResourceClaim{makeClaim(groupClaimName, generatedForGroup(train, "fabric"))},
+		},
+		"existing group whose pods are all done: claim deallocated, not deleted": {
+			keys:           []string{claimKey(groupClaimName)},
+			podGroups:      []*schedulingv1beta1.PodGroup{trainRecorded},
+			pods:           []*corev1.Pod{podADone, podOtherGroup},
+			claims:         []*resourcev1.ResourceClaim{reservedGroupClaim},
+			expectedClaims: []*resourcev1.ResourceClaim{makeClaim(groupClaimName, generatedForGroup(train, "fabric"))},
+		},
+		"existing group, its pod known only to the server: claim stays": {
+			keys:           []string{claimKey(groupClaimName)},
+			podGroups:      []*schedulingv1beta1.PodGroup{trainRecorded},
+			serverOnlyPods: []*corev1.Pod{podABound},
+			claims:         []*resourcev1.ResourceClaim{reservedGroupClaim},
+			expectedClaims: []*resourcev1.ResourceClaim{reservedGroupClaim},
 		},
 		"group gone: reservation dropped, claim deallocated and deleted": {
 			keys:      []string{claimKey(groupClaimName)},

@@ -261,3 +261,101 @@ spec:
 		t.Errorf("claim allocated %q, want fabric-0 (still used by solo)", device)
 	}
 }
+
+// fabricPod is a pod outside any group with a claim of its own on the
+// network-attached device: it runs only when nobody else holds fabric-0.
+const fabricPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  resourceClaims:
+  - name: fabric
+    resourceClaimTemplateName: fabric
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      claims:
+      - name: fabric
+`
+
+// TestGroupClaimOutlivesGroup: a PodGroup's claim belongs to the group's
+// pods, not to the PodGroup object. Deleted under running pods, the group
+// leaves their device allocated to them, so a pod outside the group that
+// wants the same device waits until the last member is gone; then the
+// claim goes and that pod runs. A group that stays while all its pods go
+// releases its device (the claim is deallocated, not deleted) and gets it
+// allocated again when a member comes back.
+func TestGroupClaimOutlivesGroup(t *testing.T) {
+	requireKubectl(t)
+	s := startServer(t, t.TempDir(), "--simulate-nodes=2", "--simulate-devices-per-node=1", gangGates)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(launcher.Tail(s.Output(), 60))
+		}
+	})
+	s.MustKubectl(t, groupClaimSetup, "apply", "-f", "-")
+	groupClaim := func(group string) string {
+		for _, name := range strings.Fields(s.MustKubectl(t, "", "get", "resourceclaims", "-o", `jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}`)) {
+			if strings.HasPrefix(name, group+"-fabric-") {
+				return name
+			}
+		}
+		t.Fatalf("no claim of PodGroup %s\n%s", group, dumpState(t, s, "default"))
+		return ""
+	}
+	claimState := func(claim string) string {
+		return s.MustKubectl(t, "", "get", "resourceclaim", claim, "-o", `jsonpath={.status.allocation.devices.results[*].device}/{range .status.reservedFor[*]}{.resource}:{.name} {end}`)
+	}
+	// stillPending checks for a while that the pod does not run.
+	stillPending := func(pod string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if phase := s.MustKubectl(t, "", "get", "pod", pod, "-o", "jsonpath={.spec.nodeName}/{.status.phase}"); phase != "/Pending" {
+				t.Fatalf("pod %s is %s while fabric-0 is still in use by a PodGroup's pods\n%s", pod, phase, dumpState(t, s, "default"))
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+
+	// 1. The group is deleted while its pods run.
+	s.MustKubectl(t, groupClaimYAML("g", 2, 2), "create", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod", "-l", "group=g", "--timeout=120s")
+	claim := groupClaim("g")
+	s.MustKubectl(t, "", "delete", "podgroup", "g")
+	s.MustKubectl(t, fmt.Sprintf(fabricPod, "thief"), "create", "-f", "-")
+	stillPending("thief")
+	if got := claimState(claim); got != "fabric-0/podgroups:g " {
+		t.Errorf("claim %s after its PodGroup was deleted under running pods: %q, want fabric-0 reserved for podgroups:g", claim, got)
+	}
+	s.MustKubectl(t, "", "delete", "pod", "g-0", "--grace-period=1")
+	stillPending("thief")
+	s.MustKubectl(t, "", "delete", "pod", "g-1", "--grace-period=1")
+	s.MustKubectl(t, "", "wait", "--for=delete", "resourceclaim/"+claim, "--timeout=120s")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/thief", "--timeout=120s")
+	s.MustKubectl(t, "", "delete", "pod", "thief", "--grace-period=1")
+
+	// 2. The group stays while all its pods go.
+	s.MustKubectl(t, groupClaimYAML("h", 2, 2), "create", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod", "-l", "group=h", "--timeout=120s")
+	claim = groupClaim("h")
+	s.MustKubectl(t, "", "delete", "pods", "-l", "group=h", "--grace-period=1")
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) {
+		return claimState(claim) == "/", nil
+	})
+	if err != nil {
+		t.Fatalf("claim %s of PodGroup h after all its pods are gone: %q, want deallocated and reserved for nobody\n%s", claim, claimState(claim), dumpState(t, s, "default"))
+	}
+	s.MustKubectl(t, fmt.Sprintf(fabricPod, "borrower"), "create", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/borrower", "--timeout=120s")
+	s.MustKubectl(t, "", "delete", "pod", "borrower", "--grace-period=1")
+	// The members come back: the group's claim, still the same object,
+	// is allocated again.
+	s.MustKubectl(t, groupClaimYAML("h", 2, 2), "apply", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod", "-l", "group=h", "--timeout=120s")
+	if got := claimState(claim); got != "fabric-0/podgroups:h " {
+		t.Errorf("claim %s after the members came back: %q, want fabric-0 reserved for podgroups:h", claim, got)
+	}
+}
