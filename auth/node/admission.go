@@ -25,7 +25,8 @@ const PluginName = "draplane.dev/NodeRestriction"
 // Admission refuses a node-bound identity's writes of other nodes'
 // objects: ResourceSlices whose spec.nodeName is not its node or whose
 // driver it holds no draplane:driver:<driver> group for, Nodes of another
-// name, and claim status changes outside status.devices.
+// name, claim status changes outside status.devices, and changes of the
+// status.devices entries of drivers it does not hold.
 //
 // In aggregated mode a driver's pods authenticate with bound service
 // account tokens: the service accounts in DriverServiceAccounts are
@@ -139,10 +140,7 @@ func (p *Admission) Validate(ctx context.Context, a admission.Attributes, _ admi
 				return forbidden("%s may only write ResourceSlices with spec.nodeName %s; slice %s has %q", u.GetName(), node, slice.Name, got)
 			}
 			if !driverAllowed(slice.Spec.Driver) {
-				if _, cert := Identify(u); !cert {
-					return forbidden("%s may not publish ResourceSlices of driver %s: the driver is not listed for the service account", u.GetName(), slice.Spec.Driver)
-				}
-				return forbidden("%s may not publish ResourceSlices of driver %s: it lacks the group draplane:driver:%s", u.GetName(), slice.Spec.Driver, slice.Spec.Driver)
+				return forbidden("%s may not publish ResourceSlices of driver %s: %s", u.GetName(), slice.Spec.Driver, whyNotDriver(u, slice.Spec.Driver))
 			}
 		}
 	case gr.Group == "" && gr.Resource == "nodes" && a.GetOperation() == admission.Create:
@@ -160,6 +158,57 @@ func (p *Admission) Validate(ctx context.Context, a admission.Attributes, _ admi
 		if !apiequality.Semantic.DeepEqual(status, oldStatus) {
 			return forbidden("%s may only change status.devices of claim %s/%s", u.GetName(), claim.Namespace, claim.Name)
 		}
+		for _, driver := range changedDeviceDrivers(old.Status.Devices, claim.Status.Devices) {
+			if !driverAllowed(driver) {
+				return forbidden("%s may not write the status of devices of driver %s: %s", u.GetName(), driver, whyNotDriver(u, driver))
+			}
+		}
 	}
 	return nil
+}
+
+// whyNotDriver says why an identity does not hold a driver: a node lacks
+// the group, a driver's service account is not listed for it.
+func whyNotDriver(u user.Info, driver string) string {
+	if _, cert := Identify(u); !cert {
+		return "the driver is not listed for the service account"
+	}
+	return "it lacks the group draplane:driver:" + driver
+}
+
+// changedDeviceDrivers returns the drivers of the status.devices entries
+// that an update adds, changes or removes, in order of first mention.
+// Entries are owned by their driver (the list is keyed by driver, pool,
+// device and share), as upstream authorizes writes of them per driver:
+// an identity may touch only the entries of drivers it holds.
+func changedDeviceDrivers(old, updated []resourceapi.AllocatedDeviceStatus) []string {
+	type key struct{ driver, pool, device, share string }
+	keyOf := func(d *resourceapi.AllocatedDeviceStatus) key {
+		return key{d.Driver, d.Pool, d.Device, ptr.Deref(d.ShareID, "")}
+	}
+	before := make(map[key]*resourceapi.AllocatedDeviceStatus, len(old))
+	for i := range old {
+		before[keyOf(&old[i])] = &old[i]
+	}
+	var drivers []string
+	changed := func(driver string) {
+		if !slices.Contains(drivers, driver) {
+			drivers = append(drivers, driver)
+		}
+	}
+	for i := range updated {
+		entry := &updated[i]
+		k := keyOf(entry)
+		previous, ok := before[k]
+		if !ok || !apiequality.Semantic.DeepEqual(previous, entry) {
+			changed(entry.Driver)
+		}
+		delete(before, k)
+	}
+	for i := range old {
+		if _, removed := before[keyOf(&old[i])]; removed {
+			changed(old[i].Driver)
+		}
+	}
+	return drivers
 }

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"slices"
 
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
 )
 
@@ -53,6 +56,15 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes)
 		if !claimOnNode(claim, node) {
 			return deny("%s may only read and write ResourceClaims allocated on node %s; claim %s/%s is not", who, node, namespace, name)
 		}
+		if claim.Status.Allocation.NodeSelector == nil {
+			used, err := a.usedOnNode(claim, node)
+			if err != nil {
+				return authorizer.DecisionNoOpinion, "", err
+			}
+			if !used {
+				return deny("%s may only read and write ResourceClaims without a node selector that a pod on node %s uses; claim %s/%s is used by no pod on it", who, node, namespace, name)
+			}
+		}
 	case slices.Contains(resourceGroups, group) && resource == "resourceslices" && verb == "deletecollection":
 		if !selectsNode(attrs, node) {
 			return deny("%s may only delete the ResourceSlices of node %s as a collection with the field selector spec.nodeName=%s", who, node, node)
@@ -74,6 +86,46 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes)
 		}
 	}
 	return authorizer.DecisionNoOpinion, "", nil
+}
+
+// usedOnNode reports whether the claim is reserved for a pod bound to
+// node, or for a PodGroup that has a pod bound to node. A claim whose
+// devices are reachable from every node (no node selector) is usable on
+// every node, but only the nodes of its consumers have any business with
+// it, as upstream's Node authorizer lets a kubelet read only the claims of
+// its pods.
+func (a *Authorizer) usedOnNode(claim *resourcev1.ResourceClaim, node string) (bool, error) {
+	var groups []string
+	for _, consumer := range claim.Status.ReservedFor {
+		switch {
+		case consumer.APIGroup == "" && consumer.Resource == "pods":
+			pod, err := a.Pods.Pods(claim.Namespace).Get(consumer.Name)
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return false, err
+			}
+			if pod.UID == consumer.UID && pod.Spec.NodeName == node {
+				return true, nil
+			}
+		case consumer.APIGroup == schedulingv1beta1.GroupName && consumer.Resource == "podgroups":
+			groups = append(groups, consumer.Name)
+		}
+	}
+	if len(groups) == 0 {
+		return false, nil
+	}
+	pods, err := a.Pods.Pods(claim.Namespace).List(labels.Everything())
+	if err != nil {
+		return false, err
+	}
+	for _, pod := range pods {
+		if group := pod.Spec.SchedulingGroup; pod.Spec.NodeName == node && group != nil && group.PodGroupName != nil && slices.Contains(groups, *group.PodGroupName) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // selectsNode reports whether a request's field selector limits it to

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -36,9 +37,28 @@ func testAuthorizer() *Authorizer {
 			Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{NodeSelector: onNode(node)}}})
 	}
 	_ = claims.Add(&resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "unallocated", Namespace: "ns"}})
+	// Claims of devices reachable from every node (no node selector),
+	// by whom they are reserved for.
+	for name, consumers := range map[string][]resourcev1.ResourceClaimConsumerReference{
+		"anywhere-for-a":       {{Resource: "pods", Name: "p-a", UID: "uid-p-a"}},
+		"anywhere-for-b":       {{Resource: "pods", Name: "p-b", UID: "uid-p-b"}},
+		"anywhere-for-a-again": {{Resource: "pods", Name: "p-a", UID: "uid-p-a-old"}},
+		"anywhere-for-nobody":  nil,
+		"anywhere-for-group":   {{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "g", UID: "uid-g"}},
+		"anywhere-for-group-b": {{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "gb", UID: "uid-gb"}},
+	} {
+		_ = claims.Add(&resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+			Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{}, ReservedFor: consumers}})
+	}
 	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	_ = pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-a", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "a"}})
-	_ = pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-b", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "b"}})
+	_ = pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-a", Namespace: "ns", UID: "uid-p-a"}, Spec: corev1.PodSpec{NodeName: "a"}})
+	_ = pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-b", Namespace: "ns", UID: "uid-p-b"}, Spec: corev1.PodSpec{NodeName: "b"}})
+	inGroup := func(group string) *corev1.PodSchedulingGroup {
+		return &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+	}
+	_ = pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "g-0", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "a", SchedulingGroup: inGroup("g")}})
+	_ = pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gb-0", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "b", SchedulingGroup: inGroup("gb")}})
+	_ = pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gb-1", Namespace: "other"}, Spec: corev1.PodSpec{NodeName: "a", SchedulingGroup: inGroup("gb")}})
 	return &Authorizer{Claims: resourcelisters.NewResourceClaimLister(claims), Pods: corelisters.NewPodLister(pods)}
 }
 
@@ -58,6 +78,14 @@ func TestAuthorizer(t *testing.T) {
 		{"claim not allocated", req(nodeA, "get", "resource.draplane.dev", "resourceclaims", "", "unallocated"), "claim ns/unallocated is not"},
 		{"claim missing", req(nodeA, "get", "resource.draplane.dev", "resourceclaims", "", "gone"), "does not exist"},
 		{"status of a claim on another node", req(nodeA, "patch", "resource.draplane.dev", "resourceclaims", "status", "on-b"), "claim ns/on-b is not"},
+		{"claim without node selector, reserved for a pod on its node", req(nodeA, "get", "resource.k8s.io", "resourceclaims", "", "anywhere-for-a"), ""},
+		{"its status, reserved for a pod on its node", req(nodeA, "patch", "resource.k8s.io", "resourceclaims", "status", "anywhere-for-a"), ""},
+		{"claim without node selector, reserved for a pod on another node", req(nodeA, "get", "resource.k8s.io", "resourceclaims", "", "anywhere-for-b"), "claim ns/anywhere-for-b is used by no pod on it"},
+		{"its status, reserved for a pod on another node", req(nodeA, "patch", "resource.draplane.dev", "resourceclaims", "status", "anywhere-for-b"), "claim ns/anywhere-for-b is used by no pod on it"},
+		{"claim without node selector, reserved for an earlier pod of the name", req(nodeA, "get", "resource.k8s.io", "resourceclaims", "", "anywhere-for-a-again"), "is used by no pod on it"},
+		{"claim without node selector, reserved for nobody", req(nodeA, "get", "resource.k8s.io", "resourceclaims", "", "anywhere-for-nobody"), "is used by no pod on it"},
+		{"claim without node selector, reserved for a PodGroup with a pod on its node", req(nodeA, "get", "resource.k8s.io", "resourceclaims", "", "anywhere-for-group"), ""},
+		{"claim without node selector, reserved for a PodGroup without pods on its node", req(nodeA, "get", "resource.k8s.io", "resourceclaims", "", "anywhere-for-group-b"), "is used by no pod on it"},
 		{"claims listed", req(nodeA, "list", "resource.draplane.dev", "resourceclaims", "", ""), "one by name"},
 		{"its own node", req(nodeA, "patch", "", "nodes", "status", "a"), ""},
 		{"another node", req(nodeA, "update", "", "nodes", "", "b"), "only write its own Node a"},
@@ -84,8 +112,26 @@ func TestAdmission(t *testing.T) {
 	}
 	claim := func(devices int, reserved int) *resourceapi.ResourceClaim {
 		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}
-		c.Status.Devices = make([]resourceapi.AllocatedDeviceStatus, devices)
+		for i := range devices {
+			c.Status.Devices = append(c.Status.Devices, resourceapi.AllocatedDeviceStatus{Driver: "gpu.example.com", Pool: "a", Device: fmt.Sprintf("gpu-%d", i)})
+		}
 		c.Status.ReservedFor = make([]resourceapi.ResourceClaimConsumerReference, reserved)
+		return c
+	}
+	// withDevice adds (or, given a message, changes) one device's status.
+	withDevice := func(c *resourceapi.ResourceClaim, driver, device, message string) *resourceapi.ResourceClaim {
+		c = c.DeepCopy()
+		entry := resourceapi.AllocatedDeviceStatus{Driver: driver, Pool: "a", Device: device}
+		if message != "" {
+			entry.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Configured", Message: message}}
+		}
+		for i := range c.Status.Devices {
+			if d := c.Status.Devices[i]; d.Driver == driver && d.Device == device {
+				c.Status.Devices[i] = entry
+				return c
+			}
+		}
+		c.Status.Devices = append(c.Status.Devices, entry)
 		return c
 	}
 	slices := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
@@ -109,6 +155,14 @@ func TestAdmission(t *testing.T) {
 		{name: "another node registered", resource: nodes, op: admission.Create, obj: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, objName: "b", wantErr: "only register its own Node a"},
 		{name: "claim devices status", resource: claims, sub: "status", op: admission.Update, obj: claim(1, 1), old: claim(0, 1)},
 		{name: "claim reservedFor", resource: claims, sub: "status", op: admission.Update, obj: claim(0, 2), old: claim(0, 1), wantErr: "only change status.devices"},
+		{name: "its driver's device status changed beside another driver's", resource: claims, sub: "status", op: admission.Update,
+			obj: withDevice(withDevice(claim(1, 1), "nic.example.com", "nic-0", ""), "gpu.example.com", "gpu-0", "up"), old: withDevice(claim(1, 1), "nic.example.com", "nic-0", "")},
+		{name: "another driver's device status added", resource: claims, sub: "status", op: admission.Update,
+			obj: withDevice(claim(1, 1), "nic.example.com", "nic-0", ""), old: claim(1, 1), wantErr: "may not write the status of devices of driver nic.example.com: it lacks the group draplane:driver:nic.example.com"},
+		{name: "another driver's device status changed", resource: claims, sub: "status", op: admission.Update,
+			obj: withDevice(claim(1, 1), "nic.example.com", "nic-0", "hijacked"), old: withDevice(claim(1, 1), "nic.example.com", "nic-0", ""), wantErr: "driver nic.example.com"},
+		{name: "another driver's device status removed", resource: claims, sub: "status", op: admission.Update,
+			obj: claim(1, 1), old: withDevice(claim(1, 1), "nic.example.com", "nic-0", ""), wantErr: "driver nic.example.com"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			attrs := admission.NewAttributesRecord(tc.obj, tc.old, schema.GroupVersionKind{}, "ns", tc.objName, tc.resource, tc.sub, tc.op, nil, false, nodeA)
@@ -131,12 +185,16 @@ func TestAdmissionServiceAccount(t *testing.T) {
 	slice := func(node, driver string) *resourceapi.ResourceSlice {
 		return &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: resourceapi.ResourceSliceSpec{NodeName: ptr.To(node), Driver: driver}}
 	}
+	deviceStatus := func(driver string) *resourceapi.ResourceClaim {
+		return &resourceapi.ResourceClaim{Status: resourceapi.ResourceClaimStatus{Devices: []resourceapi.AllocatedDeviceStatus{{Driver: driver, Pool: "a", Device: "d"}}}}
+	}
 	slices := schema.GroupVersionResource{Group: "resource.draplane.dev", Version: "v1", Resource: "resourceslices"}
 	claims := schema.GroupVersionResource{Group: "resource.draplane.dev", Version: "v1", Resource: "resourceclaims"}
 	for _, tc := range []struct {
 		name     string
 		user     user.Info
 		resource schema.GroupVersionResource
+		sub      string
 		op       admission.Operation
 		obj, old runtime.Object
 		wantErr  string
@@ -146,12 +204,15 @@ func TestAdmissionServiceAccount(t *testing.T) {
 		{name: "another node's slice deleted", user: onA, resource: slices, op: admission.Delete, old: slice("b", "gpu.example.com"), wantErr: `slice s has "b"`},
 		{name: "driver not listed", user: onA, resource: slices, op: admission.Create, obj: slice("a", "nic.example.com"), wantErr: "not listed for the service account"},
 		{name: "token without a node", user: &user.DefaultInfo{Name: sa}, resource: slices, op: admission.Create, obj: slice("a", "gpu.example.com"), wantErr: "names no node"},
-		{name: "without a node, a claim is created", user: &user.DefaultInfo{Name: sa}, resource: claims, op: admission.Create, obj: &resourceapi.ResourceClaim{}},
+		{name: "without a node, a claim is created", user: &user.DefaultInfo{Name: sa}, resource: claims, sub: "", op: admission.Create, obj: &resourceapi.ResourceClaim{}},
+		{name: "device status of a listed driver", user: onA, resource: claims, sub: "status", op: admission.Update, obj: deviceStatus("gpu.example.com"), old: &resourceapi.ResourceClaim{}},
+		{name: "device status of a driver not listed", user: onA, resource: claims, sub: "status", op: admission.Update, obj: deviceStatus("nic.example.com"), old: &resourceapi.ResourceClaim{},
+			wantErr: "may not write the status of devices of driver nic.example.com: the driver is not listed for the service account"},
 		{name: "another service account", user: &user.DefaultInfo{Name: "system:serviceaccount:dra:controller", Extra: map[string][]string{NodeNameExtra: {"a"}}},
 			resource: slices, op: admission.Create, obj: slice("b", "nic.example.com")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			attrs := admission.NewAttributesRecord(tc.obj, tc.old, schema.GroupVersionKind{}, "", "s", tc.resource, "", tc.op, nil, false, tc.user)
+			attrs := admission.NewAttributesRecord(tc.obj, tc.old, schema.GroupVersionKind{}, "", "s", tc.resource, tc.sub, tc.op, nil, false, tc.user)
 			err := p.Validate(context.Background(), attrs, nil)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("error %v, want one naming %q", err, tc.wantErr)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -440,11 +441,13 @@ func TestNodeRestriction(t *testing.T) {
 
 	// A claim allocated on node B.
 	const claims = "/apis/resource.draplane.dev/v1/namespaces/default/resourceclaims"
-	claim := `{"apiVersion":"resource.draplane.dev/v1","kind":"ResourceClaim","metadata":{"name":"restrict-claim-b"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu.example.com"}}]}}}`
+	claim := `{"apiVersion":"resource.draplane.dev/v1","kind":"ResourceClaim","metadata":{"name":"restrict-claim-b"},"spec":{"devices":{"requests":[` +
+		`{"name":"gpu","exactly":{"deviceClassName":"gpu.example.com"}},{"name":"nic","exactly":{"deviceClassName":"nic.example.com"}}]}}}`
 	if code, answer := httpDo(t, s, admin, "POST", claims, "application/json", claim); code != http.StatusCreated {
 		t.Fatalf("admin creating the claim: status %d: %.500s", code, answer)
 	}
-	allocation := `{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.example.com","pool":"restrict-b","device":"d0"}]},` +
+	allocation := `{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.example.com","pool":"restrict-b","device":"d0"},` +
+		`{"request":"nic","driver":"nic.example.com","pool":"restrict-b","device":"n0"}]},` +
 		`"nodeSelector":{"nodeSelectorTerms":[{"matchFields":[{"key":"metadata.name","operator":"In","values":["restrict-b"]}]}]}}}}`
 	if code, answer := httpDo(t, s, admin, "PATCH", claims+"/restrict-claim-b/status", "application/merge-patch+json", allocation); code != http.StatusOK {
 		t.Fatalf("admin allocating the claim: status %d: %.500s", code, answer)
@@ -465,6 +468,23 @@ func TestNodeRestriction(t *testing.T) {
 	expectForbidden("node A writing the status of a claim allocated on node B", code, answer, "claim default/restrict-claim-b is not")
 	code, answer = httpDo(t, s, nodeB, "PATCH", claims+"/restrict-claim-b/status", "application/merge-patch+json", `{"status":{"reservedFor":[{"resource":"pods","name":"p","uid":"u"}]}}`)
 	expectForbidden("node B writing more than status.devices", code, answer, "may only change status.devices")
+	// Node B holds gpu.example.com only: the status of the claim's NIC is
+	// the NIC driver's to write.
+	deviceStatus := func(driver, device, message string) string {
+		return `{"status":{"devices":[{"driver":"` + driver + `","pool":"restrict-b","device":"` + device +
+			`","conditions":[{"type":"Ready","status":"True","reason":"Configured","message":"` + message + `","lastTransitionTime":"2026-01-01T00:00:00Z"}]}]}}`
+	}
+	code, answer = httpDo(t, s, nodeB, "PATCH", claims+"/restrict-claim-b/status", "application/merge-patch+json", deviceStatus("nic.example.com", "n0", "by node B"))
+	expectForbidden("node B writing the status of another driver's device", code, answer, "may not write the status of devices of driver nic.example.com: it lacks the group draplane:driver:nic.example.com")
+	if code, answer := httpDo(t, s, nodeB, "PATCH", claims+"/restrict-claim-b/status", "application/merge-patch+json", deviceStatus("gpu.example.com", "d0", "by node B")); code != http.StatusOK {
+		t.Errorf("node B writing the status of its driver's device: status %d: %.500s", code, answer)
+	}
+	if code, answer := httpDo(t, s, admin, "PATCH", claims+"/restrict-claim-b/status", "application/merge-patch+json", deviceStatus("nic.example.com", "n0", "by the NIC driver")); code != http.StatusOK {
+		t.Errorf("admin writing the NIC's status: status %d: %.500s", code, answer)
+	}
+	code, answer = httpDo(t, s, nodeB, "PATCH", claims+"/restrict-claim-b/status", "application/merge-patch+json", deviceStatus("gpu.example.com", "d0", "by node B"))
+	expectForbidden("node B's write that drops another driver's device status", code, answer, "may not write the status of devices of driver nic.example.com")
+	checkNodeRestrictionOfUnselectedClaims(t, s, admin, nodeA, nodeB)
 	code, answer = httpDo(t, s, nodeA, "PATCH", "/api/v1/nodes/restrict-b", "application/merge-patch+json", `{"metadata":{"labels":{"x":"y"}}}`)
 	expectForbidden("node A writing node B", code, answer, "may only write its own Node restrict-a")
 	code, answer = httpDo(t, s, nodeA, "DELETE", slices+"?fieldSelector=spec.nodeName%3Drestrict-b", "", "")
@@ -475,4 +495,47 @@ func TestNodeRestriction(t *testing.T) {
 	}
 	_, _ = httpDo(t, s, admin, "DELETE", slices+"/restrict-b-gpu", "", "")
 	_, _ = httpDo(t, s, admin, "DELETE", claims+"/restrict-claim-b", "", "")
+}
+
+// checkNodeRestrictionOfUnselectedClaims: a claim of devices reachable
+// from every node (allocated without a node selector) is read and written
+// only by the nodes of the pods it is reserved for, as upstream's Node
+// authorizer lets a kubelet read only its pods' claims.
+func checkNodeRestrictionOfUnselectedClaims(t *testing.T, s *testServer, admin, nodeA, nodeB *http.Client) {
+	t.Helper()
+	const claims = "/apis/resource.draplane.dev/v1/namespaces/default/resourceclaims"
+	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"restrict-pod-b"},"spec":{"nodeName":"restrict-b","containers":[{"name":"main","image":"busybox"}]}}`
+	code, answer := httpDo(t, s, admin, "POST", "/api/v1/namespaces/default/pods", "application/json", pod)
+	if code != http.StatusCreated {
+		t.Fatalf("admin creating a pod on node B: status %d: %.500s", code, answer)
+	}
+	var created struct {
+		Metadata struct{ UID string } `json:"metadata"`
+	}
+	if err := json.Unmarshal([]byte(answer), &created); err != nil {
+		t.Fatal(err)
+	}
+	claim := `{"apiVersion":"resource.draplane.dev/v1","kind":"ResourceClaim","metadata":{"name":"restrict-claim-anywhere"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu.example.com"}}]}}}`
+	if code, answer := httpDo(t, s, admin, "POST", claims, "application/json", claim); code != http.StatusCreated {
+		t.Fatalf("admin creating the claim: status %d: %.500s", code, answer)
+	}
+	status := `{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.example.com","pool":"fabric","device":"d0"}]}},` +
+		`"reservedFor":[{"resource":"pods","name":"restrict-pod-b","uid":"` + created.Metadata.UID + `"}]}}`
+	if code, answer := httpDo(t, s, admin, "PATCH", claims+"/restrict-claim-anywhere/status", "application/merge-patch+json", status); code != http.StatusOK {
+		t.Fatalf("admin allocating the claim: status %d: %.500s", code, answer)
+	}
+	for range 200 {
+		if code, _ := httpDo(t, s, nodeB, "GET", claims+"/restrict-claim-anywhere", "", ""); code == http.StatusOK {
+			break
+		}
+	}
+	if code, answer := httpDo(t, s, nodeB, "GET", claims+"/restrict-claim-anywhere", "", ""); code != http.StatusOK {
+		t.Errorf("node B reading the claim of its pod: status %d: %.500s", code, answer)
+	}
+	code, answer = httpDo(t, s, nodeA, "GET", claims+"/restrict-claim-anywhere", "", "")
+	expectForbidden(t, "node A reading a claim without node selector that only a pod on node B uses", code, answer, "claim default/restrict-claim-anywhere is used by no pod on it")
+	code, answer = httpDo(t, s, nodeA, "PATCH", claims+"/restrict-claim-anywhere/status", "application/merge-patch+json", `{"status":{"devices":[]}}`)
+	expectForbidden(t, "node A writing it", code, answer, "is used by no pod on it")
+	_, _ = httpDo(t, s, admin, "DELETE", claims+"/restrict-claim-anywhere", "", "")
+	_, _ = httpDo(t, s, admin, "DELETE", "/api/v1/namespaces/default/pods/restrict-pod-b", "", "")
 }
