@@ -16,7 +16,12 @@
 //   - the victims are the fewest pods whose removal makes the preemptor fit;
 //     among equally few, the ones of lowest priority (see Better);
 //   - when even every lower-priority pod gone would not make room, there
-//     are no victims and Decision.Reason says why.
+//     are no victims and Decision.Reason says why;
+//   - pods of one disruption unit (Pod.Unit: a PodGroup whose
+//     disruptionMode is all) are victims all together or not at all, and
+//     a unit weighs as many pods as it has; a unit with a member that may
+//     not be a victim is spared whole. A claim reserved for the unit
+//     itself (a PodGroup consumer whose UID is the unit) is freed with it.
 package preemption
 
 import (
@@ -55,6 +60,11 @@ type Pod struct {
 	// are never victims. When they alone make room, Find returns no
 	// victims: the preemptor waits for them.
 	Terminating bool
+	// Unit, when set, names the disruption unit of the pod: the pods of
+	// one unit are evicted together or not at all (a PodGroup with
+	// disruptionMode all; the unit is the PodGroup's UID, which is also
+	// the consumer UID of the claims reserved for the group).
+	Unit string
 }
 
 // Cluster is the state the victims are chosen from.
@@ -245,6 +255,13 @@ type world struct {
 	gone map[types.UID]bool
 	// members' allocations currently added (gang search).
 	placed map[types.UID]*resourceapi.AllocationResult
+
+	// units are the disruption units that may be victims, with their
+	// members (not terminating) sorted by key; unitRep stands for a unit
+	// among the candidates: its first member, with the unit's highest
+	// priority.
+	units   map[string][]Pod
+	unitRep map[string]Pod
 }
 
 type freeableClaim struct {
@@ -273,6 +290,7 @@ func newWorld(cluster *Cluster, preemptor *Preemptor, opts Options) *world {
 			w.terminating = append(w.terminating, *p)
 		}
 	}
+	w.collectUnits()
 	for _, claim := range cluster.Claims {
 		allocation := cluster.InUse.Claim(claim.UID)
 		if allocation == nil || len(claim.Status.ReservedFor) == 0 {
@@ -282,7 +300,7 @@ func newWorld(cluster *Cluster, preemptor *Preemptor, opts Options) *world {
 		for _, consumer := range claim.Status.ReservedFor {
 			fc.consumers = append(fc.consumers, consumer.UID)
 		}
-		if !slices.ContainsFunc(fc.consumers, func(uid types.UID) bool { return w.lower[uid] == nil }) {
+		if !slices.ContainsFunc(fc.consumers, func(uid types.UID) bool { return w.lower[uid] == nil && w.units[string(uid)] == nil }) {
 			fc.devices = busyDevices(allocation)
 		}
 		if len(fc.devices) == 0 {
@@ -296,6 +314,80 @@ func newWorld(cluster *Cluster, preemptor *Preemptor, opts Options) *world {
 	w.freed = make([]bool, len(w.freeable))
 	w.state = cluster.Inventory.State(w.inUse)
 	return w
+}
+
+// collectUnits finds the disruption units among the pods. A unit with a
+// member that may not be a victim (of the preemptor's priority or above)
+// is spared whole: none of its members is a victim.
+func (w *world) collectUnits() {
+	members := map[string][]Pod{}
+	for _, p := range w.cluster.Pods {
+		if p.Unit != "" && !p.Terminating {
+			members[p.Unit] = append(members[p.Unit], p)
+		}
+	}
+	if len(members) == 0 {
+		return
+	}
+	w.units, w.unitRep = map[string][]Pod{}, map[string]Pod{}
+	for unit, pods := range members {
+		if slices.ContainsFunc(pods, func(p Pod) bool { return w.lower[p.UID] == nil }) {
+			for _, p := range pods {
+				delete(w.lower, p.UID)
+			}
+			continue
+		}
+		sort.Slice(pods, func(i, j int) bool { return pods[i].Key < pods[j].Key })
+		rep := pods[0]
+		for _, p := range pods {
+			rep.Priority = max(rep.Priority, p.Priority)
+		}
+		w.units[unit], w.unitRep[unit] = pods, rep
+	}
+}
+
+// candidate returns the candidate that stands for a consumer UID: the pod
+// itself, or its unit's representative (also for the unit's own UID), or
+// nil when the consumer cannot be a victim.
+func (w *world) candidate(uid types.UID) *Pod {
+	if pod := w.lower[uid]; pod != nil {
+		if pod.Terminating {
+			return nil
+		}
+		if rep, ok := w.unitRep[pod.Unit]; ok && pod.Unit != "" {
+			return &rep
+		}
+		return pod
+	}
+	if rep, ok := w.unitRep[string(uid)]; ok {
+		return &rep
+	}
+	return nil
+}
+
+// expand replaces the representatives of units in a victim set with all
+// their members; the result is sorted by priority, then key. Expanding an
+// expanded set changes nothing.
+func (w *world) expand(set []Pod) []Pod {
+	if len(w.units) == 0 {
+		return set
+	}
+	seen := make(map[types.UID]bool, len(set))
+	var out []Pod
+	for _, p := range set {
+		members, ok := w.units[p.Unit]
+		if p.Unit == "" || !ok {
+			members = []Pod{p}
+		}
+		for _, m := range members {
+			if !seen[m.UID] {
+				seen[m.UID] = true
+				out = append(out, m)
+			}
+		}
+	}
+	SortPods(out)
+	return out
 }
 
 // busyDevices are the devices an allocation holds; admin access holds
@@ -320,9 +412,10 @@ func (w *world) candidatesByNode(nodes []*corev1.Node) map[string][]Pod {
 	for _, node := range nodes {
 		names.Insert(node.Name)
 	}
+	added := map[string]sets.Set[types.UID]{}
 	for uid, indexes := range w.claimsByPod {
-		pod := w.lower[uid]
-		if pod == nil || pod.Terminating {
+		pod := w.candidate(uid)
+		if pod == nil {
 			continue
 		}
 		usable := map[string]bool{}
@@ -332,7 +425,15 @@ func (w *world) candidatesByNode(nodes []*corev1.Node) map[string][]Pod {
 			}
 		}
 		for name := range usable {
-			if names.Has(name) {
+			if !names.Has(name) {
+				continue
+			}
+			// A unit's members all stand for its representative.
+			if added[name] == nil {
+				added[name] = sets.New[types.UID]()
+			}
+			if !added[name].Has(pod.UID) {
+				added[name].Insert(pod.UID)
 				byNode[name] = append(byNode[name], *pod)
 			}
 		}
@@ -365,9 +466,14 @@ func (w *world) candidates(nodes []*corev1.Node) []Pod {
 // Only the claims of pods that joined or left the victims since the last
 // call are looked at: a search tries thousands of sets in a large cluster.
 func (w *world) setVictims(victims []Pod) {
+	victims = w.expand(victims)
 	gone := make(map[types.UID]bool, len(victims)+len(w.terminating))
 	for _, v := range append(slices.Clip(victims), w.terminating...) {
 		gone[v.UID] = true
+		if _, ok := w.units[v.Unit]; ok && v.Unit != "" {
+			// The whole unit is gone: so is its own consumer.
+			gone[types.UID(v.Unit)] = true
+		}
 	}
 	var changed []int
 	for uid := range gone {
@@ -553,12 +659,19 @@ func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int)
 	}
 	best := Decision{Possible: true, Victims: victims, Placement: placement}
 	outOfAttempts := func(err error) (Decision, error) {
-		if err != errBudget || (limit >= 0 && len(best.Victims) > limit) {
+		if err != errBudget {
+			return Decision{}, err
+		}
+		best.Victims = w.expand(best.Victims)
+		if limit >= 0 && len(best.Victims) > limit {
 			return Decision{}, err
 		}
 		return best, nil
 	}
-	if len(best.Victims) <= 1 {
+	// A unit weighs as many pods as it has: with units among the
+	// candidates, fewer candidates are not always fewer pods.
+	hasUnits := slices.ContainsFunc(cands, func(p Pod) bool { return w.units[p.Unit] != nil })
+	if len(w.expand(best.Victims)) <= 1 {
 		// None, or one of the lowest priority that suffices alone (the
 		// first tried).
 		return w.finish(best, limit), nil
@@ -582,8 +695,13 @@ func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int)
 		return w.finish(best, limit), nil
 	}
 
-	// Every set of the optional pods, fewest first.
+	// Every set of the optional pods, fewest first. With units, a set of
+	// more candidates than the best may still be fewer pods, up to as
+	// many candidates as the best has pods.
 	maxSize := len(best.Victims)
+	if hasUnits {
+		maxSize = min(len(cands), len(w.expand(best.Victims)))
+	}
 	if limit >= 0 && limit < maxSize {
 		maxSize = limit
 	}
@@ -595,7 +713,7 @@ func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int)
 				set = append(set, optional[i])
 			}
 			SortPods(set)
-			if (found || size == len(best.Victims)) && compareSets(set, best.Victims) >= 0 {
+			if compareSets(w.expand(set), w.expand(best.Victims)) >= 0 {
 				return nil
 			}
 			p, _, err := fit(ctx, set)
@@ -611,16 +729,18 @@ func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int)
 		if err != nil {
 			return outOfAttempts(err)
 		}
-		if found {
+		if found && !hasUnits {
 			break
 		}
 	}
 	return w.finish(best, limit), nil
 }
 
-// finish marks a completed search exact; a solution of more victims than
+// finish marks a completed search exact, with the units among the
+// victims expanded to their members; a solution of more victims than
 // limit is of no interest.
 func (w *world) finish(best Decision, limit int) Decision {
+	best.Victims = w.expand(best.Victims)
 	if limit >= 0 && len(best.Victims) > limit {
 		return Decision{Exact: true}
 	}

@@ -66,15 +66,42 @@ func bruteForce(t testing.TB, s *scenario, p *Preemptor) []Pod {
 			lower = append(lower, pod)
 		}
 	}
+	// A unit is all in or all out; one with a member that is neither
+	// lower nor terminating is out.
+	spared := map[string]bool{}
+	for _, pod := range s.pods {
+		if pod.Unit != "" && !pod.Terminating && pod.Priority >= p.Priority {
+			spared[pod.Unit] = true
+		}
+	}
 	var best []Pod
 	found := false
+masks:
 	for mask := 0; mask < 1<<len(lower); mask++ {
 		var set []Pod
 		gone := maps.Clone(terminating)
+		in := map[string]int{}
 		for i, pod := range lower {
 			if mask&(1<<i) != 0 {
+				if spared[pod.Unit] {
+					continue masks
+				}
 				set = append(set, pod)
 				gone[pod.UID] = true
+				in[pod.Unit]++
+			}
+		}
+		for unit, n := range in {
+			if unit == "" {
+				continue
+			}
+			for _, pod := range lower {
+				if pod.Unit == unit {
+					n--
+				}
+			}
+			if n != 0 {
+				continue masks
 			}
 		}
 		SortPods(set)
@@ -135,7 +162,9 @@ func placeable(t testing.TB, s *scenario, u *allocator.InUse, members []Member) 
 // TestFindAgainstBruteForce checks on random small clusters that the
 // victims are as few as possible and, among the fewest, of the lowest
 // priorities (Better), that they make the preemptor fit, and that Find
-// says no exactly when no set of lower-priority pods would do.
+// says no exactly when no set of lower-priority pods would do. In every
+// other instance some pods form disruption units, which are victims all
+// together or not at all.
 func TestFindAgainstBruteForce(t *testing.T) {
 	const instances = 3000
 	seed := uint64(20261128)
@@ -144,6 +173,13 @@ func TestFindAgainstBruteForce(t *testing.T) {
 	for i := range instances {
 		gang := i%3 == 2
 		s := randomScenario(t, rng, !gang)
+		if i%2 == 1 {
+			for j := range s.pods {
+				if rng.IntN(2) == 0 {
+					s.pods[j].Unit = fmt.Sprintf("unit-%d", rng.IntN(2))
+				}
+			}
+		}
 		p := &Preemptor{Priority: int32(2 + rng.IntN(5))}
 		members := 1
 		if gang {
@@ -166,6 +202,9 @@ func TestFindAgainstBruteForce(t *testing.T) {
 			out := fmt.Sprintf("instance %d: gang %v, preemptor priority %d, pods:", i, gang, p.Priority)
 			for _, pod := range s.pods {
 				out += fmt.Sprintf(" %s(%d)@%s", pod.Key, pod.Priority, pod.Node)
+				if pod.Unit != "" {
+					out += "[" + pod.Unit + "]"
+				}
 				if pod.Terminating {
 					out += "(terminating)"
 				}
@@ -198,14 +237,28 @@ func TestFindAgainstBruteForce(t *testing.T) {
 				gone[pod.UID] = true
 			}
 		}
+		unitFrees := map[string]bool{}
 		for _, v := range d.Victims {
 			if v.Priority >= p.Priority || v.Terminating {
 				t.Fatalf("%s\nvictim %s of priority %d, terminating %v", describe(), v.Key, v.Priority, v.Terminating)
 			}
 			gone[v.UID] = true
-			// A victim that releases nothing could be spared.
-			if len(d.FreedBy[v.UID]) == 0 {
+			unitFrees[v.Unit] = unitFrees[v.Unit] || len(d.FreedBy[v.UID]) > 0
+			// A victim that releases nothing could be spared, unless
+			// its unit goes for another member.
+			if v.Unit == "" && len(d.FreedBy[v.UID]) == 0 {
 				t.Fatalf("%s\nvictim %s frees nothing", describe(), v.Key)
+			}
+		}
+		for _, pod := range s.pods {
+			if pod.Unit == "" || pod.Terminating {
+				continue
+			}
+			if _, in := unitFrees[pod.Unit]; in && !gone[pod.UID] {
+				t.Fatalf("%s\nvictims %v leave %s of their unit %s", describe(), keys(d.Victims), pod.Key, pod.Unit)
+			}
+			if freed, in := unitFrees[pod.Unit]; in && !freed {
+				t.Fatalf("%s\nunit %s of victims %v frees nothing", describe(), pod.Unit, keys(d.Victims))
 			}
 		}
 		if !placeable(t, s, s.inUseWithout(gone), p.Members) {

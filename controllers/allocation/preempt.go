@@ -259,7 +259,7 @@ func (c *Controller) preemptionClusterLocked(inv *allocator.Inventory) (*preempt
 		}
 		cluster.Pods = append(cluster.Pods, preemption.Pod{
 			UID: pod.UID, Key: podKey(pod), Priority: c.victimPriority(pod), Node: pod.Spec.NodeName,
-			Terminating: pod.DeletionTimestamp != nil,
+			Terminating: pod.DeletionTimestamp != nil, Unit: c.disruptionUnit(pod),
 		})
 	}
 	return cluster, nil
@@ -272,15 +272,36 @@ func (c *Controller) preemptionClusterLocked(inv *allocator.Inventory) (*preempt
 // member never preempts an earlier one.
 func (c *Controller) victimPriority(pod *corev1.Pod) int32 {
 	priority := podPriority(pod)
-	name := podclaims.GroupOf(pod)
-	if name == "" || c.podGroupLister == nil {
-		return priority
-	}
-	group, err := c.podGroupLister.PodGroups(pod.Namespace).Get(name)
-	if err != nil || group.Spec.Priority == nil {
+	group := c.podGroupOf(pod)
+	if group == nil || group.Spec.Priority == nil {
 		return priority
 	}
 	return max(priority, *group.Spec.Priority)
+}
+
+// disruptionUnit is the unit a running pod is preempted with: the members
+// of a PodGroup whose disruptionMode is all go all together or not at
+// all. The unit is the group's UID, which is also the consumer UID of the
+// claims reserved for the group, so that those are freed with it.
+func (c *Controller) disruptionUnit(pod *corev1.Pod) string {
+	group := c.podGroupOf(pod)
+	if group == nil || group.Spec.DisruptionMode == nil || group.Spec.DisruptionMode.All == nil {
+		return ""
+	}
+	return string(group.UID)
+}
+
+// podGroupOf returns the pod's PodGroup from the cache, or nil.
+func (c *Controller) podGroupOf(pod *corev1.Pod) *schedulingv1beta1.PodGroup {
+	name := podclaims.GroupOf(pod)
+	if name == "" || c.podGroupLister == nil {
+		return nil
+	}
+	group, err := c.podGroupLister.PodGroups(pod.Namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	return group
 }
 
 // preemptionSummary is what the pod's condition and event add about

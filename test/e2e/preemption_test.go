@@ -300,3 +300,43 @@ func TestPreemptionGangLaterMember(t *testing.T) {
 		t.Errorf("late-1's Preempting events do not name default/small:\n%s", out)
 	}
 }
+
+// TestPreemptionGangDisruptionAll: the members of a PodGroup whose
+// disruptionMode is all are preempted all together or not at all, and
+// weigh as many pods as they are. One node of three GPUs: a gang of two
+// low pods (one GPU each) and one low pod alone. A first high pod evicts
+// the lone pod, not one gang member (which alone would sort first); a
+// second high pod evicts both members, though one GPU would do.
+func TestPreemptionGangDisruptionAll(t *testing.T) {
+	requireKubectl(t)
+	s := startServer(t, t.TempDir(), "--simulate-nodes=1", "--simulate-devices-per-node=3", gangGates)
+	s.MustKubectl(t, gangSetup+"---\n"+preemptionClasses, "apply", "-f", "-")
+	gang := strings.Replace(gangYAML("a-whole", 2, 2, "gpus-1", ""), "spec:\n  schedulingPolicy:", "spec:\n  priorityClassName: low\n  disruptionMode:\n    all: {}\n  schedulingPolicy:", 1)
+	s.MustKubectl(t, gang, "apply", "-f", "-")
+	if got := s.MustKubectl(t, "", "get", "podgroup", "a-whole", "-o", "jsonpath={.spec.disruptionMode}"); got != `{"all":{}}` {
+		t.Fatalf("PodGroup spec.disruptionMode %q, want all", got)
+	}
+	s.MustKubectl(t, priorityPodYAML("lone", "low", "", 1), "apply", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/a-whole-0", "pod/a-whole-1", "pod/lone", "--timeout=120s")
+
+	s.MustKubectl(t, priorityPodYAML("first", "high", "", 1), "apply", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/first", "--timeout=120s")
+	if podExists(t, s, "pod/lone") {
+		t.Errorf("pod/lone still exists: the first high pod should have preempted it rather than the gang of two")
+	}
+	for _, member := range []string{"pod/a-whole-0", "pod/a-whole-1"} {
+		if !podExists(t, s, member) {
+			t.Errorf("%s was preempted, though the lone pod was the cheaper victim", member)
+		}
+	}
+
+	s.MustKubectl(t, priorityPodYAML("second", "high", "", 1), "apply", "-f", "-")
+	s.MustKubectl(t, "", "wait", "--for=condition=Ready", "pod/second", "--timeout=120s")
+	s.MustKubectl(t, "", "wait", "--for=delete", "pod/a-whole-0", "pod/a-whole-1", "--timeout=120s")
+	out := preemptionEvents(t, s, "second", "Preempting")
+	for _, member := range []string{"default/a-whole-0", "default/a-whole-1"} {
+		if !strings.Contains(out, "Preempting pod "+member) {
+			t.Errorf("second's Preempting events do not name %s:\n%s", member, out)
+		}
+	}
+}
