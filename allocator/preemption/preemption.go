@@ -677,19 +677,9 @@ func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int)
 		return w.finish(best, limit), nil
 	}
 
-	// Pods every solution needs.
-	var forcedPods, optional []Pod
-	for i := range cands {
-		rest := slices.Delete(slices.Clone(cands), i, i+1)
-		p, _, err := fit(ctx, rest)
-		if err != nil {
-			return outOfAttempts(err)
-		}
-		if p == nil {
-			forcedPods = append(forcedPods, cands[i])
-		} else {
-			optional = append(optional, cands[i])
-		}
+	forcedPods, optional, err := splitForced(ctx, cands, fit)
+	if err != nil {
+		return outOfAttempts(err)
 	}
 	if len(forcedPods) == len(best.Victims) {
 		return w.finish(best, limit), nil
@@ -734,6 +724,24 @@ func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int)
 		}
 	}
 	return w.finish(best, limit), nil
+}
+
+// splitForced splits the candidates into those every solution needs (the
+// preemptor does not fit with all others gone) and the others.
+func splitForced(ctx context.Context, cands []Pod, fit fitFunc) (forced, optional []Pod, err error) {
+	for i := range cands {
+		rest := slices.Delete(slices.Clone(cands), i, i+1)
+		p, _, err := fit(ctx, rest)
+		if err != nil {
+			return nil, nil, err
+		}
+		if p == nil {
+			forced = append(forced, cands[i])
+		} else {
+			optional = append(optional, cands[i])
+		}
+	}
+	return forced, optional, nil
 }
 
 // finish marks a completed search exact, with the units among the
