@@ -692,9 +692,7 @@ func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int)
 	if hasUnits {
 		maxSize = min(len(cands), len(w.expand(best.Victims)))
 	}
-	if limit >= 0 && limit < maxSize {
-		maxSize = limit
-	}
+	maxSize = limitedSize(maxSize, limit)
 	for size := len(forcedPods); size <= maxSize; size++ {
 		found := false
 		err := combinations(len(optional), size-len(forcedPods), func(chosen []int) error {
@@ -724,6 +722,14 @@ func (w *world) search(ctx context.Context, cands []Pod, fit fitFunc, limit int)
 		}
 	}
 	return w.finish(best, limit), nil
+}
+
+// limitedSize is size, or limit when that is set (>= 0) and lower.
+func limitedSize(size, limit int) int {
+	if limit >= 0 {
+		return min(size, limit)
+	}
+	return size
 }
 
 // splitForced splits the candidates into those every solution needs (the
