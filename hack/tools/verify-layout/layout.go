@@ -21,7 +21,7 @@ var layers = [][]string{
 	{"simulator", "auth"},
 	{"driver/nodeagent"},
 	{"controllers"},
-	{"allocator", "driver"},
+	{"allocator", "driver", "resourceclient"},
 	{"apis/resource/validation"},
 	{"cel"},
 	{"generated"},
