@@ -1,4 +1,4 @@
-package resourceclient_test
+package resourceclient
 
 import (
 	"context"
