@@ -116,6 +116,17 @@ type Options struct {
 	// back to earlier pods' nodes and devices, as a scheduler that places
 	// pods one at a time would; still all or nothing. For comparisons.
 	GangGreedy bool
+	// FitNodeResources makes the controller count what the pods bound to
+	// each node request and keep pods off nodes whose allocatable cpu,
+	// memory, ephemeral storage or pod count cannot hold them, as
+	// kube-scheduler does (noderesources.go). For a host cluster's nodes;
+	// the simulator's carry no such accounting.
+	FitNodeResources bool
+	// Finalizer protects the claims the controller allocates;
+	// resourceapi.Finalizer when empty. A host cluster's claims get
+	// upstream's (podclaims.UpstreamFinalizer), which its resource claim
+	// controller removes when it deallocates them.
+	Finalizer string
 }
 
 // Controller is the allocation controller. Create it with NewController,
@@ -144,6 +155,10 @@ type Controller struct {
 
 	// extendedResources: see Options.ExtendedResources.
 	extendedResources bool
+	// nodeRequests is set with Options.FitNodeResources.
+	nodeRequests *nodeRequests
+	// finalizer: see Options.Finalizer.
+	finalizer string
 
 	// ownWrites keeps the echoes of this controller's claim writes from
 	// queueing the pod they were made for.
@@ -265,6 +280,16 @@ func NewController(
 		),
 	}
 	c.extendedResources = opts.ExtendedResources
+	c.finalizer = opts.Finalizer
+	if c.finalizer == "" {
+		c.finalizer = resourceapi.Finalizer
+	}
+	if opts.FitNodeResources {
+		c.nodeRequests = newNodeRequests()
+		if _, err := podInformer.Informer().AddEventHandlerWithOptions(c.nodeRequests.handler(), cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("add pod event handler for node resources: %w", err)
+		}
+	}
 	c.gangBudget, c.gangGreedy = opts.GangBudget, opts.GangGreedy
 	taintRuleInformer = c.useTaintRules(taintRuleInformer)
 	// The inventory and the node set are built on first use.

@@ -311,6 +311,12 @@ type testCase struct {
 	before func(c *testController)
 	// mode of the controller; standalone when nil.
 	mode podclaims.Mode
+	// fitNodeResources and finalizer are Options.FitNodeResources and
+	// Options.Finalizer.
+	fitNodeResources bool
+	finalizer        string
+	// expectedFinalizers maps claim name to its finalizers on the server.
+	expectedFinalizers map[string][]string
 	// namespaces, when not nil, are what the namespace informer shows.
 	namespaces []*corev1.Namespace
 
@@ -866,7 +872,7 @@ func newTestController(t testing.TB, logger klog.Logger, tc testCase) *testContr
 	classInformer := resourceInformers.Resource().V1().DeviceClasses()
 	sliceInformer := resourceInformers.Resource().V1().ResourceSlices()
 	taintRuleInformer := resourceInformers.Resource().V1().DeviceTaintRules()
-	opts := Options{Mode: tc.mode}
+	opts := Options{Mode: tc.mode, FitNodeResources: tc.fitNodeResources, Finalizer: tc.finalizer}
 	if tc.namespaces != nil {
 		opts.Namespaces = kubeInformers.Core().V1().Namespaces()
 		for _, namespace := range tc.namespaces {
@@ -885,6 +891,10 @@ func newTestController(t testing.TB, logger klog.Logger, tc testCase) *testContr
 	// feeds the allocation tracker.
 	for _, pod := range tc.pods {
 		mustAdd(t, podInformer.Informer().GetStore(), pod)
+		if c.nodeRequests != nil {
+			// What the pod informer's handler does.
+			c.nodeRequests.observe(pod)
+		}
 	}
 	for _, node := range tc.nodes {
 		mustAdd(t, nodeInformer.Informer().GetStore(), node)
@@ -981,7 +991,7 @@ func runSyncTest(t *testing.T, tc testCase) {
 		if got := describeAllocation(claim); got != expected {
 			t.Errorf("claim %s: expected allocation %q, got %q", name, expected, got)
 		}
-		if claim.Status.Allocation != nil && !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+		if claim.Status.Allocation != nil && !slices.Contains(claim.Finalizers, c.finalizer) {
 			t.Errorf("claim %s: allocated without finalizer", name)
 		}
 	}
@@ -997,6 +1007,15 @@ func runSyncTest(t *testing.T, tc testCase) {
 		sort.Strings(got)
 		if !slices.Equal(got, expected) {
 			t.Errorf("claim %s: expected reservedFor %v, got %v", name, expected, got)
+		}
+	}
+	for name, expected := range tc.expectedFinalizers {
+		claim, err := c.resourceClient.ResourceV1().ResourceClaims(testNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get claim %s: %v", name, err)
+		}
+		if !slices.Equal(claim.Finalizers, expected) {
+			t.Errorf("claim %s: expected finalizers %v, got %v", name, expected, claim.Finalizers)
 		}
 	}
 

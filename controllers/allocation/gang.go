@@ -288,6 +288,16 @@ func (c *Controller) decideGang(ctx context.Context, group *schedulingv1beta1.Po
 		}
 		return result, nil
 	}
+	if c.nodeRequests != nil {
+		// Each member was checked against its nodes alone.
+		byNode := map[string][]*corev1.Pod{}
+		for _, p := range result.Placements {
+			byNode[p.Node] = append(byNode[p.Node], members[p.Member].pod)
+		}
+		if reason := c.nodeRequests.gangOverflow(byNode, c.nodeLister.Get); reason != "" {
+			return allocator.GangResult{Reason: reason}, nil
+		}
+	}
 	now := metav1.NewTime(c.clock.Now()).Rfc3339Copy()
 	for _, p := range result.Placements {
 		m := members[p.Member]
@@ -379,6 +389,9 @@ func (c *Controller) commitGang(ctx context.Context, key string, group *scheduli
 			return fmt.Errorf("bind pod %s of group %s: %w", klog.KObj(pod), group.Name, err)
 		}
 		c.bound.add(pod.UID, m.d.node)
+		if c.nodeRequests != nil {
+			c.nodeRequests.assume(pod, m.d.node)
+		}
 		if pod.Status.NominatedNodeName != "" {
 			if err := c.setNominatedNode(ctx, pod, ""); err != nil {
 				logger.Error(err, "Clearing the nomination", "pod", klog.KObj(pod))

@@ -15,13 +15,22 @@ import (
 // nodeFilter is why nodes were not candidates for a pod, for messages.
 type nodeFilter struct {
 	notReady, unschedulable, selector, taint, allocation int
+	// resources counts the nodes without room for the pod's requests
+	// (Options.FitNodeResources); insufficient counts them per missing
+	// resource.
+	resources    int
+	insufficient [len(insufficientNames)]int
 	// candidates passed all checks.
 	candidates int
 }
 
 func (f nodeFilter) String() string {
-	return fmt.Sprintf("%d not ready, %d unschedulable, %d not matching the pod's node selector or affinity, %d with untolerated taints, %d not matching allocated claims",
+	s := fmt.Sprintf("%d not ready, %d unschedulable, %d not matching the pod's node selector or affinity, %d with untolerated taints, %d not matching allocated claims",
 		f.notReady, f.unschedulable, f.selector, f.taint, f.allocation)
+	if f.resources > 0 {
+		s += ", " + describeInsufficient(f.insufficient)
+	}
+	return s
 }
 
 // candidateNode checks everything about a node except devices: it is

@@ -95,6 +95,11 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 		c.dropNomination(logger, pod.UID)
 		return nil
 	}
+	if !podclaims.Ours(c.mode, pod) {
+		// Another scheduler's pod, bound or not: its claims are that
+		// scheduler's business.
+		return nil
+	}
 	if pod.Spec.NodeName == "" {
 		if reason := c.mode.NotPlaceable(pod); reason != "" {
 			// Not ready for us; removing gates is an update.
@@ -455,7 +460,7 @@ func describeNodeSelector(selector *corev1.NodeSelector) string {
 
 // total counts every node that was looked at.
 func (f nodeFilter) total() int {
-	return f.notReady + f.unschedulable + f.selector + f.taint + f.allocation + f.candidates
+	return f.notReady + f.unschedulable + f.selector + f.taint + f.allocation + f.resources + f.candidates
 }
 
 // candidateNodes lists the nodes the pod may go to, sorted by name. A pod
@@ -477,7 +482,11 @@ func (c *Controller) candidateNodes(logger klog.Logger, pod *corev1.Pod, allocat
 		filter.candidates++
 		return []*corev1.Node{node}, filter, nil
 	}
-	return c.candidatesLocked(logger, pod, allocated)
+	nodes, filter, err := c.candidatesLocked(logger, pod, allocated)
+	if err != nil || c.nodeRequests == nil {
+		return nodes, filter, err
+	}
+	return c.nodeRequests.filterByResources(pod, nodes, &filter), filter, nil
 }
 
 // currentInventoryLocked returns the prepared inventory, rebuilding it
@@ -732,6 +741,9 @@ func (c *Controller) commit(ctx context.Context, key string, pod *corev1.Pod, d 
 		return fail(err)
 	}
 	c.bound.add(pod.UID, d.node)
+	if c.nodeRequests != nil {
+		c.nodeRequests.assume(pod, d.node)
+	}
 	if pod.Status.NominatedNodeName != "" {
 		// Placed: the nomination is over, wherever the pod went.
 		if err := c.setNominatedNode(ctx, pod, ""); err != nil {
@@ -805,9 +817,9 @@ func (c *Controller) writeAllocation(ctx context.Context, key string, pod *corev
 		case claim.Status.Allocation != nil:
 			return fmt.Errorf("%w: claim %s was allocated by someone else meanwhile", errClaimChanged, klog.KObj(claim))
 		}
-		if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+		if !slices.Contains(claim.Finalizers, c.finalizer) {
 			claim = claim.DeepCopy()
-			claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+			claim.Finalizers = append(claim.Finalizers, c.finalizer)
 			baseVersion = claim.ResourceVersion
 			updated, err := c.ownWrite(claim.UID, key, func() (*resourcev1.ResourceClaim, error) {
 				return claims.Update(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})

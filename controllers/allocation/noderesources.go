@@ -1,0 +1,254 @@
+package allocation
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/draplane/draplane/controllers/podclaims"
+)
+
+// Node resources: a scheduler beside others must not put a pod where the
+// node's allocatable cpu, memory, ephemeral storage or pod count cannot
+// hold it, counting every pod bound to the node, whoever bound it (as
+// kube-scheduler's NodeResourcesFit). Standalone's simulated nodes carry
+// no such accounting, so this is on only where Options.FitNodeResources
+// asks for it (cluster mode).
+
+// fittedResources are the resources checked against allocatable, beside
+// the number of pods.
+var fittedResources = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage}
+
+// insufficientNames are what a node may lack, in the order of
+// nodeFilter.insufficient: fittedResources, then pods.
+var insufficientNames = [...]string{"cpu", "memory", "ephemeral-storage", "pods"}
+
+// podUsage is what one pod takes of its node.
+type podUsage struct {
+	node string
+	// requests in the units of fittedResources: milli-cpu, bytes, bytes.
+	requests [3]int64
+}
+
+// nodeUsage is the sum over the pods of one node.
+type nodeUsage struct {
+	requests [3]int64
+	pods     int
+}
+
+// nodeRequests keeps, per node, what the pods bound to it request: from
+// the pod informer, and for the pods this controller bound until the
+// informer shows them bound (assume).
+type nodeRequests struct {
+	mutex sync.Mutex
+	pods  map[types.UID]podUsage
+	nodes map[string]*nodeUsage
+}
+
+func newNodeRequests() *nodeRequests {
+	return &nodeRequests{pods: map[types.UID]podUsage{}, nodes: map[string]*nodeUsage{}}
+}
+
+// requestsOf sums a pod's requests as the scheduler does (init and
+// sidecar containers, overhead, pod-level resources).
+func requestsOf(pod *corev1.Pod) [3]int64 {
+	list := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	var r [3]int64
+	for i, name := range fittedResources {
+		quantity := list[name]
+		if name == corev1.ResourceCPU {
+			r[i] = quantity.MilliValue()
+		} else {
+			r[i] = quantity.Value()
+		}
+	}
+	return r
+}
+
+// handler keeps the accounting current from pod events.
+func (n *nodeRequests) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    n.observe,
+		UpdateFunc: func(_, obj any) { n.observe(obj) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				n.forget(pod.UID)
+			}
+		},
+	}
+}
+
+// observe counts a pod bound to a node that is not done, and forgets one
+// that is done. An unbound pod is left as it is: one this controller
+// bound counts from its binding on.
+func (n *nodeRequests) observe(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	switch {
+	case podclaims.IsDone(pod):
+		n.forget(pod.UID)
+	case pod.Spec.NodeName != "":
+		n.set(pod.UID, podUsage{node: pod.Spec.NodeName, requests: requestsOf(pod)})
+	}
+}
+
+// assume counts a pod this controller just bound.
+func (n *nodeRequests) assume(pod *corev1.Pod, node string) {
+	n.set(pod.UID, podUsage{node: node, requests: requestsOf(pod)})
+}
+
+func (n *nodeRequests) set(uid types.UID, usage podUsage) {
+	n.mutex.Lock()
+	defer n.mutex.Unlock()
+	if old, ok := n.pods[uid]; ok {
+		if old == usage {
+			return
+		}
+		n.removeLocked(old)
+	}
+	n.pods[uid] = usage
+	sum := n.nodes[usage.node]
+	if sum == nil {
+		sum = &nodeUsage{}
+		n.nodes[usage.node] = sum
+	}
+	for i := range sum.requests {
+		sum.requests[i] += usage.requests[i]
+	}
+	sum.pods++
+}
+
+func (n *nodeRequests) forget(uid types.UID) {
+	n.mutex.Lock()
+	defer n.mutex.Unlock()
+	if old, ok := n.pods[uid]; ok {
+		n.removeLocked(old)
+		delete(n.pods, uid)
+	}
+}
+
+func (n *nodeRequests) removeLocked(usage podUsage) {
+	sum := n.nodes[usage.node]
+	if sum == nil {
+		return
+	}
+	for i := range sum.requests {
+		sum.requests[i] -= usage.requests[i]
+	}
+	sum.pods--
+	if sum.pods <= 0 {
+		delete(n.nodes, usage.node)
+	}
+}
+
+// insufficient names what the node lacks for pods that request requests
+// each (one pod per entry), beside what is bound to it already: "cpu",
+// "memory", "ephemeral-storage" or "pods", as kube-scheduler's
+// "Insufficient <resource>" and "Too many pods" name them.
+func (n *nodeRequests) insufficient(node *corev1.Node, requests ...[3]int64) []string {
+	n.mutex.Lock()
+	var used nodeUsage
+	if sum := n.nodes[node.Name]; sum != nil {
+		used = *sum
+	}
+	n.mutex.Unlock()
+	var lacking []string
+	allocatable := node.Status.Allocatable
+	if pods := allocatable[corev1.ResourcePods]; int64(used.pods+len(requests)) > pods.Value() {
+		lacking = append(lacking, string(corev1.ResourcePods))
+	}
+	for i, name := range fittedResources {
+		var want int64
+		for _, r := range requests {
+			want += r[i]
+		}
+		if want == 0 {
+			continue
+		}
+		quantity := allocatable[name]
+		free := quantity.Value() - used.requests[i]
+		if name == corev1.ResourceCPU {
+			free = quantity.MilliValue() - used.requests[i]
+		}
+		if want > free {
+			lacking = append(lacking, string(name))
+		}
+	}
+	return lacking
+}
+
+// filterByResources drops the nodes that cannot hold the pod and counts
+// them in filter, per missing resource.
+func (n *nodeRequests) filterByResources(pod *corev1.Pod, nodes []*corev1.Node, filter *nodeFilter) []*corev1.Node {
+	requests := requestsOf(pod)
+	kept := make([]*corev1.Node, 0, len(nodes))
+	for _, node := range nodes {
+		lacking := n.insufficient(node, requests)
+		if len(lacking) == 0 {
+			kept = append(kept, node)
+			continue
+		}
+		filter.candidates--
+		filter.resources++
+		for _, name := range lacking {
+			filter.insufficient[slices.Index(insufficientNames[:], name)]++
+		}
+	}
+	return kept
+}
+
+// gangOverflow checks the nodes a gang's members were placed on: members
+// on one node must fit there together. It returns why not, or "".
+func (n *nodeRequests) gangOverflow(nodes map[string][]*corev1.Pod, nodeByName func(string) (*corev1.Node, error)) string {
+	names := make([]string, 0, len(nodes))
+	for name := range nodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		pods := nodes[name]
+		if len(pods) < 2 {
+			continue
+		}
+		node, err := nodeByName(name)
+		if err != nil {
+			return fmt.Sprintf("node %s: %v", name, err)
+		}
+		requests := make([][3]int64, 0, len(pods))
+		for _, pod := range pods {
+			requests = append(requests, requestsOf(pod))
+		}
+		if lacking := n.insufficient(node, requests...); len(lacking) > 0 {
+			return fmt.Sprintf("the %d members placed on node %s do not fit there together: insufficient %s", len(pods), name, strings.Join(lacking, ", "))
+		}
+	}
+	return ""
+}
+
+// describeInsufficient says, for messages, how many nodes lacked what:
+// "2 Insufficient cpu, 1 Too many pods", as kube-scheduler words it.
+func describeInsufficient(counts [len(insufficientNames)]int) string {
+	var parts []string
+	for i, name := range insufficientNames {
+		switch {
+		case counts[i] == 0:
+		case name == string(corev1.ResourcePods):
+			parts = append(parts, fmt.Sprintf("%d Too many pods", counts[i]))
+		default:
+			parts = append(parts, fmt.Sprintf("%d Insufficient %s", counts[i], name))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

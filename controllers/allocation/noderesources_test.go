@@ -1,0 +1,100 @@
+package allocation
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestNodeRequests: what a node lacks, with the pods bound to it counted
+// once however often the informer reports them, done and deleted pods
+// not counted, a pod this controller bound counted before the informer
+// shows it, and gang members on one node checked together.
+func TestNodeRequests(t *testing.T) {
+	node := makeNode("node-a", withAllocatable("4", "8Gi", 3))
+	pod := func(name, cpu string, options ...podOption) *corev1.Pod {
+		return makePod(name, append([]podOption{withRequests(cpu, "1Gi")}, options...)...)
+	}
+	tests := map[string]struct {
+		events func(n *nodeRequests)
+		// requests are the cpu requests of the pods to place.
+		requests []string
+		want     []string
+	}{
+		"empty node":          {requests: []string{"4"}},
+		"more cpu than there": {requests: []string{"5"}, want: []string{"cpu"}},
+		"a bound pod counts once, however often seen": {
+			events: func(n *nodeRequests) {
+				p := pod("a", "3", withNodeName("node-a"))
+				n.observe(p)
+				n.observe(p)
+			},
+			requests: []string{"1"},
+		},
+		"a bound pod leaves too little": {
+			events:   func(n *nodeRequests) { n.observe(pod("a", "3", withNodeName("node-a"))) },
+			requests: []string{"2"}, want: []string{"cpu"},
+		},
+		"a done pod counts for nothing": {
+			events: func(n *nodeRequests) {
+				n.observe(pod("a", "3", withNodeName("node-a")))
+				done := pod("a", "3", withNodeName("node-a"))
+				done.Status.Phase = corev1.PodFailed
+				n.observe(done)
+			},
+			requests: []string{"4"},
+		},
+		"a deleted pod counts for nothing": {
+			events: func(n *nodeRequests) {
+				p := pod("a", "3", withNodeName("node-a"))
+				n.observe(p)
+				n.handler().OnDelete(p)
+			},
+			requests: []string{"4"},
+		},
+		"a pod of another node counts for nothing": {
+			events:   func(n *nodeRequests) { n.observe(pod("a", "3", withNodeName("node-b"))) },
+			requests: []string{"4"},
+		},
+		"a pod bound by this controller counts before the informer shows it": {
+			events:   func(n *nodeRequests) { n.assume(pod("a", "3"), "node-a") },
+			requests: []string{"2"}, want: []string{"cpu"},
+		},
+		"an unbound pod counts for nothing": {
+			events:   func(n *nodeRequests) { n.observe(pod("a", "3")) },
+			requests: []string{"4"},
+		},
+		"too many pods": {
+			events: func(n *nodeRequests) {
+				n.observe(pod("a", "0", withNodeName("node-a")))
+				n.observe(pod("b", "0", withNodeName("node-a")))
+			},
+			requests: []string{"1", "1"}, want: []string{"pods"},
+		},
+		"two members together lack cpu, each alone fits": {
+			requests: []string{"3", "2"}, want: []string{"cpu"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := newNodeRequests()
+			if tc.events != nil {
+				tc.events(n)
+			}
+			var requests [][3]int64
+			for _, cpu := range tc.requests {
+				requests = append(requests, requestsOf(pod("new", cpu)))
+			}
+			if got := n.insufficient(node, requests...); !slices.Equal(got, tc.want) {
+				t.Errorf("insufficient %v, want %v", got, tc.want)
+			}
+		})
+	}
+
+	n := newNodeRequests()
+	placed := map[string][]*corev1.Pod{"node-a": {pod("m-0", "3"), pod("m-1", "2")}}
+	if got := n.gangOverflow(placed, func(string) (*corev1.Node, error) { return node, nil }); got != "the 2 members placed on node node-a do not fit there together: insufficient cpu" {
+		t.Errorf("gang overflow %q", got)
+	}
+}
