@@ -29,6 +29,7 @@ import (
 	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcev1informers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
+	"github.com/draplane/draplane/resourceclient"
 )
 
 // Config is what the controller manager runs and how.
@@ -112,6 +113,14 @@ func (m *ControllerManager) clients(loopback *rest.Config, useHost bool, qps flo
 	if err != nil {
 		return nil, nil, fmt.Errorf("kube client: %w", err)
 	}
+	if useHost && m.clusterMode() {
+		// The host's resource.k8s.io/v1, as our types.
+		resourceClient, err := resourceclient.NewForConfig(kubeConfig)
+		if err != nil {
+			return nil, nil, fmt.Errorf("host resource client: %w", err)
+		}
+		return kubeClient, resourceClient, nil
+	}
 	resourceClient, err := versioned.NewForConfig(config)
 	if err != nil {
 		return nil, nil, fmt.Errorf("resource client: %w", err)
@@ -171,7 +180,9 @@ func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kuber
 	shared *Informers, stop <-chan struct{}) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
-	term := newTermInformers(kubeClient, resourceClient, shared, stop, m.config.Host == nil)
+	// core/v1 from the shared informers where they watch the cluster the
+	// pods are in: this server's core-lite, or the host in cluster mode.
+	term := newTermInformers(kubeClient, resourceClient, shared, stop, m.config.Host == nil || m.shared != nil && m.shared.OnHost())
 	defer term.end()
 	podGroups := m.podGroups(logger, kubeClient, term)
 	controllers, err := m.newControllers(logger, kubeClient, resourceClient, term.Core, term.Resource, podGroups)
@@ -213,6 +224,40 @@ func (m *ControllerManager) podGroups(logger klog.Logger, kubeClient kubernetes.
 	return term.own.Kube.Scheduling().V1beta1().PodGroups()
 }
 
+// clusterMode says whether the controllers place a host cluster's own
+// pods with its resource.k8s.io claims (podclaims.Cluster).
+func (m *ControllerManager) clusterMode() bool {
+	_, ok := m.config.PodMode.(podclaims.Cluster)
+	return ok && m.config.Host != nil
+}
+
+// newClusterControllers builds what runs in cluster mode: the allocation
+// controller alone, on the host's objects. The host's
+// kube-controller-manager generates claims from templates, releases the
+// claims of pods that are done and evicts for device taints; its kubelets
+// finish pods and its garbage collectors remove what deleted nodes leave.
+func (m *ControllerManager) newClusterControllers(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
+	core corev1informers.Interface, resource resourcev1informers.Interface, podGroups schedulinginformers.PodGroupInformer) ([]namedController, error) {
+	// DeviceTaintRules are resource.k8s.io/v1 from Kubernetes 1.37 on; an
+	// informer of a resource the host does not serve would never sync.
+	taintRules := resource.DeviceTaintRules()
+	served, err := kubeClient.Discovery().ServerResourcesForGroupVersion(resourceclient.UpstreamGroupVersion.String())
+	if err != nil || !slices.ContainsFunc(served.APIResources, func(r metav1.APIResource) bool { return r.Name == "devicetaintrules" }) {
+		logger.Info("The host cluster does not serve resource.k8s.io/v1 DeviceTaintRules: they taint no device", "err", err)
+		taintRules = nil
+	}
+	allocationController, err := allocation.NewController(logger.WithName("allocation"), kubeClient, resourceClient,
+		core.Pods(), core.Nodes(), resource.ResourceClaims(), resource.DeviceClasses(), resource.ResourceSlices(), taintRules,
+		allocation.Options{Mode: m.config.PodMode, Namespaces: core.Namespaces(),
+			BindingTimeout: m.config.BindingTimeout, PodGroups: podGroups,
+			GangBudget: m.config.GangBudget, GangGreedy: m.config.GangGreedy,
+			FitNodeResources: true, Finalizer: podclaims.UpstreamFinalizer})
+	if err != nil {
+		return nil, fmt.Errorf("allocation controller: %w", err)
+	}
+	return []namedController{{"allocation", allocationController.Run}}, nil
+}
+
 // namedController is a controller's Run under the name it logs with.
 type namedController struct {
 	name string
@@ -233,6 +278,9 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 	// The admin access label lives on the namespaces of the pods' cluster.
 	namespaces := core.Namespaces()
 
+	if m.clusterMode() {
+		return m.newClusterControllers(logger, kubeClient, resourceClient, core, resource, podGroups)
+	}
 	claimOptions := resourceclaim.Options{Mode: m.config.PodMode, Namespaces: namespaces, PodGroups: podGroups}
 	// Extended resources backed by devices get their claims here only
 	// for our own pods: a host cluster's scheduler does that for its pods

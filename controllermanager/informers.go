@@ -21,6 +21,7 @@ import (
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	resourceinternal "github.com/draplane/draplane/generated/informers/externalversions/internalinterfaces"
 	resourcev1informers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
+	"github.com/draplane/draplane/resourceclient"
 )
 
 // InProcessConfig is loopback, tuned for clients that run inside the API
@@ -107,19 +108,53 @@ func compact(obj any) (any, error) {
 	return obj, err
 }
 
+// NewHostInformers returns factories on a host cluster: its pods, nodes
+// and namespaces, and its resource.k8s.io/v1 objects as our types
+// (package resourceclient), with the transforms of NewInformers.
+func NewHostInformers(host *rest.Config) (*Informers, error) {
+	kubeClient, err := kubernetes.NewForConfig(host)
+	if err != nil {
+		return nil, fmt.Errorf("host informers: kube client: %w", err)
+	}
+	resourceClient, err := resourceclient.NewForConfig(host)
+	if err != nil {
+		return nil, fmt.Errorf("host informers: resource client: %w", err)
+	}
+	return &Informers{
+		Kube:     informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(DropManagedFields)),
+		Resource: resourceinformers.NewSharedInformerFactoryWithOptions(resourceClient, 0, resourceinformers.WithTransform(compact)),
+	}, nil
+}
+
 // SharedInformers creates the process's Informers once, on the first
 // loopback config it is given, and hands the same ones to every caller.
+// With Host set, they watch that host cluster instead (cluster mode: the
+// controllers and the views work on the host's pods, nodes, claims and
+// slices).
 type SharedInformers struct {
+	// Host, when set before the first Get, is the cluster watched.
+	Host *rest.Config
+
 	once      sync.Once
 	informers *Informers
 	err       error
 }
 
-// Get returns the shared Informers, created on loopback by the first call.
+// Get returns the shared Informers, created on loopback (or Host) by the
+// first call.
 func (s *SharedInformers) Get(loopback *rest.Config) (*Informers, error) {
-	s.once.Do(func() { s.informers, s.err = NewInformers(loopback) })
+	s.once.Do(func() {
+		if s.Host != nil {
+			s.informers, s.err = NewHostInformers(s.Host)
+			return
+		}
+		s.informers, s.err = NewInformers(loopback)
+	})
 	return s.informers, s.err
 }
+
+// OnHost says whether the informers watch a host cluster.
+func (s *SharedInformers) OnHost() bool { return s.Host != nil }
 
 // term hands out the shared informers to the controllers or the simulator
 // of one term of leadership. What they register on the informers (event

@@ -189,7 +189,9 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	if c.Extra.DeviceMap {
-		if err := installDeviceMap(generic, pools.Tracker(), inProcess, c.Extra.CoreLite != nil); err != nil {
+		// Pods where the shared informers see them: core-lite's, or the
+		// host's in cluster mode.
+		if err := installDeviceMap(generic, pools.Tracker(), inProcess, c.Extra.CoreLite != nil || inProcess.informers.OnHost()); err != nil {
 			return nil, err
 		}
 	}

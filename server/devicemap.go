@@ -13,8 +13,8 @@ import (
 // installDeviceMap serves the device map page at devicemap.Path through
 // the server's handler chain (the API's authentication and authorization,
 // as the non-resource path /devicemap/*), fed by the process's shared
-// informers once the server serves. Pending pods are shown when
-// core-lite serves pods.
+// informers once the server serves. Pending pods are shown when the
+// informers see pods: core-lite's, or a host cluster's in cluster mode.
 func installDeviceMap(generic *genericapiserver.GenericAPIServer, tracker *capacity.Tracker, inProcess *InProcess, pods bool) error {
 	devicemap.RegisterMetrics()
 	m := devicemap.New(tracker)

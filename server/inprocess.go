@@ -38,6 +38,11 @@ func (p *InProcess) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	(*h).ServeHTTP(w, req)
 }
 
+// WatchHost makes the process's shared informers watch a host cluster's
+// pods, nodes and resource.k8s.io objects instead of this server's (cluster
+// mode). Call it before the first Informers.
+func (p *InProcess) WatchHost(host *rest.Config) { p.informers.Host = host }
+
 // Informers returns the process's shared informers, on loopback's
 // credentials and served in process. The first call creates them; later
 // calls return the same ones.

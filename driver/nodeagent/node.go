@@ -2,12 +2,14 @@ package nodeagent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
@@ -92,4 +94,19 @@ func reportReady(ctx context.Context, client kubernetes.Interface, node *corev1.
 		return nil, fmt.Errorf("report node %s ready: %w", node.Name, err)
 	}
 	return updated, nil
+}
+
+// SetAllocatable writes the node's capacity and allocatable, as a kubelet
+// reports what the machine has: a scheduler that checks pods' requests
+// against them (kube-scheduler, or draplane placing a host cluster's pods)
+// finds room for no pod on a node without them.
+func SetAllocatable(ctx context.Context, client kubernetes.Interface, name, agent string, allocatable corev1.ResourceList) error {
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"capacity": allocatable, "allocatable": allocatable}})
+	if err != nil {
+		return err
+	}
+	if _, err := client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: agent}, "status"); err != nil {
+		return fmt.Errorf("report allocatable of node %s: %w", name, err)
+	}
+	return nil
 }

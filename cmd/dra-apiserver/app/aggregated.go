@@ -86,6 +86,12 @@ type AggregatedOptions struct {
 	// each "<namespace>/<name>=<driver>", which the node restriction
 	// holds to the node their bound token names (auth/node).
 	DriverServiceAccounts []string
+	// ScheduleHostPods makes the controllers place the host cluster's own
+	// pods whose spec.schedulerName is SchedulerName, with the host's
+	// resource.k8s.io/v1 claims (podclaims.Cluster), and the views show
+	// the host's objects.
+	ScheduleHostPods bool
+	SchedulerName    string
 }
 
 // optionalBool is a boolean flag that knows whether it was given.
@@ -125,6 +131,7 @@ func NewAggregatedOptions() *AggregatedOptions {
 		ServiceName:      "draplane",
 		ServiceNamespace: "draplane-system",
 		InjectCABundle:   true,
+		SchedulerName:    "draplane",
 	}
 }
 
@@ -146,6 +153,10 @@ func (o *AggregatedOptions) AddFlags(fs *pflag.FlagSet) {
 		"Aggregated mode: name of a Secret in --service-namespace holding the CA that signs the generated serving certificate, shared by all replicas (data ca.crt and ca.key). The first replica stores its data dir's CA there; every other one, and every later start, adopts it. Needed with more than one replica, whose caBundle injection would otherwise overwrite each other's; needs get on that Secret and create on Secrets in the host cluster (deploy/ grants both). Not with --tls-cert-file.")
 	fs.StringArrayVar(&o.DriverServiceAccounts, "driver-service-account", o.DriverServiceAccounts,
 		"Aggregated mode, repeatable: <namespace>/<name>=<driver>. The service account of a DRA driver's pods, node-bound as a node's certificate is in standalone mode: its writes of ResourceSlices (create, update, delete) must carry spec.nodeName of the node its bound token names (extra authentication.kubernetes.io/node-name) and spec.driver one listed for it, and its claim status writes may change only status.devices. Reads stay what the host cluster's RBAC grants.")
+	fs.BoolVar(&o.ScheduleHostPods, "schedule-host-pods", o.ScheduleHostPods,
+		"Aggregated mode: be a scheduler of the host cluster. The controllers place the host's own pods whose spec.schedulerName is --scheduler-name (every other pod stays kube-scheduler's), allocating the host's resource.k8s.io/v1 claims as kube-scheduler does (allocation and reservedFor in one write, upstream's finalizer) and binding the pods through pods/binding, so that the host's kubelets and DRA drivers prepare them; resourcepools and the device map show the host's slices, claims and pods. Claims of templates stay the host kube-controller-manager's to generate and release. Needs a host that serves resource.k8s.io/v1 (Kubernetes 1.34 or later; DeviceTaintRules from 1.37).")
+	fs.StringVar(&o.SchedulerName, "scheduler-name", o.SchedulerName,
+		"With --schedule-host-pods: the spec.schedulerName of the pods to place.")
 	fs.VarPF(&o.UpstreamResourceAPI, "serve-resource-k8s-io", "",
 		"Standalone mode: also serve upstream's resource.k8s.io/v1 (DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice, DeviceTaintRule) over the same objects as resource.draplane.dev, for client-go's ResourceV1() and drivers built on k8s.io/dynamic-resource-allocation. Default true standalone; aggregated mode refuses it (the host cluster serves that group).").NoOptDefVal = "true"
 }
@@ -176,6 +187,12 @@ func (o *AggregatedOptions) Validate() []error {
 	}
 	if len(o.DriverServiceAccounts) > 0 && !o.Aggregated() {
 		errs = append(errs, errors.New("--driver-service-account is for aggregated mode; standalone drivers get node identities from client-kubeconfig"))
+	}
+	if o.ScheduleHostPods && !o.Aggregated() {
+		errs = append(errs, errors.New("--schedule-host-pods is for aggregated mode: standalone places its own pods already"))
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.SchedulerName); o.ScheduleHostPods && len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--scheduler-name %q: %s", o.SchedulerName, strings.Join(msgs, "; ")))
 	}
 	if o.Aggregated() && (o.ServiceName == "" || o.ServiceNamespace == "") {
 		errs = append(errs, errors.New("aggregated mode needs --service-name and --service-namespace (the aggregator checks the serving certificate for <service>.<namespace>.svc)"))
@@ -242,6 +259,9 @@ func (o *AggregatedOptions) hostConfig() (*rest.Config, error) {
 
 // podMode is how the controllers write into pods in this mode.
 func (o *AggregatedOptions) podMode() podclaims.Mode {
+	if o.ScheduleHostPods && o.Aggregated() {
+		return podclaims.Cluster{SchedulerName: o.SchedulerName}
+	}
 	if o.Aggregated() {
 		return podclaims.Aggregated
 	}

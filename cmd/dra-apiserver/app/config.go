@@ -93,6 +93,15 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 		cfg.Extra.NodeRestriction = nodeRestriction
 	}
 	cfg.Extra.InProcess = server.NewInProcess()
+	if o.Aggregated.ScheduleHostPods && o.Aggregated.Aggregated() {
+		// The controllers, resourcepools and the device map watch the
+		// host's pods, nodes, claims and slices.
+		host, err := o.Aggregated.hostConfig()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Extra.InProcess.WatchHost(host)
+	}
 	if o.CoreLite {
 		shared, err := cfg.Extra.InProcess.Informers(generic.LoopbackClientConfig)
 		if err != nil {

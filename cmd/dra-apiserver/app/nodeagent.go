@@ -6,24 +6,30 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/driver"
 	"github.com/draplane/draplane/driver/grpcplugin"
 	"github.com/draplane/draplane/driver/nodeagent"
 	"github.com/draplane/draplane/generated/clientset/versioned"
+	"github.com/draplane/draplane/resourceclient"
 	"github.com/draplane/draplane/server"
 )
 
@@ -43,7 +49,13 @@ type NodeAgentOptions struct {
 	RegistrationDir string
 	Checkpoint      string
 	Workers         int
-	Logs            *logsapi.LoggingConfiguration
+	// ResourceAPI is the group the node's claims are read from:
+	// resource.draplane.dev, resource.k8s.io, or "" for the first the
+	// server serves.
+	ResourceAPI string
+	// Allocatable is what the node reports it has, as "<resource>=<quantity>".
+	Allocatable map[string]string
+	Logs        *logsapi.LoggingConfiguration
 }
 
 // newNodeAgentCommand is `dra-apiserver node-agent`: the kubelet's DRA part
@@ -88,6 +100,8 @@ to the node's objects, and gets the claims of its pods by name.`,
 	fs.StringVar(&o.RegistrationDir, "plugin-registration-dir", o.RegistrationDir, "where kubelet plugins put their registration sockets (the kubelet's <root>/plugins_registry)")
 	fs.StringVar(&o.Checkpoint, "checkpoint", "", "file recording the prepared claims, so that a restarted agent unprepares the claims of pods deleted meanwhile and prepares nothing twice (default: node-agent/<node>/checkpoint.json in the default data dir)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "pods handled at once")
+	fs.StringVar(&o.ResourceAPI, "resource-api", o.ResourceAPI, "API group of the claims the node prepares: resource.draplane.dev (a dra-apiserver's own), resource.k8s.io (any kube-apiserver's, for example a cluster whose pods draplane or kube-scheduler places), or empty for resource.draplane.dev where the server serves it, else resource.k8s.io")
+	fs.StringToStringVar(&o.Allocatable, "allocatable", nil, "capacity and allocatable the node reports, for schedulers that check pods' requests, for example cpu=8,memory=32Gi,pods=110 (default: the machine's cpus and memory, 110 pods)")
 	logsapi.AddFlags(o.Logs, fs)
 	logs.AddFlags(fs, logs.SkipLoggingConfigurationFlags())
 	return cmd
@@ -134,7 +148,11 @@ func (o *NodeAgentOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resourceClient, err := versioned.NewForConfig(config)
+	resourceClient, err := o.resourceClient(logger, kubeClient, config)
+	if err != nil {
+		return err
+	}
+	allocatable, err := o.allocatable()
 	if err != nil {
 		return err
 	}
@@ -144,6 +162,9 @@ func (o *NodeAgentOptions) run(ctx context.Context) error {
 		return err
 	}
 	if _, err := nodeagent.RegisterNode(ctx, kubeClient, o.NodeName, nodeAgentName); err != nil {
+		return err
+	}
+	if err := nodeagent.SetAllocatable(ctx, kubeClient, o.NodeName, nodeAgentName, allocatable); err != nil {
 		return err
 	}
 
@@ -191,4 +212,45 @@ func (o *NodeAgentOptions) run(ctx context.Context) error {
 		return fmt.Errorf("plugin registration: %w", err)
 	}
 	return nil
+}
+
+// resourceClient reads the claims from the group --resource-api names.
+func (o *NodeAgentOptions) resourceClient(logger klog.Logger, kubeClient kubernetes.Interface, config *rest.Config) (versioned.Interface, error) {
+	group := o.ResourceAPI
+	if group == "" {
+		group = resourceclient.UpstreamGroupVersion.Group
+		if _, err := kubeClient.Discovery().ServerResourcesForGroupVersion(resourcev1.SchemeGroupVersion.String()); err == nil {
+			group = resourcev1.GroupName
+		}
+	}
+	logger.Info("Reading claims", "apiGroup", group)
+	switch group {
+	case resourcev1.GroupName:
+		return versioned.NewForConfig(config)
+	case resourceclient.UpstreamGroupVersion.Group:
+		return resourceclient.NewForConfig(config)
+	default:
+		return nil, fmt.Errorf("--resource-api must be %s or %s, got %q", resourcev1.GroupName, resourceclient.UpstreamGroupVersion.Group, group)
+	}
+}
+
+// allocatable parses --allocatable, with the machine's cpus and memory and
+// 110 pods (the kubelet's default) for what it leaves out.
+func (o *NodeAgentOptions) allocatable() (corev1.ResourceList, error) {
+	list := corev1.ResourceList{
+		corev1.ResourceCPU:  *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		corev1.ResourcePods: *resource.NewQuantity(110, resource.DecimalSI),
+	}
+	var info syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&info); err == nil {
+		list[corev1.ResourceMemory] = *resource.NewQuantity(int64(info.Totalram)*int64(info.Unit), resource.BinarySI)
+	}
+	for name, value := range o.Allocatable {
+		quantity, err := resource.ParseQuantity(value)
+		if err != nil {
+			return nil, fmt.Errorf("--allocatable %s=%s: %w", name, value, err)
+		}
+		list[corev1.ResourceName(name)] = quantity
+	}
+	return list, nil
 }
