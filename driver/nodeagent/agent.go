@@ -102,6 +102,12 @@ type Options struct {
 	// claims by name and watches none. A front end that watches claims
 	// may call EnqueueConsumers to look sooner.
 	ClaimRetry time.Duration
+	// FinishDeletions makes the agent remove a deleted pod of its nodes
+	// (a delete with grace period 0 and the pod's UID as precondition)
+	// once its claims are unprepared, as a kubelet does once the pod's
+	// containers are gone. For a kube-apiserver, where nothing else would;
+	// a dra-apiserver's pod termination controller does it for its pods.
+	FinishDeletions bool
 }
 
 // ClaimGetter gets a claim of a pod on a node by name, as a kubelet gets

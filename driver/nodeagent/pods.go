@@ -60,6 +60,9 @@ func (a *Agent) SyncPod(ctx context.Context, key string) (time.Duration, error) 
 	gone := !a.nodes[pod.Spec.NodeName] || pod.DeletionTimestamp != nil || podDone(pod)
 	if gone || a.otherPod(key, pod) {
 		if err := a.unprepare(ctx, key); err != nil || gone {
+			if err == nil && pod.DeletionTimestamp != nil && a.opts.FinishDeletions && a.nodes[pod.Spec.NodeName] {
+				err = a.finishDeletion(ctx, pod)
+			}
 			return 0, err
 		}
 	}
@@ -105,6 +108,20 @@ func (a *Agent) SyncPod(ctx context.Context, key string) (time.Duration, error) 
 		return 0, a.unprepare(ctx, key)
 	}
 	return 0, nil
+}
+
+// finishDeletion removes a deleted pod whose claims are unprepared, as
+// the kubelet removes a pod once its containers are gone.
+func (a *Agent) finishDeletion(ctx context.Context, pod *corev1.Pod) error {
+	uid := pod.UID
+	err := a.nodeClient(pod.Spec.NodeName).CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("remove deleted pod %s: %w", klog.KObj(pod), err)
+	}
+	klog.FromContext(ctx).V(2).Info("Pod removed", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
+	return nil
 }
 
 // otherPod reports whether claims are held for a pod of this key with

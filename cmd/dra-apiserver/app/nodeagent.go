@@ -100,7 +100,7 @@ to the node's objects, and gets the claims of its pods by name.`,
 	fs.StringVar(&o.RegistrationDir, "plugin-registration-dir", o.RegistrationDir, "where kubelet plugins put their registration sockets (the kubelet's <root>/plugins_registry)")
 	fs.StringVar(&o.Checkpoint, "checkpoint", "", "file recording the prepared claims, so that a restarted agent unprepares the claims of pods deleted meanwhile and prepares nothing twice (default: node-agent/<node>/checkpoint.json in the default data dir)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "pods handled at once")
-	fs.StringVar(&o.ResourceAPI, "resource-api", o.ResourceAPI, "API group of the claims the node prepares: resource.draplane.dev (a dra-apiserver's own), resource.k8s.io (any kube-apiserver's, for example a cluster whose pods draplane or kube-scheduler places), or empty for resource.draplane.dev where the server serves it, else resource.k8s.io")
+	fs.StringVar(&o.ResourceAPI, "resource-api", o.ResourceAPI, "API group of the claims the node prepares: resource.draplane.dev (a dra-apiserver's own), resource.k8s.io (any kube-apiserver's, for example a cluster whose pods draplane or kube-scheduler places; the agent then also removes its deleted pods once their claims are unprepared, as a kubelet does), or empty for resource.draplane.dev where the server serves it, else resource.k8s.io")
 	fs.StringToStringVar(&o.Allocatable, "allocatable", nil, "capacity and allocatable the node reports, for schedulers that check pods' requests, for example cpu=8,memory=32Gi,pods=110 (default: the machine's cpus and memory, 110 pods)")
 	logsapi.AddFlags(o.Logs, fs)
 	logs.AddFlags(fs, logs.SkipLoggingConfigurationFlags())
@@ -148,7 +148,7 @@ func (o *NodeAgentOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resourceClient, err := o.resourceClient(logger, kubeClient, config)
+	resourceClient, upstreamAPI, err := o.resourceClient(logger, kubeClient, config)
 	if err != nil {
 		return err
 	}
@@ -197,6 +197,9 @@ func (o *NodeAgentOptions) run(ctx context.Context) error {
 		Nodes:      []string{o.NodeName},
 		Drivers:    registry,
 		Checkpoint: o.Checkpoint,
+		// A kube-apiserver has no pod termination controller: the agent
+		// removes its deleted pods, as a kubelet does.
+		FinishDeletions: upstreamAPI,
 	})
 	if err != nil {
 		return err
@@ -214,8 +217,9 @@ func (o *NodeAgentOptions) run(ctx context.Context) error {
 	return nil
 }
 
-// resourceClient reads the claims from the group --resource-api names.
-func (o *NodeAgentOptions) resourceClient(logger klog.Logger, kubeClient kubernetes.Interface, config *rest.Config) (versioned.Interface, error) {
+// resourceClient reads the claims from the group --resource-api names,
+// and says whether that is upstream's.
+func (o *NodeAgentOptions) resourceClient(logger klog.Logger, kubeClient kubernetes.Interface, config *rest.Config) (versioned.Interface, bool, error) {
 	group := o.ResourceAPI
 	if group == "" {
 		group = resourceclient.UpstreamGroupVersion.Group
@@ -226,11 +230,13 @@ func (o *NodeAgentOptions) resourceClient(logger klog.Logger, kubeClient kuberne
 	logger.Info("Reading claims", "apiGroup", group)
 	switch group {
 	case resourcev1.GroupName:
-		return versioned.NewForConfig(config)
+		client, err := versioned.NewForConfig(config)
+		return client, false, err
 	case resourceclient.UpstreamGroupVersion.Group:
-		return resourceclient.NewForConfig(config)
+		client, err := resourceclient.NewForConfig(config)
+		return client, true, err
 	default:
-		return nil, fmt.Errorf("--resource-api must be %s or %s, got %q", resourcev1.GroupName, resourceclient.UpstreamGroupVersion.Group, group)
+		return nil, false, fmt.Errorf("--resource-api must be %s or %s, got %q", resourcev1.GroupName, resourceclient.UpstreamGroupVersion.Group, group)
 	}
 }
 
