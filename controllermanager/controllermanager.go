@@ -64,6 +64,9 @@ type Config struct {
 	Host *rest.Config
 	// PodMode is how the controllers read claims from pods and place them.
 	PodMode podclaims.Mode
+	// OwnerTaintKey marks the devices the controllers place in cluster
+	// mode (podclaims.Cluster): see allocation.Options.OwnerTaintKey.
+	OwnerTaintKey string
 	// Simulator, when set, runs the simulator.
 	Simulator *SimulatorConfig
 }
@@ -251,7 +254,7 @@ func (m *ControllerManager) newClusterControllers(logger klog.Logger, kubeClient
 		allocation.Options{Mode: m.config.PodMode, Namespaces: core.Namespaces(),
 			BindingTimeout: m.config.BindingTimeout, PodGroups: podGroups,
 			GangBudget: m.config.GangBudget, GangGreedy: m.config.GangGreedy,
-			FitNodeResources: true, Finalizer: podclaims.UpstreamFinalizer})
+			FitNodeResources: true, Finalizer: podclaims.UpstreamFinalizer, OwnerTaintKey: m.config.OwnerTaintKey})
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}

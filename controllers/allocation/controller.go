@@ -127,6 +127,10 @@ type Options struct {
 	// upstream's (podclaims.UpstreamFinalizer), which its resource claim
 	// controller removes when it deallocates them.
 	Finalizer string
+	// OwnerTaintKey, when set, limits the controller to the devices that
+	// carry a taint of this key (ownership.go): beside another scheduler
+	// that allocates from the same slices, each keeps to its own devices.
+	OwnerTaintKey string
 }
 
 // Controller is the allocation controller. Create it with NewController,
@@ -159,6 +163,8 @@ type Controller struct {
 	nodeRequests *nodeRequests
 	// finalizer: see Options.Finalizer.
 	finalizer string
+	// ownerTaintKey: see Options.OwnerTaintKey.
+	ownerTaintKey string
 
 	// ownWrites keeps the echoes of this controller's claim writes from
 	// queueing the pod they were made for.
@@ -281,6 +287,7 @@ func NewController(
 	}
 	c.extendedResources = opts.ExtendedResources
 	c.finalizer = opts.Finalizer
+	c.ownerTaintKey = opts.OwnerTaintKey
 	if c.finalizer == "" {
 		c.finalizer = resourceapi.Finalizer
 	}

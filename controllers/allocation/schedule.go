@@ -540,6 +540,9 @@ func (c *Controller) currentInventoryLocked(logger klog.Logger) (*allocator.Inve
 	if err := c.addTaintRules(&snapshot); err != nil {
 		return nil, err
 	}
+	if c.ownerTaintKey != "" {
+		ownDevices(&snapshot, c.ownerTaintKey)
+	}
 
 	c.inventory = c.allocator.Prepare(snapshot)
 	c.inventoryGeneration = generation

@@ -19,6 +19,7 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
+	"github.com/draplane/draplane/controllers/allocation"
 	"github.com/draplane/draplane/controllers/podclaims"
 )
 
@@ -92,6 +93,9 @@ type AggregatedOptions struct {
 	// the host's objects.
 	ScheduleHostPods bool
 	SchedulerName    string
+	// OwnerTaintKey marks the host's devices that are draplane's to
+	// allocate; kube-scheduler keeps off them (a NoSchedule device taint).
+	OwnerTaintKey string
 }
 
 // optionalBool is a boolean flag that knows whether it was given.
@@ -132,6 +136,7 @@ func NewAggregatedOptions() *AggregatedOptions {
 		ServiceNamespace: "draplane-system",
 		InjectCABundle:   true,
 		SchedulerName:    "draplane",
+		OwnerTaintKey:    allocation.DefaultOwnerTaintKey,
 	}
 }
 
@@ -157,6 +162,8 @@ func (o *AggregatedOptions) AddFlags(fs *pflag.FlagSet) {
 		"Aggregated mode: be a scheduler of the host cluster. The controllers place the host's own pods whose spec.schedulerName is --scheduler-name (every other pod stays kube-scheduler's), allocating the host's resource.k8s.io/v1 claims as kube-scheduler does (allocation and reservedFor in one write, upstream's finalizer) and binding the pods through pods/binding, so that the host's kubelets and DRA drivers prepare them; resourcepools and the device map show the host's slices, claims and pods. Claims of templates stay the host kube-controller-manager's to generate and release. Needs a host that serves resource.k8s.io/v1 (Kubernetes 1.34 or later; DeviceTaintRules from 1.37).")
 	fs.StringVar(&o.SchedulerName, "scheduler-name", o.SchedulerName,
 		"With --schedule-host-pods: the spec.schedulerName of the pods to place.")
+	fs.StringVar(&o.OwnerTaintKey, "owned-device-taint-key", o.OwnerTaintKey,
+		"With --schedule-host-pods: draplane allocates only the host's devices that carry a device taint with this key, in their ResourceSlice or from a DeviceTaintRule (effect NoSchedule, so that kube-scheduler, which allocates from the same slices, keeps off them). Two schedulers never hold one device in two claims that way; devices without it are kube-scheduler's.")
 	fs.VarPF(&o.UpstreamResourceAPI, "serve-resource-k8s-io", "",
 		"Standalone mode: also serve upstream's resource.k8s.io/v1 (DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice, DeviceTaintRule) over the same objects as resource.draplane.dev, for client-go's ResourceV1() and drivers built on k8s.io/dynamic-resource-allocation. Default true standalone; aggregated mode refuses it (the host cluster serves that group).").NoOptDefVal = "true"
 }
@@ -190,6 +197,9 @@ func (o *AggregatedOptions) Validate() []error {
 	}
 	if o.ScheduleHostPods && !o.Aggregated() {
 		errs = append(errs, errors.New("--schedule-host-pods is for aggregated mode: standalone places its own pods already"))
+	}
+	if msgs := validation.IsQualifiedName(o.OwnerTaintKey); o.ScheduleHostPods && len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--owned-device-taint-key %q: %s", o.OwnerTaintKey, strings.Join(msgs, "; ")))
 	}
 	if msgs := validation.IsDNS1123Subdomain(o.SchedulerName); o.ScheduleHostPods && len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--scheduler-name %q: %s", o.SchedulerName, strings.Join(msgs, "; ")))

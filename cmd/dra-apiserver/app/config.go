@@ -289,7 +289,7 @@ func watchCached(o *genericoptions.EtcdOptions) (func(schema.GroupResource) bool
 // controllerManagerConfig is what runs in-process: the controllers (on
 // the host cluster's pods and nodes in aggregated mode) and the simulator.
 func (o *Options) controllerManagerConfig() (*controllermanager.Config, error) {
-	c := &controllermanager.Config{PodMode: o.Aggregated.podMode(), Simulator: o.Simulator.config()}
+	c := &controllermanager.Config{PodMode: o.Aggregated.podMode(), Simulator: o.Simulator.config(), OwnerTaintKey: o.Aggregated.OwnerTaintKey}
 	o.Controllers.ApplyTo(c)
 	if o.Controllers.Run && o.Aggregated.Aggregated() {
 		// Pods, nodes, events and leases are the host cluster's.
