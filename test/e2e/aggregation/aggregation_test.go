@@ -103,59 +103,14 @@ func TestAggregation(t *testing.T) {
 }
 
 func setUp(t *testing.T) *env {
-	ctx := t.Context()
 	e := &env{dir: t.TempDir()}
-	root := testenv.RepoRoot()
 	var err error
 	if e.kubectlPath, err = exec.LookPath("kubectl"); err != nil {
 		t.Fatalf("kubectl: %v", err)
 	}
 
-	// kube-apiserver and etcd, built once per version.
-	start := time.Now()
-	build := exec.CommandContext(ctx, filepath.Join(root, "test", "e2e", "aggregation", "tools", "build.sh"))
-	build.Stderr = os.Stderr
-	out, err := build.Output()
-	if err != nil {
-		t.Fatalf("tools/build.sh: %v", err)
-	}
-	toolsDir := strings.TrimSpace(string(out))
-	e.buildToolsTaken = time.Since(start)
-
-	draBinary := filepath.Join(e.dir, "dra-apiserver")
-	err = launcher.Build("./cmd/dra-apiserver", draBinary,
-		"-X k8s.io/component-base/version.gitVersion=v0.1.0-aggregation", "-X k8s.io/component-base/version.gitMajor=0", "-X k8s.io/component-base/version.gitMinor=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// Certificates: one CA for the cluster (serving + clients), one for
-	// the front proxy, as kubeadm does.
-	pki := filepath.Join(e.dir, "pki")
-	if err := os.MkdirAll(pki, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	clusterCA := newTestCA(t, pki, "cluster-ca")
-	frontProxyCA := newTestCA(t, pki, "front-proxy-ca")
-	loopback := []net.IP{net.ParseIP("127.0.0.1")}
-	servingCert, servingKey := clusterCA.issue(t, pki, "apiserver", pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
-		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, loopback)
-	adminCert, adminKey := clusterCA.issue(t, pki, "admin", pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, nil, nil)
-	proxyCert, proxyKey := frontProxyCA.issue(t, pki, "front-proxy-client", pkix.Name{CommonName: "front-proxy-client"}, x509.ExtKeyUsageClientAuth, nil, nil)
-	saKey, saPub := serviceAccountKey(t, pki)
-	if e.frontProxyCert, err = tls.LoadX509KeyPair(proxyCert, proxyKey); err != nil {
-		t.Fatal(err)
-	}
-
-	// etcd.
-	etcdClient, etcdPeer := testenv.MustFreePort(t), testenv.MustFreePort(t)
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
-	startProcess(t, "etcd", filepath.Join(toolsDir, "etcd"),
-		"--name=e2e", "--data-dir="+filepath.Join(e.dir, "etcd"),
-		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=e2e="+peerURL, "--log-level=warn", "--quota-backend-bytes=1073741824")
+	toolsDir := buildTools(t, e)
+	draBinary := buildServer(t, e)
 
 	// The audit log records every request of the server's ServiceAccount
 	// (testRBAC reads it).
@@ -169,128 +124,15 @@ rules:
   users: ["`+serverUser+`"]
 - level: None
 `))
-
-	// kube-apiserver.
-	start = time.Now()
-	apiPort := testenv.MustFreePort(t)
-	e.clusterCAFile = clusterCA.file
-	e.apiPort = apiPort
-	apiserverExited := startProcess(t, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"),
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
-		"--cert-dir="+filepath.Join(e.dir, "apiserver-certs"),
-		"--tls-cert-file="+servingCert, "--tls-private-key-file="+servingKey,
-		"--client-ca-file="+clusterCA.file,
-		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
-		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-cluster-ip-range=10.96.0.0/16",
-		"--authorization-mode=RBAC",
+	etcdURL := e.startHost(t, toolsDir,
 		// No controller manager creates the default service accounts.
 		"--disable-admission-plugins=ServiceAccount",
-		"--requestheader-client-ca-file="+frontProxyCA.file,
-		"--requestheader-allowed-names=front-proxy-client",
-		"--requestheader-username-headers=X-Remote-User",
-		"--requestheader-group-headers=X-Remote-Group",
-		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file="+proxyCert, "--proxy-client-key-file="+proxyKey,
-		// Resolve the APIService's Service by its ExternalName
-		// (127.0.0.1) instead of its endpoints, which may not be
-		// loopback addresses.
-		"--enable-aggregator-routing=false",
-		// The kubernetes Service's endpoint may not be a loopback
-		// address either.
-		"--endpoint-reconciler-type=none",
-		"--audit-policy-file="+auditPolicy, "--audit-log-path="+e.auditLog, "--audit-log-mode=blocking",
-		"--v=1")
-	e.hostKubeconfig = filepath.Join(e.dir, "host.kubeconfig")
-	writeFile(t, e.hostKubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: host
-  cluster:
-    server: https://127.0.0.1:%d
-    certificate-authority: %s
-users:
-- name: admin
-  user:
-    client-certificate: %s
-    client-key: %s
-contexts:
-- name: host
-  context: {cluster: host, user: admin}
-current-context: host
-`, apiPort, clusterCA.file, adminCert, adminKey)))
-	poll(t, "kube-apiserver /readyz", func() (bool, error) {
-		if err := exitedErr(apiserverExited); err != nil {
-			return false, err
-		}
-		_, err := e.kubectl("get", "--raw=/readyz")
-		return err == nil, nil
-	})
-	e.apiserverReady = time.Since(start)
+		"--audit-policy-file="+auditPolicy, "--audit-log-path="+e.auditLog, "--audit-log-mode=blocking")
+	start := time.Now()
 
 	// deploy/external-etcd (two replicas on an etcd cluster) as an
-	// operator applies it, server-side, with one overlay: the Service
-	// becomes an ExternalName for 127.0.0.1 on the port the first replica
-	// listens on (with --enable-aggregator-routing=false the aggregator
-	// dials it), and the APIServices name that port. The Deployment is
-	// created but never run: no kubelet.
-	e.draPort, e.draPort2 = testenv.MustFreePort(t), testenv.MustFreePort(t)
-	overlay := filepath.Join(e.dir, "deploy-overlay")
-	if err := os.MkdirAll(overlay, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	deployDir, err := filepath.Rel(overlay, filepath.Join(root, "deploy", "external-etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- %s
-patches:
-- target: {kind: Service, name: draplane}
-  patch: |-
-    - op: replace
-      path: /spec
-      value: {type: ExternalName, externalName: 127.0.0.1, ports: [{name: https, port: %d}]}
-- target: {kind: APIService}
-  patch: |-
-    - op: replace
-      path: /spec/service/port
-      value: %d
-`, deployDir, e.draPort, e.draPort)))
-	if out, err := e.kubectl("apply", "--server-side", "--field-manager="+e2eFieldManager, "-k", overlay); err != nil {
-		t.Fatalf("kubectl apply --server-side -k deploy/ (overlay): %v\n%s", err, out)
-	}
-	if out, err := e.kubectl("get", "deployment", "-n", "draplane-system", "draplane", "-o", "jsonpath={.spec.template.spec.serviceAccountName}"); err != nil || out != "draplane" {
-		t.Fatalf("the Deployment of deploy/: %v %q", err, out)
-	}
-
-	// The server runs as that ServiceAccount, with a token as a pod's
-	// projected token would be: only deploy/'s RBAC grants it anything.
-	token, err := e.kubectl("create", "token", "draplane", "-n", "draplane-system", "--duration=2h")
-	if err != nil {
-		t.Fatalf("kubectl create token: %v\n%s", err, token)
-	}
-	e.serverToken = token
-	serverKubeconfig := filepath.Join(e.dir, "draplane.kubeconfig")
-	writeFile(t, serverKubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: host
-  cluster:
-    server: https://127.0.0.1:%d
-    certificate-authority: %s
-users:
-- name: draplane
-  user:
-    token: %s
-contexts:
-- name: host
-  context: {cluster: host, user: draplane}
-current-context: host
-`, apiPort, clusterCA.file, token)))
+	// operator applies it; the server runs as its ServiceAccount.
+	serverKubeconfig := e.applyDeploy(t, "external-etcd")
 
 	// Two replicas on one etcd, as deploy/external-etcd runs them, each
 	// with a data dir of its own; the second starts once the first is
@@ -960,4 +802,192 @@ func startProcess(t *testing.T, name, binary string, args ...string) <-chan stru
 		}
 	})
 	return p.Exited()
+}
+
+// buildTools builds kube-apiserver, kube-controller-manager, kube-scheduler
+// and etcd once per version and returns their directory.
+func buildTools(t *testing.T, e *env) string {
+	t.Helper()
+	start := time.Now()
+	build := exec.CommandContext(t.Context(), filepath.Join(testenv.RepoRoot(), "test", "e2e", "aggregation", "tools", "build.sh"))
+	build.Stderr = os.Stderr
+	out, err := build.Output()
+	if err != nil {
+		t.Fatalf("tools/build.sh: %v", err)
+	}
+	e.buildToolsTaken = time.Since(start)
+	return strings.TrimSpace(string(out))
+}
+
+// buildServer builds dra-apiserver into the test's directory.
+func buildServer(t *testing.T, e *env) string {
+	t.Helper()
+	draBinary := filepath.Join(e.dir, "dra-apiserver")
+	err := launcher.Build("./cmd/dra-apiserver", draBinary,
+		"-X k8s.io/component-base/version.gitVersion=v0.1.0-aggregation", "-X k8s.io/component-base/version.gitMajor=0", "-X k8s.io/component-base/version.gitMinor=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return draBinary
+}
+
+// startHost starts the host cluster's etcd and kube-apiserver, with
+// extraArgs added to the kube-apiserver's, writes e.hostKubeconfig (an
+// admin of the cluster) and waits until the kube-apiserver is ready. It
+// returns etcd's URL.
+func (e *env) startHost(t *testing.T, toolsDir string, extraArgs ...string) string {
+	t.Helper()
+	var err error
+	// Certificates: one CA for the cluster (serving + clients), one for
+	// the front proxy, as kubeadm does.
+	pki := filepath.Join(e.dir, "pki")
+	if err := os.MkdirAll(pki, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	clusterCA := newTestCA(t, pki, "cluster-ca")
+	frontProxyCA := newTestCA(t, pki, "front-proxy-ca")
+	loopback := []net.IP{net.ParseIP("127.0.0.1")}
+	servingCert, servingKey := clusterCA.issue(t, pki, "apiserver", pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, loopback)
+	adminCert, adminKey := clusterCA.issue(t, pki, "admin", pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, nil, nil)
+	proxyCert, proxyKey := frontProxyCA.issue(t, pki, "front-proxy-client", pkix.Name{CommonName: "front-proxy-client"}, x509.ExtKeyUsageClientAuth, nil, nil)
+	saKey, saPub := serviceAccountKey(t, pki)
+	if e.frontProxyCert, err = tls.LoadX509KeyPair(proxyCert, proxyKey); err != nil {
+		t.Fatal(err)
+	}
+
+	// etcd.
+	etcdClient, etcdPeer := testenv.MustFreePort(t), testenv.MustFreePort(t)
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
+	startProcess(t, "etcd", filepath.Join(toolsDir, "etcd"),
+		"--name=e2e", "--data-dir="+filepath.Join(e.dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=e2e="+peerURL, "--log-level=warn", "--quota-backend-bytes=1073741824")
+
+	// kube-apiserver.
+	start := time.Now()
+	apiPort := testenv.MustFreePort(t)
+	e.clusterCAFile = clusterCA.file
+	e.apiPort = apiPort
+	args := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + filepath.Join(e.dir, "apiserver-certs"),
+		"--tls-cert-file=" + servingCert, "--tls-private-key-file=" + servingKey,
+		"--client-ca-file=" + clusterCA.file,
+		"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--authorization-mode=RBAC",
+		"--requestheader-client-ca-file=" + frontProxyCA.file,
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + proxyCert, "--proxy-client-key-file=" + proxyKey,
+		// Resolve the APIService's Service by its ExternalName
+		// (127.0.0.1) instead of its endpoints, which may not be
+		// loopback addresses.
+		"--enable-aggregator-routing=false",
+		// The kubernetes Service's endpoint may not be a loopback
+		// address either.
+		"--endpoint-reconciler-type=none",
+		"--v=1",
+	}
+	apiserverExited := startProcess(t, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"), append(args, extraArgs...)...)
+	e.hostKubeconfig = filepath.Join(e.dir, "host.kubeconfig")
+	writeFile(t, e.hostKubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: host
+  cluster:
+    server: https://127.0.0.1:%d
+    certificate-authority: %s
+users:
+- name: admin
+  user:
+    client-certificate: %s
+    client-key: %s
+contexts:
+- name: host
+  context: {cluster: host, user: admin}
+current-context: host
+`, apiPort, clusterCA.file, adminCert, adminKey)))
+	poll(t, "kube-apiserver /readyz", func() (bool, error) {
+		if err := exitedErr(apiserverExited); err != nil {
+			return false, err
+		}
+		_, err := e.kubectl("get", "--raw=/readyz")
+		return err == nil, nil
+	})
+	e.apiserverReady = time.Since(start)
+	return etcdURL
+}
+
+// applyDeploy applies deploy/<variant> as an operator does, server-side,
+// with one overlay: the Service becomes an ExternalName for 127.0.0.1 on
+// e.draPort, picked here (with --enable-aggregator-routing=false the
+// aggregator dials it), and the APIServices name that port. The
+// Deployment is created but never run: no kubelet. It returns a
+// kubeconfig with a token of the Deployment's ServiceAccount, as a pod's
+// projected token would be, for the server to run as: only deploy/'s RBAC
+// grants it anything.
+func (e *env) applyDeploy(t *testing.T, variant string) string {
+	t.Helper()
+	e.draPort, e.draPort2 = testenv.MustFreePort(t), testenv.MustFreePort(t)
+	overlay := filepath.Join(e.dir, "deploy-overlay")
+	if err := os.MkdirAll(overlay, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	deployDir, err := filepath.Rel(overlay, filepath.Join(testenv.RepoRoot(), "deploy", variant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+patches:
+- target: {kind: Service, name: draplane}
+  patch: |-
+    - op: replace
+      path: /spec
+      value: {type: ExternalName, externalName: 127.0.0.1, ports: [{name: https, port: %d}]}
+- target: {kind: APIService}
+  patch: |-
+    - op: replace
+      path: /spec/service/port
+      value: %d
+`, deployDir, e.draPort, e.draPort)))
+	if out, err := e.kubectl("apply", "--server-side", "--field-manager="+e2eFieldManager, "-k", overlay); err != nil {
+		t.Fatalf("kubectl apply --server-side -k deploy/%s (overlay): %v\n%s", variant, err, out)
+	}
+	if out, err := e.kubectl("get", "deployment", "-n", "draplane-system", "draplane", "-o", "jsonpath={.spec.template.spec.serviceAccountName}"); err != nil || out != "draplane" {
+		t.Fatalf("the Deployment of deploy/%s: %v %q", variant, err, out)
+	}
+	token, err := e.kubectl("create", "token", "draplane", "-n", "draplane-system", "--duration=2h")
+	if err != nil {
+		t.Fatalf("kubectl create token: %v\n%s", err, token)
+	}
+	e.serverToken = token
+	serverKubeconfig := filepath.Join(e.dir, "draplane.kubeconfig")
+	writeFile(t, serverKubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: host
+  cluster:
+    server: https://127.0.0.1:%d
+    certificate-authority: %s
+users:
+- name: draplane
+  user:
+    token: %s
+contexts:
+- name: host
+  context: {cluster: host, user: draplane}
+current-context: host
+`, e.apiPort, e.clusterCAFile, token)))
+	return serverKubeconfig
 }

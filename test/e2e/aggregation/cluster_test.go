@@ -1,0 +1,597 @@
+package aggregation
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/draplane/draplane/internal/testing/testenv"
+	"github.com/draplane/draplane/test/launcher"
+)
+
+// The cluster of TestClusterScheduling: a real kube-apiserver,
+// kube-controller-manager (resource claims from templates, disruption
+// budgets) and kube-scheduler, draplane aggregated with
+// --schedule-host-pods as deploy/cluster-scheduler installs it, and two
+// nodes, each played by `dra-apiserver node-agent` with the upstream test
+// driver's kubelet plugin (k8s.io/dynamic-resource-allocation) publishing
+// four devices.
+const (
+	clusterDriver     = "upstream.example.com"
+	clusterGates      = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
+	draplaneScheduler = "draplane"
+	ownerTaintKey     = "resource.draplane.dev/scheduler"
+)
+
+var clusterNodes = []string{"node-1", "node-2"}
+
+// clusterEnv is the running cluster.
+type clusterEnv struct {
+	*env
+	plugins map[string]*launcher.Process
+	agents  map[string]*launcher.Process
+}
+
+// TestClusterScheduling: draplane places the host cluster's own pods that
+// name it in spec.schedulerName, with the host's resource.k8s.io claims,
+// and the host's kube-controller-manager, node agents and a real kubelet
+// plugin take it from there, beside kube-scheduler.
+func TestClusterScheduling(t *testing.T) {
+	if os.Getenv("DRAPLANE_AGGREGATION") != "1" {
+		t.Skip("set DRAPLANE_AGGREGATION=1 (make test-aggregated): builds and runs a real kube-apiserver, kube-controller-manager, kube-scheduler and etcd")
+	}
+	c := setUpCluster(t)
+	t.Run("a pod with a template claim", c.testTemplateClaim)
+	t.Run("devices on one node, cpu on the other", c.testDevicesButNotCPU)
+	t.Run("gangs", c.testGangs)
+	t.Run("preemption through the Eviction API", c.testPreemption)
+	t.Run("beside kube-scheduler", c.testBesideKubeScheduler)
+}
+
+func setUpCluster(t *testing.T) *clusterEnv {
+	e := &env{dir: t.TempDir()}
+	var err error
+	if e.kubectlPath, err = exec.LookPath("kubectl"); err != nil {
+		t.Fatalf("kubectl: %v", err)
+	}
+	c := &clusterEnv{env: e, plugins: map[string]*launcher.Process{}, agents: map[string]*launcher.Process{}}
+	toolsDir := buildTools(t, e)
+	draBinary := buildServer(t, e)
+	driverBinary := filepath.Join(e.dir, "upstreamdriver")
+	build := exec.Command("go", "build", "-o", driverBinary, ".")
+	build.Dir = filepath.Join(testenv.RepoRoot(), "test", "e2e", "upstreamdriver")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build test/e2e/upstreamdriver: %v\n%s", err, out)
+	}
+
+	e.startHost(t, toolsDir,
+		// No service account controller; and no node lifecycle
+		// controller takes the not-ready taint off the nodes.
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		"--feature-gates="+clusterGates, "--runtime-config=scheduling.k8s.io/v1beta1=true")
+	kubeArgs := func() []string {
+		return []string{"--kubeconfig=" + e.hostKubeconfig, "--authentication-kubeconfig=" + e.hostKubeconfig, "--authorization-kubeconfig=" + e.hostKubeconfig,
+			"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", testenv.MustFreePort(t)),
+			"--feature-gates=" + clusterGates, "--v=1"}
+	}
+	startProcess(t, "kube-controller-manager", filepath.Join(toolsDir, "kube-controller-manager"),
+		append(kubeArgs(), "--controllers=resourceclaim-controller,disruption-controller",
+			"--cert-dir="+filepath.Join(e.dir, "kcm-certs"))...)
+	startProcess(t, "kube-scheduler", filepath.Join(toolsDir, "kube-scheduler"), kubeArgs()...)
+
+	// The nodes: an agent each, then the plugin (its slice controller
+	// makes the Node the owner of its slices, so the Node must exist).
+	// Unix socket paths are short: not under the test's directory.
+	sockets, err := os.MkdirTemp("", "dpc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockets) })
+	for i, node := range clusterNodes {
+		registrar := filepath.Join(sockets, fmt.Sprintf("r%d", i))
+		agent := &launcher.Process{Name: "node-agent-" + node, Binary: draBinary,
+			Args: []string{"node-agent", "--kubeconfig", e.hostKubeconfig, "--node-name", node, "--resource-api=resource.k8s.io",
+				"--allocatable=cpu=4,memory=8Gi,pods=110", "--plugin-registration-dir", registrar,
+				"--checkpoint", filepath.Join(e.dir, node+"-checkpoint.json"), "-v", "2"},
+			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
+		if err := agent.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c.agents[node] = agent
+		t.Cleanup(func() {
+			agent.Stop()
+			if t.Failed() {
+				t.Logf("last lines of %s:\n%s", agent.Name, launcher.Tail(agent.Output(), 40))
+			}
+		})
+		poll(t, node+" registered Ready", func() (bool, error) {
+			out, _ := e.kubectl("get", "node", node, "--ignore-not-found", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			return out == "True", nil
+		})
+		plugin := &launcher.Process{Name: "plugin-" + node, Binary: driverBinary,
+			Args: []string{"--kubeconfig", e.hostKubeconfig, "--node-name", node, "--driver-name", clusterDriver, "--devices", "4",
+				"--registrar-dir", registrar, "--plugin-dir", filepath.Join(sockets, fmt.Sprintf("p%d", i)), "-v", "2"},
+			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
+		if err := plugin.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c.plugins[node] = plugin
+		t.Cleanup(func() {
+			plugin.Stop()
+			if t.Failed() {
+				t.Logf("last lines of %s:\n%s", plugin.Name, launcher.Tail(plugin.Output(), 40))
+			}
+		})
+	}
+	poll(t, "the plugins' slices", func() (bool, error) {
+		out, err := e.kubectl("get", "resourceslices.resource.k8s.io", "-o", "name")
+		return err == nil && len(strings.Fields(out)) == len(clusterNodes), nil
+	})
+
+	// draplane, as deploy/cluster-scheduler installs it.
+	serverKubeconfig := e.applyDeploy(t, "cluster-scheduler")
+	e.replicaArgs = []string{
+		"--mode=aggregated", "--kubeconfig=" + serverKubeconfig,
+		"--bind-address=127.0.0.1",
+		"--service-name=draplane", "--service-namespace=draplane-system",
+		"--leader-elect-resource-namespace=draplane-system", "--leader-elect-retry-period=500ms",
+		"--shared-ca-secret=draplane-ca",
+		"--schedule-host-pods", "--scheduler-name=" + draplaneScheduler,
+		"--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,DRAWorkloadResourceClaims=true",
+		"--v=2",
+	}
+	e.draDataDir = filepath.Join(e.dir, "draplane")
+	exited := e.startReplica(t, "dra-apiserver", draBinary, e.draDataDir, e.draPort)
+	waitForFile(t, filepath.Join(e.draDataDir, "pki", "ca.crt"), exited)
+	poll(t, "APIService v1."+group+" Available", func() (bool, error) {
+		if err := exitedErr(exited); err != nil {
+			return false, err
+		}
+		out, err := e.kubectl("get", "apiservice", "v1."+group, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
+		return err == nil && out == "True", nil
+	})
+
+	// A class of the plugin's devices, templates of one to four of them,
+	// the two pools draplane's (the owner taint), and priority classes.
+	var objects strings.Builder
+	fmt.Fprintf(&objects, `apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata:
+  name: gpu
+spec:
+  selectors:
+  - cel:
+      expression: device.driver == %q
+`, clusterDriver)
+	for n := 1; n <= 4; n++ {
+		fmt.Fprintf(&objects, `---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: gpus-%d
+  namespace: default
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpus
+        exactly:
+          deviceClassName: gpu
+          count: %d
+`, n, n)
+	}
+	for _, node := range clusterNodes {
+		objects.WriteString(ownerRule(node))
+	}
+	objects.WriteString(`---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: low
+value: 100
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: high
+value: 1000
+`)
+	if out, err := e.kubectlStdin(objects.String(), "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply the cluster's objects: %v\n%s", err, out)
+	}
+	return c
+}
+
+// ownerRule is the DeviceTaintRule that makes the node's pool draplane's.
+func ownerRule(node string) string {
+	return fmt.Sprintf(`---
+apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata:
+  name: draplane-owns-%s
+spec:
+  deviceSelector:
+    driver: %s
+    pool: %s
+  taint:
+    key: %s
+    value: draplane
+    effect: NoSchedule
+`, node, clusterDriver, node, ownerTaintKey)
+}
+
+// clusterPod is a pod with one claim from the gpus-<devices> template.
+// Options: "scheduler=<name>", "cpu=<quantity>", "node=<name>" (node
+// selector), "priority=<class>", "group=<PodGroup>", "label=<k>=<v>".
+func clusterPod(name string, devices int, options ...string) string {
+	scheduler, cpu, extra, labels := draplaneScheduler, "100m", "", ""
+	for _, option := range options {
+		key, value, _ := strings.Cut(option, "=")
+		switch key {
+		case "scheduler":
+			scheduler = value
+		case "cpu":
+			cpu = value
+		case "node":
+			extra += fmt.Sprintf("  nodeSelector:\n    kubernetes.io/hostname: %s\n", value)
+		case "priority":
+			extra += fmt.Sprintf("  priorityClassName: %s\n", value)
+		case "group":
+			extra += fmt.Sprintf("  schedulingGroup:\n    podGroupName: %s\n", value)
+			labels += fmt.Sprintf("    group: %s\n", value)
+		case "label":
+			k, v, _ := strings.Cut(value, "=")
+			labels += fmt.Sprintf("    %s: %s\n", k, v)
+		}
+	}
+	if labels != "" {
+		labels = "  labels:\n" + labels
+	}
+	return fmt.Sprintf(`---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: default
+%sspec:
+  schedulerName: %s
+%s  resourceClaims:
+  - name: gpus
+    resourceClaimTemplateName: gpus-%d
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      requests:
+        cpu: %s
+      claims:
+      - name: gpus
+`, name, labels, scheduler, extra, devices, cpu)
+}
+
+// get reads one jsonpath of an object of the host, "" when it is gone.
+func (c *clusterEnv) get(t *testing.T, object, jsonpath string) string {
+	t.Helper()
+	out, err := c.kubectl("get", object, "-n", "default", "--ignore-not-found", "-o", "jsonpath="+jsonpath)
+	if err != nil {
+		t.Fatalf("kubectl get %s: %v\n%s", object, err, out)
+	}
+	return out
+}
+
+func (c *clusterEnv) mustKubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, err := c.kubectlStdin(stdin, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// waitFor polls the jsonpath of an object until it has the value.
+func (c *clusterEnv) waitFor(t *testing.T, object, jsonpath, want string) {
+	t.Helper()
+	poll(t, object+" "+jsonpath+"="+want, func() (bool, error) {
+		return c.get(t, object, jsonpath) == want, nil
+	}, c.env)
+}
+
+// waitGone waits until the object is gone.
+func (c *clusterEnv) waitGone(t *testing.T, objects ...string) {
+	t.Helper()
+	for _, object := range objects {
+		poll(t, object+" gone", func() (bool, error) {
+			out, err := c.kubectl("get", object, "-n", "default", "--ignore-not-found", "-o", "name")
+			return err == nil && out == "", nil
+		}, c.env)
+	}
+}
+
+// calls counts the plugin's PREPARE or UNPREPARE calls that name claim,
+// over both nodes.
+func (c *clusterEnv) calls(kind, claim string) int {
+	n := 0
+	for _, plugin := range c.plugins {
+		for line := range strings.SplitSeq(plugin.Output(), "\n") {
+			if rest, ok := strings.CutPrefix(line, kind+" claims="); ok && strings.Contains(","+rest+",", ",default/"+claim+",") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// claimOf is the claim of a pod's "gpus" pod claim.
+func (c *clusterEnv) claimOf(t *testing.T, pod string) string {
+	t.Helper()
+	var claim string
+	poll(t, "the claim of pod "+pod, func() (bool, error) {
+		claim = c.get(t, "pod/"+pod, `{.status.resourceClaimStatuses[?(@.name=="gpus")].resourceClaimName}`)
+		return claim != "", nil
+	}, c.env)
+	return claim
+}
+
+// noDeviceTwice fails when a device is in two allocated claims.
+func (c *clusterEnv) noDeviceTwice(t *testing.T) int {
+	t.Helper()
+	out := c.mustKubectl(t, "", "get", "resourceclaims.resource.k8s.io", "-A", "-o", "json")
+	var list struct {
+		Items []struct {
+			Metadata struct{ Namespace, Name string }
+			Status   struct {
+				Allocation *struct {
+					Devices struct {
+						Results []struct{ Driver, Pool, Device string }
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	holders := map[string]string{}
+	allocated := 0
+	for _, claim := range list.Items {
+		if claim.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			id := r.Driver + "/" + r.Pool + "/" + r.Device
+			name := claim.Metadata.Namespace + "/" + claim.Metadata.Name
+			if other, ok := holders[id]; ok {
+				t.Errorf("device %s is allocated to claims %s and %s", id, other, name)
+			}
+			holders[id] = name
+			allocated++
+		}
+	}
+	return allocated
+}
+
+// testTemplateClaim: a pod with schedulerName draplane and a template
+// claim is bound by draplane; its host claim, which the host's
+// kube-controller-manager generated, is allocated and reserved as
+// kube-scheduler would write it (upstream's finalizer, a node selector);
+// the plugin prepares it once and the pod runs; resourcepools through the
+// aggregated API counts the device; on deletion it is unprepared once and
+// the claim goes.
+func (c *clusterEnv) testTemplateClaim(t *testing.T) {
+	c.mustKubectl(t, clusterPod("one", 1), "apply", "-f", "-")
+	c.waitFor(t, "pod/one", "{.status.phase}", "Running")
+	claim := c.claimOf(t, "one")
+	node := c.get(t, "pod/one", "{.spec.nodeName}")
+	if got := c.get(t, "resourceclaim.resource.k8s.io/"+claim, "{.status.reservedFor[*].name}"); got != "one" {
+		t.Errorf("claim %s reserved for %q, want the pod", claim, got)
+	}
+	if got := c.get(t, "resourceclaim.resource.k8s.io/"+claim, "{.status.allocation.devices.results[*].pool}"); got != node {
+		t.Errorf("claim %s allocated from pool %q, the pod is on %q", claim, got, node)
+	}
+	if got := c.get(t, "resourceclaim.resource.k8s.io/"+claim, "{.status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0]}"); got != node {
+		t.Errorf("claim %s: allocation.nodeSelector names %q, want %q", claim, got, node)
+	}
+	if got := c.get(t, "resourceclaim.resource.k8s.io/"+claim, "{.metadata.finalizers}"); !strings.Contains(got, "resource.kubernetes.io/delete-protection") {
+		t.Errorf("claim %s finalizers %s, want upstream's delete protection", claim, got)
+	}
+	if got := c.mustKubectl(t, "", "get", "events", "-n", "default", "--field-selector", "involvedObject.name=one,reason=Scheduled", "-o", "jsonpath={.items[*].message}"); !strings.Contains(got, "Successfully assigned default/one to "+node) {
+		t.Errorf("Scheduled event %q", got)
+	}
+	if n := c.calls("PREPARE", claim); n != 1 {
+		t.Errorf("%d NodePrepareResources calls with claim %s, want 1", n, claim)
+	}
+	pools := c.mustKubectl(t, "", "get", "resourcepools."+group, "-o", `jsonpath={range .items[*]}{.status.pool}={.status.devices.allocated}/{.status.devices.total}{"\n"}{end}`)
+	if !strings.Contains(pools, node+"=1/4") {
+		t.Errorf("resourcepools through the aggregated API:\n%s\nwant %s with 1 of 4 devices allocated", pools, node)
+	}
+
+	c.mustKubectl(t, "", "delete", "pod", "one", "-n", "default", "--timeout=2m")
+	c.waitGone(t, "resourceclaim.resource.k8s.io/"+claim)
+	if n := c.calls("UNPREPARE", claim); n != 1 {
+		t.Errorf("%d NodeUnprepareResources calls with claim %s, want 1", n, claim)
+	}
+}
+
+// testDevicesButNotCPU: node-2's devices are all in use, node-1 has free
+// devices but not the cpu the pod asks for: the pod stays Pending, and
+// the explanation names both.
+func (c *clusterEnv) testDevicesButNotCPU(t *testing.T) {
+	c.mustKubectl(t, clusterPod("filler", 4, "node=node-2"), "apply", "-f", "-")
+	c.waitFor(t, "pod/filler", "{.status.phase}", "Running")
+	c.mustKubectl(t, clusterPod("hungry", 1, "cpu=5"), "apply", "-f", "-")
+	var message string
+	poll(t, "pod/hungry PodScheduled=False", func() (bool, error) {
+		message = c.get(t, "pod/hungry", `{.status.conditions[?(@.type=="PodScheduled")].message}`)
+		return message != "", nil
+	}, c.env)
+	if !strings.Contains(message, "Insufficient cpu") || !strings.Contains(message, "node-2") {
+		t.Errorf("pod/hungry PodScheduled=False message %q, want the cpu node-1 lacks and the devices node-2 lacks", message)
+	}
+	if got := c.get(t, "pod/hungry", "{.spec.nodeName}"); got != "" {
+		t.Errorf("pod/hungry bound to %s", got)
+	}
+	if got := c.mustKubectl(t, "", "get", "events", "-n", "default", "--field-selector", "involvedObject.name=hungry,reason=FailedScheduling", "-o", "name"); got == "" {
+		t.Error("no FailedScheduling event on pod/hungry")
+	}
+	t.Logf("explanation: %s", message)
+	c.mustKubectl(t, "", "delete", "pod", "filler", "hungry", "-n", "default", "--timeout=2m")
+}
+
+// testGangs: a PodGroup of four members with two devices each takes all
+// eight devices of the two nodes, placed whole; a second gang that cannot
+// fit then holds nothing.
+func (c *clusterEnv) testGangs(t *testing.T) {
+	group := func(name string, members int) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, `apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata:
+  name: %s
+  namespace: default
+spec:
+  schedulingPolicy:
+    gang:
+      minCount: %d
+`, name, members)
+		for i := range members {
+			b.WriteString(clusterPod(fmt.Sprintf("%s-%d", name, i), 2, "group="+name))
+		}
+		return b.String()
+	}
+	c.mustKubectl(t, group("train", 4), "apply", "-f", "-")
+	for i := range 4 {
+		c.waitFor(t, fmt.Sprintf("pod/train-%d", i), "{.status.phase}", "Running")
+	}
+	if n := c.noDeviceTwice(t); n != 8 {
+		t.Errorf("%d devices allocated after the gang, want all 8", n)
+	}
+	c.mustKubectl(t, group("late", 2), "apply", "-f", "-")
+	poll(t, "gang late reported unschedulable", func() (bool, error) {
+		return c.get(t, "pod/late-0", `{.status.conditions[?(@.type=="PodScheduled")].status}`) == "False", nil
+	}, c.env)
+	for i := range 2 {
+		pod := fmt.Sprintf("late-%d", i)
+		claim := c.claimOf(t, pod)
+		if got := c.get(t, "resourceclaim.resource.k8s.io/"+claim, "{.status.allocation}"); got != "" {
+			t.Errorf("claim %s of %s is allocated while its gang cannot fit: %s", claim, pod, got)
+		}
+		if got := c.get(t, "pod/"+pod, "{.spec.nodeName}"); got != "" {
+			t.Errorf("pod %s of a gang that cannot fit is bound to %s", pod, got)
+		}
+	}
+	c.mustKubectl(t, "", "delete", "pods", "-n", "default", "-l", "group in (train,late)", "--timeout=2m")
+	c.mustKubectl(t, "", "delete", "podgroups", "-n", "default", "train", "late")
+	poll(t, "every claim gone", func() (bool, error) {
+		out, err := c.kubectl("get", "resourceclaims.resource.k8s.io", "-A", "-o", "name")
+		return err == nil && out == "", nil
+	}, c.env)
+}
+
+// testPreemption: two low-priority pods hold all eight devices and a
+// disruption budget forbids evicting either; a high-priority pod that
+// needs one device preempts through the Eviction API, is refused and
+// waits, nominated; once the budget is gone one victim is evicted and
+// the pod runs.
+func (c *clusterEnv) testPreemption(t *testing.T) {
+	c.mustKubectl(t, clusterPod("victim-1", 4, "priority=low", "node=node-1", "label=app=victim")+clusterPod("victim-2", 4, "priority=low", "node=node-2", "label=app=victim"), "apply", "-f", "-")
+	c.waitFor(t, "pod/victim-1", "{.status.phase}", "Running")
+	c.waitFor(t, "pod/victim-2", "{.status.phase}", "Running")
+	c.mustKubectl(t, `apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: victims
+  namespace: default
+spec:
+  minAvailable: 2
+  selector:
+    matchLabels:
+      app: victim
+`, "apply", "-f", "-")
+	c.mustKubectl(t, clusterPod("urgent", 1, "priority=high"), "apply", "-f", "-")
+	poll(t, "a refused eviction", func() (bool, error) {
+		out := c.mustKubectl(t, "", "get", "events", "-n", "default", "--field-selector", "involvedObject.name=urgent,reason=PreemptionFailed", "-o", "name")
+		return out != "", nil
+	}, c.env)
+	if got := c.get(t, "pod/urgent", "{.status.nominatedNodeName}"); got == "" {
+		t.Error("pod/urgent is not nominated while it waits for its victim")
+	}
+	for _, victim := range []string{"victim-1", "victim-2"} {
+		if got := c.get(t, "pod/"+victim, "{.metadata.deletionTimestamp}"); got != "" {
+			t.Errorf("%s is being deleted though the budget forbids it", victim)
+		}
+	}
+	c.mustKubectl(t, "", "delete", "pdb", "victims", "-n", "default")
+	c.waitFor(t, "pod/urgent", "{.status.phase}", "Running")
+	left := 0
+	for _, victim := range []string{"victim-1", "victim-2"} {
+		if c.get(t, "pod/"+victim, "{.metadata.name}") != "" {
+			left++
+		}
+	}
+	if left != 1 {
+		t.Errorf("%d victims left, want 1: one eviction frees the device", left)
+	}
+	c.noDeviceTwice(t)
+	c.mustKubectl(t, "", "delete", "pods", "-n", "default", "--all", "--timeout=2m")
+	poll(t, "every claim gone", func() (bool, error) {
+		out, err := c.kubectl("get", "resourceclaims.resource.k8s.io", "-A", "-o", "name")
+		return err == nil && out == "", nil
+	}, c.env)
+}
+
+// testBesideKubeScheduler: node-1's devices are draplane's, node-2's
+// kube-scheduler's (its owner rule is deleted). In each of 20 rounds one
+// device is free and a pod of each scheduler asks for it at once: the
+// owner's pod gets it, the other waits, and no device is ever in two
+// claims. In the first ten rounds the free device is draplane's, in the
+// last ten kube-scheduler's.
+func (c *clusterEnv) testBesideKubeScheduler(t *testing.T) {
+	c.mustKubectl(t, "", "delete", "devicetaintrule.resource.k8s.io", "draplane-owns-node-2")
+	fill := func(draplaneDevices, kubeDevices int) {
+		c.mustKubectl(t, clusterPod("fill-draplane", draplaneDevices, "node=node-1")+
+			clusterPod("fill-kube", kubeDevices, "node=node-2", "scheduler=default-scheduler"), "apply", "-f", "-")
+		c.waitFor(t, "pod/fill-draplane", "{.status.phase}", "Running")
+		c.waitFor(t, "pod/fill-kube", "{.status.phase}", "Running")
+	}
+	fill(3, 4)
+	for round := range 20 {
+		if round == 10 {
+			c.mustKubectl(t, "", "delete", "pod", "fill-draplane", "fill-kube", "-n", "default", "--timeout=2m")
+			poll(t, "the fillers' claims gone", func() (bool, error) {
+				out, err := c.kubectl("get", "resourceclaims.resource.k8s.io", "-A", "-o", "name")
+				return err == nil && out == "", nil
+			}, c.env)
+			fill(4, 3)
+		}
+		winner, loser := "draplane", "kube"
+		if round >= 10 {
+			winner, loser = loser, winner
+		}
+		c.mustKubectl(t, clusterPod("race-draplane", 1)+clusterPod("race-kube", 1, "scheduler=default-scheduler"), "apply", "-f", "-")
+		c.waitFor(t, "pod/race-"+winner, "{.status.phase}", "Running")
+		// The loser had all the time the winner took: it stays.
+		if got := c.get(t, "pod/race-"+loser, "{.spec.nodeName}"); got != "" {
+			t.Errorf("round %d: race-%s was bound to %s too", round, loser, got)
+		}
+		if n := c.noDeviceTwice(t); n != 8 {
+			t.Errorf("round %d: %d devices allocated, want 8", round, n)
+		}
+		loserClaim := c.claimOf(t, "race-"+loser)
+		if got := c.get(t, "resourceclaim.resource.k8s.io/"+loserClaim, "{.status.allocation}"); got != "" {
+			t.Errorf("round %d: the claim of race-%s is allocated: %s", round, loser, got)
+		}
+		winnerClaim := c.claimOf(t, "race-"+winner)
+		c.mustKubectl(t, "", "delete", "pod", "race-draplane", "race-kube", "-n", "default", "--timeout=2m")
+		c.waitGone(t, "resourceclaim.resource.k8s.io/"+winnerClaim, "resourceclaim.resource.k8s.io/"+loserClaim)
+	}
+	c.mustKubectl(t, "", "delete", "pods", "-n", "default", "--all", "--timeout=2m")
+	if t.Failed() {
+		return
+	}
+	t.Log("20 rounds, the owner's pod placed each time, no device in two claims")
+}
