@@ -327,7 +327,9 @@ func TestDeviceHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []corev1.ResourceStatus{{Name: "claim:c/req", Resources: []corev1.ResourceHealth{
+	// Named after the container's entry of resources.claims, which names
+	// the pod claim and no request, as the API requires.
+	want := []corev1.ResourceStatus{{Name: "claim:c", Resources: []corev1.ResourceHealth{
 		{ResourceID: "gpu.example.com/node-a/dev-0", Health: corev1.ResourceHealthStatusUnhealthy}}}}
 	if status := got.Status.ContainerStatuses[0].AllocatedResourcesStatus; !slices.EqualFunc(status, want, func(x, y corev1.ResourceStatus) bool {
 		return x.Name == y.Name && slices.Equal(x.Resources, y.Resources)

@@ -2,7 +2,6 @@ package nodeagent
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -17,9 +16,11 @@ import (
 // Device health (KEP-4680): a driver that reports the health of its
 // devices has it shown in the status of each container that uses them,
 // as a kubelet does: status.containerStatuses[].allocatedResourcesStatus,
-// one entry "claim:<claim>/<request>" per claim request of the
-// container, listing each device as "<driver>/<pool>/<device>" with its
-// health. Pods are written only for devices whose health was reported.
+// one entry per entry of the container's resources.claims, named as the
+// API requires, "claim:<pod claim>" or "claim:<pod claim>/<request>" when
+// the container names a request, listing each of its devices as
+// "<driver>/<pool>/<device>" with its health. Pods are written only for
+// devices whose health was reported.
 
 // deviceID names a device.
 type deviceID struct{ driver, pool, device string }
@@ -109,7 +110,7 @@ func (a *Agent) setResourceHealth(pod *corev1.Pod, claims []*resourcev1.Resource
 			if claim == nil || claim.Status.Allocation == nil {
 				continue
 			}
-			byRequest := map[string][]corev1.ResourceHealth{}
+			var resources []corev1.ResourceHealth
 			for _, result := range claim.Status.Allocation.Devices.Results {
 				request, _, _ := strings.Cut(result.Request, "/")
 				if ref.Request != "" && request != ref.Request {
@@ -120,15 +121,17 @@ func (a *Agent) setResourceHealth(pod *corev1.Pod, claims []*resourcev1.Resource
 					continue
 				}
 				reported = true
-				byRequest[request] = append(byRequest[request], corev1.ResourceHealth{
+				resources = append(resources, corev1.ResourceHealth{
 					ResourceID: corev1.ResourceID(deviceID{result.Driver, result.Pool, result.Device}.String()), Health: health})
 			}
-			for _, request := range sortedKeys(byRequest) {
-				out = append(out, corev1.ResourceStatus{
-					Name:      corev1.ResourceName(fmt.Sprintf("claim:%s/%s", claim.Name, request)),
-					Resources: byRequest[request],
-				})
+			if len(resources) == 0 {
+				continue
 			}
+			name := "claim:" + ref.Name
+			if ref.Request != "" {
+				name += "/" + ref.Request
+			}
+			out = append(out, corev1.ResourceStatus{Name: corev1.ResourceName(name), Resources: resources})
 		}
 		slices.SortFunc(out, func(x, y corev1.ResourceStatus) int { return strings.Compare(string(x.Name), string(y.Name)) })
 		status.AllocatedResourcesStatus = out

@@ -232,7 +232,9 @@ func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 	if device == "gpu-1" {
 		wantHealth = "Unhealthy"
 	}
-	wantStatus := `[{"name":"claim:` + strings.TrimPrefix(goodClaim, "default/") + `/gpu","resources":[{"health":"` + wantHealth + `","resourceID":"` + upstreamPlugin + "/" + agentNode + "/" + device + `"}]}]`
+	// Named after the container's resources.claims entry: the pod claim
+	// gpu, no request (the API refuses other names).
+	wantStatus := `[{"name":"claim:gpu","resources":[{"health":"` + wantHealth + `","resourceID":"` + upstreamPlugin + "/" + agentNode + "/" + device + `"}]}]`
 	eventually("device health in pod good's status", func() bool {
 		got := s.MustKubectl(t, "", "get", "pod", "good", "-o", "jsonpath={.status.containerStatuses[0].allocatedResourcesStatus}")
 		return equalJSONText(got, wantStatus)

@@ -215,7 +215,9 @@ func TestValidatePodStatusUpdate(t *testing.T) {
 		name     string
 		oldPhase corev1.PodPhase
 		status   corev1.PodStatus
-		want     []string
+		// claims are the container's resources.claims.
+		claims []corev1.ResourceClaim
+		want   []string
 	}{
 		{name: "running", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: corev1.PodRunning}},
 		{name: "unknown phase", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: "Sleeping"}, want: []string{"status.phase"}},
@@ -239,6 +241,22 @@ func TestValidatePodStatusUpdate(t *testing.T) {
 		{name: "extended resource claim without mappings", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: corev1.PodPending,
 			ExtendedResourceClaimStatus: &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "c"}},
 			want: []string{"status.extendedResourceClaimStatus.requestMappings"}},
+		{name: "device health named after the container's claims", oldPhase: corev1.PodPending,
+			claims: []corev1.ResourceClaim{{Name: "gpu"}, {Name: "nic", Request: "fast"}},
+			status: allocatedResourcesStatus("claim:gpu", "claim:nic/fast", "example.com/gpu")},
+		{name: "device health named after the claim object, or a request the container does not name", oldPhase: corev1.PodPending,
+			claims: []corev1.ResourceClaim{{Name: "gpu"}, {Name: "nic", Request: "fast"}},
+			status: allocatedResourcesStatus("claim:pod-gpu-x7k2p/gpu", "claim:gpu/req", "claim:nic", "claim:nic/slow", "example.com/fpga"),
+			want: []string{"status.containerStatuses[0].allocatedResourcesStatus[0].name", "status.containerStatuses[0].allocatedResourcesStatus[1].name",
+				"status.containerStatuses[0].allocatedResourcesStatus[2].name", "status.containerStatuses[0].allocatedResourcesStatus[3].name",
+				"status.containerStatuses[0].allocatedResourcesStatus[4].name"}},
+		{name: "device health of the extended resource claim", oldPhase: corev1.PodPending,
+			status: func() corev1.PodStatus {
+				status := allocatedResourcesStatus("claim:pod-extended-resources-x7k2p/container-0-request-0")
+				status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "pod-extended-resources-x7k2p",
+					RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "ctr", ResourceName: "example.com/gpu", RequestName: "container-0-request-0"}}}
+				return status
+			}()},
 		{name: "claim status for unknown claim", oldPhase: corev1.PodPending, status: corev1.PodStatus{Phase: corev1.PodPending,
 			ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "nope", ResourceClaimName: ptr.To("x")}}},
 			want: []string{"status.resourceClaimStatuses[0].name"}},
@@ -248,6 +266,7 @@ func TestValidatePodStatusUpdate(t *testing.T) {
 			oldPod.ResourceVersion = "1"
 			oldPod.Status.Phase = tc.oldPhase
 			oldPod.Spec.Containers[0].Resources = extendedResources("example.com/gpu", "1", "1")
+			oldPod.Spec.Containers[0].Resources.Claims = tc.claims
 			pod := oldPod.DeepCopy()
 			pod.Status = tc.status
 			pod.Spec.NodeName = "sneaky"
@@ -261,6 +280,17 @@ func TestValidatePodStatusUpdate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// allocatedResourcesStatus is a pending pod's status whose container
+// ctr reports one healthy resource under each name.
+func allocatedResourcesStatus(names ...corev1.ResourceName) corev1.PodStatus {
+	status := corev1.ContainerStatus{Name: "ctr"}
+	for _, name := range names {
+		status.AllocatedResourcesStatus = append(status.AllocatedResourcesStatus, corev1.ResourceStatus{Name: name,
+			Resources: []corev1.ResourceHealth{{ResourceID: "example.com/node-a/dev-0", Health: corev1.ResourceHealthStatusHealthy}}})
+	}
+	return corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{status}}
 }
 
 // TestStatusKeepsExtendedResourceClaim: a status write that leaves the

@@ -547,7 +547,61 @@ func ValidatePodStatusUpdate(pod, oldPod *corev1.Pod) field.ErrorList {
 			allErrs = append(allErrs, validateRequiredDNSSubdomain(*status.ResourceClaimName, idxPath.Child("resourceClaimName"))...)
 		}
 	}
+	allErrs = append(allErrs, validateAllocatedResourcesStatus(pod, statusPath.Child("containerStatuses"))...)
 	return append(allErrs, validateExtendedResourceClaimStatus(pod.Status.ExtendedResourceClaimStatus, &pod.Spec, statusPath.Child("extendedResourceClaimStatus"))...)
+}
+
+// validateAllocatedResourcesStatus checks the names of the containers'
+// allocatedResourcesStatus entries, as upstream: "claim:<pod claim>" or
+// "claim:<pod claim>/<request>" must be an entry of the container's
+// resources.claims (or a mapping of the extended resource claim status),
+// any other name one of the container's resource requests.
+func validateAllocatedResourcesStatus(pod *corev1.Pod, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for i, status := range pod.Status.ContainerStatuses {
+		var container *corev1.Container
+		for j := range pod.Spec.Containers {
+			if pod.Spec.Containers[j].Name == status.Name {
+				container = &pod.Spec.Containers[j]
+			}
+		}
+		if container == nil {
+			continue
+		}
+		for j, allocated := range status.AllocatedResourcesStatus {
+			namePath := fldPath.Index(i).Child("allocatedResourcesStatus").Index(j).Child("name")
+			if claimRef, ok := strings.CutPrefix(string(allocated.Name), "claim:"); ok {
+				if !slices.ContainsFunc(container.Resources.Claims, func(c corev1.ResourceClaim) bool {
+					return c.Name == claimRef && c.Request == "" || c.Request != "" && c.Name+"/"+c.Request == claimRef
+				}) && !extendedResourceStatusNamed(pod, container, claimRef) {
+					allErrs = append(allErrs, field.Invalid(namePath, allocated.Name,
+						"must match one of the container's resource claims as 'claim:<claimName>/<requestName>' when container.resources.claims[*].request is set or 'claim:<claimName>' when it is empty"))
+				}
+				continue
+			}
+			if _, ok := container.Resources.Requests[allocated.Name]; !ok {
+				allErrs = append(allErrs, field.Invalid(namePath, allocated.Name, "must match one of the container's resource requests"))
+			}
+		}
+	}
+	return allErrs
+}
+
+// extendedResourceStatusNamed: "<claim>/<request>" is the claim made for
+// the pod's extended resources and one of its requests for the container.
+func extendedResourceStatusNamed(pod *corev1.Pod, container *corev1.Container, claimRef string) bool {
+	status := pod.Status.ExtendedResourceClaimStatus
+	if status == nil {
+		return false
+	}
+	claim, request, _ := strings.Cut(claimRef, "/")
+	if claim != status.ResourceClaimName {
+		return false
+	}
+	return slices.ContainsFunc(status.RequestMappings, func(m corev1.ContainerExtendedResourceRequest) bool {
+		quantity, ok := container.Resources.Requests[corev1.ResourceName(m.ResourceName)]
+		return m.ContainerName == container.Name && m.RequestName == request && ok && !quantity.IsZero()
+	})
 }
 
 // validateExtendedResourceClaimStatus checks the record of the claim made
