@@ -30,6 +30,9 @@ const (
 
 var clusterNodes = []string{"node-1", "node-2"}
 
+// clusterAllocatable is what each node reports it has.
+var clusterAllocatable = map[string]string{"node-1": "cpu=2,memory=8Gi,pods=110", "node-2": "cpu=8,memory=8Gi,pods=110"}
+
 // clusterEnv is the running cluster.
 type clusterEnv struct {
 	*env
@@ -80,7 +83,9 @@ func setUpCluster(t *testing.T) *clusterEnv {
 			"--feature-gates=" + clusterGates, "--v=1"}
 	}
 	startProcess(t, "kube-controller-manager", filepath.Join(toolsDir, "kube-controller-manager"),
-		append(kubeArgs(), "--controllers=resourceclaim-controller,disruption-controller",
+		// Generated claims go with their pod through the garbage
+		// collector; budgets need the disruption controller.
+		append(kubeArgs(), "--controllers=resourceclaim-controller,garbage-collector-controller,disruption-controller",
 			"--cert-dir="+filepath.Join(e.dir, "kcm-certs"))...)
 	startProcess(t, "kube-scheduler", filepath.Join(toolsDir, "kube-scheduler"), kubeArgs()...)
 
@@ -96,7 +101,7 @@ func setUpCluster(t *testing.T) *clusterEnv {
 		registrar := filepath.Join(sockets, fmt.Sprintf("r%d", i))
 		agent := &launcher.Process{Name: "node-agent-" + node, Binary: draBinary,
 			Args: []string{"node-agent", "--kubeconfig", e.hostKubeconfig, "--node-name", node, "--resource-api=resource.k8s.io",
-				"--allocatable=cpu=4,memory=8Gi,pods=110", "--plugin-registration-dir", registrar,
+				"--allocatable=" + clusterAllocatable[node], "--plugin-registration-dir", registrar,
 				"--checkpoint", filepath.Join(e.dir, node+"-checkpoint.json"), "-v", "2"},
 			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
 		if err := agent.Start(); err != nil {
@@ -418,12 +423,12 @@ func (c *clusterEnv) testTemplateClaim(t *testing.T) {
 }
 
 // testDevicesButNotCPU: node-2's devices are all in use, node-1 has free
-// devices but not the cpu the pod asks for: the pod stays Pending, and
-// the explanation names both.
+// devices but not the cpu the pod asks for (2 cpus, 3 asked; node-2 has
+// 8): the pod stays Pending, and the explanation names both.
 func (c *clusterEnv) testDevicesButNotCPU(t *testing.T) {
 	c.mustKubectl(t, clusterPod("filler", 4, "node=node-2"), "apply", "-f", "-")
 	c.waitFor(t, "pod/filler", "{.status.phase}", "Running")
-	c.mustKubectl(t, clusterPod("hungry", 1, "cpu=5"), "apply", "-f", "-")
+	c.mustKubectl(t, clusterPod("hungry", 1, "cpu=3"), "apply", "-f", "-")
 	var message string
 	poll(t, "pod/hungry PodScheduled=False", func() (bool, error) {
 		message = c.get(t, "pod/hungry", `{.status.conditions[?(@.type=="PodScheduled")].message}`)
@@ -485,7 +490,7 @@ spec:
 		}
 	}
 	c.mustKubectl(t, "", "delete", "pods", "-n", "default", "-l", "group in (train,late)", "--timeout=2m")
-	c.mustKubectl(t, "", "delete", "podgroups", "-n", "default", "train", "late")
+	c.mustKubectl(t, "", "delete", "podgroups", "-n", "default", "train", "late", "--wait=false")
 	poll(t, "every claim gone", func() (bool, error) {
 		out, err := c.kubectl("get", "resourceclaims.resource.k8s.io", "-A", "-o", "name")
 		return err == nil && out == "", nil
