@@ -21,8 +21,8 @@ import (
 
 	"github.com/draplane/draplane/controllers/allocation"
 	"github.com/draplane/draplane/controllers/devicetainteviction"
-	"github.com/draplane/draplane/controllers/podclaims"
 	"github.com/draplane/draplane/controllers/podgc"
+	"github.com/draplane/draplane/controllers/podmode"
 	"github.com/draplane/draplane/controllers/podtermination"
 	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/controllers/staleslices"
@@ -63,9 +63,9 @@ type Config struct {
 	// core-lite through its loopback client.
 	Host *rest.Config
 	// PodMode is how the controllers read claims from pods and place them.
-	PodMode podclaims.Mode
+	PodMode podmode.Mode
 	// OwnerTaintKey marks the devices the controllers place in cluster
-	// mode (podclaims.Cluster): see allocation.Options.OwnerTaintKey.
+	// mode (podmode.Cluster): see allocation.Options.OwnerTaintKey.
 	OwnerTaintKey string
 	// Simulator, when set, runs the simulator.
 	Simulator *SimulatorConfig
@@ -228,9 +228,9 @@ func (m *ControllerManager) podGroups(logger klog.Logger, kubeClient kubernetes.
 }
 
 // clusterMode says whether the controllers place a host cluster's own
-// pods with its resource.k8s.io claims (podclaims.Cluster).
+// pods with its resource.k8s.io claims (podmode.Cluster).
 func (m *ControllerManager) clusterMode() bool {
-	_, ok := m.config.PodMode.(podclaims.Cluster)
+	_, ok := m.config.PodMode.(podmode.Cluster)
 	return ok && m.config.Host != nil
 }
 
@@ -254,7 +254,7 @@ func (m *ControllerManager) newClusterControllers(logger klog.Logger, kubeClient
 		allocation.Options{Mode: m.config.PodMode, Namespaces: core.Namespaces(),
 			BindingTimeout: m.config.BindingTimeout, PodGroups: podGroups,
 			GangBudget: m.config.GangBudget, GangGreedy: m.config.GangGreedy,
-			FitNodeResources: true, Finalizer: podclaims.UpstreamFinalizer, OwnerTaintKey: m.config.OwnerTaintKey})
+			FitNodeResources: true, Finalizer: podmode.UpstreamFinalizer, OwnerTaintKey: m.config.OwnerTaintKey})
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}
@@ -288,7 +288,7 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 	// Extended resources backed by devices get their claims here only
 	// for our own pods: a host cluster's scheduler does that for its pods
 	// with its own classes.
-	extendedResources := podclaims.OrStandalone(m.config.PodMode) == podclaims.Standalone && features.Enabled(features.DRAExtendedResource)
+	extendedResources := podmode.OrStandalone(m.config.PodMode) == podmode.Standalone && features.Enabled(features.DRAExtendedResource)
 	if extendedResources {
 		claimOptions.Classes = classes
 	}

@@ -45,12 +45,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/worker"
 	dra "github.com/draplane/draplane/driver"
 	"github.com/draplane/draplane/driver/nodeagent"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
+	"github.com/draplane/draplane/worker"
 )
 
 const (

@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 
-	"github.com/draplane/draplane/allocator"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/auth/rbac"
+	"github.com/draplane/draplane/podclaims"
 )
 
 // Identify returns the node of a node-bound identity.
@@ -58,5 +58,5 @@ func claimOnNode(claim *resourcev1.ResourceClaim, node string) bool {
 	if allocation.NodeSelector == nil {
 		return true
 	}
-	return allocator.NodeSelectorMatches(allocation.NodeSelector, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
+	return podclaims.NodeSelectorMatches(allocation.NodeSelector, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
 }

@@ -11,7 +11,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/podmode"
+	"github.com/draplane/draplane/podclaims"
 )
 
 // withHostClaim is withGeneratedClaim for a pod of a host cluster: the
@@ -108,7 +109,7 @@ func TestSyncPodAggregated(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			tc.mode = podclaims.Aggregated
+			tc.mode = podmode.Aggregated
 			runSyncTest(t, tc.testCase)
 
 			// runSyncTest used a controller of its own; look at the

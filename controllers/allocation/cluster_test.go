@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/podmode"
 )
 
 func withSchedulerName(name string) podOption {
@@ -38,7 +38,7 @@ func withAllocatable(cpu, memory string, pods int) nodeOption {
 // hold their requests beside every pod bound there, and protects the
 // claims it allocates with upstream's finalizer.
 func TestSyncPodCluster(t *testing.T) {
-	mode := podclaims.Cluster{SchedulerName: "draplane"}
+	mode := podmode.Cluster{SchedulerName: "draplane"}
 	big := withAllocatable("4", "8Gi", 110)
 	nodes := []*corev1.Node{makeNode("node-a", big), makeNode("node-b", big)}
 	gpusOnA := []*resourcev1.ResourceSlice{makeSlice("node-a", 2, "a100")}
@@ -55,20 +55,20 @@ func TestSyncPodCluster(t *testing.T) {
 
 	tests := map[string]testCase{
 		"pod of draplane: allocated with upstream's finalizer, reserved and bound": {
-			mode: mode, fitNodeResources: true, finalizer: podclaims.UpstreamFinalizer,
+			mode: mode, fitNodeResources: true, finalizer: podmode.UpstreamFinalizer,
 			nodes: nodes, slices: gpusOnA,
 			pods:                []*corev1.Pod{ours},
 			claims:              []*resourcev1.ResourceClaim{generatedClaim(ours, "gpu")},
 			expectedNodes:       map[string]string{"pod-1": "node-a"},
 			expectedAllocations: map[string]string{"pod-1-gpu": "node-a/gpu-0"},
 			expectedReservedFor: map[string][]string{"pod-1-gpu": {"pod-1"}},
-			expectedFinalizers:  map[string][]string{"pod-1-gpu": {podclaims.UpstreamFinalizer}},
+			expectedFinalizers:  map[string][]string{"pod-1-gpu": {podmode.UpstreamFinalizer}},
 			expectedEvents:      []string{"Normal Scheduled"},
 			expectedPending:     1,
 			expectedAttempts:    map[string]int{resultPlaced: 1},
 		},
 		"pod of another scheduler: left alone": {
-			mode: mode, fitNodeResources: true, finalizer: podclaims.UpstreamFinalizer,
+			mode: mode, fitNodeResources: true, finalizer: podmode.UpstreamFinalizer,
 			nodes: nodes, slices: gpusOnA,
 			pods:                []*corev1.Pod{theirs},
 			claims:              []*resourcev1.ResourceClaim{generatedClaim(theirs, "gpu")},
@@ -77,7 +77,7 @@ func TestSyncPodCluster(t *testing.T) {
 			expectNoClaimWrites: true,
 		},
 		"pod of another scheduler bound with its claim unallocated: left alone": {
-			mode: mode, fitNodeResources: true, finalizer: podclaims.UpstreamFinalizer,
+			mode: mode, fitNodeResources: true, finalizer: podmode.UpstreamFinalizer,
 			nodes: nodes, slices: gpusOnA,
 			pods:                []*corev1.Pod{theirsBound},
 			claims:              []*resourcev1.ResourceClaim{generatedClaim(theirsBound, "gpu")},
@@ -86,7 +86,7 @@ func TestSyncPodCluster(t *testing.T) {
 			expectNoClaimWrites: true,
 		},
 		"the node with the devices lacks cpu: pending, naming both": {
-			mode: mode, fitNodeResources: true, finalizer: podclaims.UpstreamFinalizer,
+			mode: mode, fitNodeResources: true, finalizer: podmode.UpstreamFinalizer,
 			nodes: nodes, slices: gpusOnA,
 			pods:                  []*corev1.Pod{busy, hungry},
 			keys:                  []string{podKey(hungry)},
@@ -100,7 +100,7 @@ func TestSyncPodCluster(t *testing.T) {
 			expectedAttempts:      map[string]int{resultUnschedulable: 1},
 		},
 		"a done pod on the node counts for nothing": {
-			mode: mode, fitNodeResources: true, finalizer: podclaims.UpstreamFinalizer,
+			mode: mode, fitNodeResources: true, finalizer: podmode.UpstreamFinalizer,
 			nodes: nodes, slices: gpusOnA,
 			pods:                []*corev1.Pod{busyDone, hungry},
 			keys:                []string{podKey(hungry)},
@@ -112,7 +112,7 @@ func TestSyncPodCluster(t *testing.T) {
 			expectedAttempts:    map[string]int{resultPlaced: 1},
 		},
 		"a node full of pods: the other one": {
-			mode: mode, fitNodeResources: true, finalizer: podclaims.UpstreamFinalizer,
+			mode: mode, fitNodeResources: true, finalizer: podmode.UpstreamFinalizer,
 			nodes: crowded, slices: gpusOnBoth,
 			pods:                []*corev1.Pod{busyDone, makePod("other", withNodeName("node-a")), ours},
 			keys:                []string{podKey(ours)},

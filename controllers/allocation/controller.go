@@ -36,12 +36,13 @@ import (
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
-	"github.com/draplane/draplane/controllers/worker"
+	"github.com/draplane/draplane/controllers/podmode"
 	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
+	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/worker"
 )
 
 const (
@@ -86,9 +87,9 @@ type Options struct {
 	// unschedulable pod. Defaults: 50ms and 30s.
 	MinRetryDelay, MaxRetryDelay time.Duration
 	// Mode says how a pod is put on the chosen node and which unbound
-	// pods are for this controller to place: podclaims.Standalone (bind
-	// ungated pods) when nil, podclaims.Aggregated for host pods.
-	Mode podclaims.Mode
+	// pods are for this controller to place: podmode.Standalone (bind
+	// ungated pods) when nil, podmode.Aggregated for host pods.
+	Mode podmode.Mode
 	// Namespaces tell whether a namespace allows admin access
 	// (resourceapi.AdminAccessNamespaceLabel). Without them no claim is
 	// granted admin access.
@@ -124,7 +125,7 @@ type Options struct {
 	FitNodeResources bool
 	// Finalizer protects the claims the controller allocates;
 	// resourceapi.Finalizer when empty. A host cluster's claims get
-	// upstream's (podclaims.UpstreamFinalizer), which its resource claim
+	// upstream's (podmode.UpstreamFinalizer), which its resource claim
 	// controller removes when it deallocates them.
 	Finalizer string
 	// OwnerTaintKey, when set, limits the controller to the devices that
@@ -137,7 +138,7 @@ type Options struct {
 // start it with Run.
 type Controller struct {
 	// mode places pods on nodes.
-	mode           podclaims.Mode
+	mode           podmode.Mode
 	kubeClient     kubernetes.Interface
 	resourceClient versioned.Interface
 	allocator      *allocator.Allocator
@@ -252,7 +253,7 @@ func NewController(
 		opts.Clock = clock.RealClock{}
 	}
 	c := &Controller{
-		mode:           podclaims.OrStandalone(opts.Mode),
+		mode:           podmode.OrStandalone(opts.Mode),
 		kubeClient:     kubeClient,
 		resourceClient: resourceClient,
 		allocator:      allocator.New(allocator.Options{Policy: opts.Policy, Selectors: opts.Selectors}),

@@ -28,7 +28,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/podmode"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	"github.com/draplane/draplane/internal/testing/apitest"
@@ -310,7 +310,7 @@ type testCase struct {
 	// before runs after the controller is set up.
 	before func(c *testController)
 	// mode of the controller; standalone when nil.
-	mode podclaims.Mode
+	mode podmode.Mode
 	// fitNodeResources and finalizer are Options.FitNodeResources and
 	// Options.Finalizer.
 	fitNodeResources bool

@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/podclaims"
 )
 
 // extendedResourceClaimPending says what the pod waits for when it asks

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/podclaims"
 )
 
 // withGPUs: the container asks for n devices of the test class by its

@@ -5,7 +5,7 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/podclaims"
 )
 
 // consumerFor is whom the claim is reserved for when the pod uses it: the

@@ -22,7 +22,7 @@ import (
 	"github.com/draplane/draplane/allocator/preemption"
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/podclaims"
 )
 
 // Preemption: a pending pod that fits nowhere may evict pods of lower

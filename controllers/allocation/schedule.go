@@ -24,8 +24,9 @@ import (
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/apis/resource/validation"
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/podmode"
 	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/podclaims"
 )
 
 const (
@@ -95,7 +96,7 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 		c.dropNomination(logger, pod.UID)
 		return nil
 	}
-	if !podclaims.Ours(c.mode, pod) {
+	if !podmode.Ours(c.mode, pod) {
 		// Another scheduler's pod, bound or not: its claims are that
 		// scheduler's business.
 		return nil

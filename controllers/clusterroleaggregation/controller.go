@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/draplane/draplane/controllers/worker"
+	"github.com/draplane/draplane/worker"
 )
 
 // ControllerName names the controller in logs and its work queue.

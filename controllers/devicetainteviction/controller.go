@@ -55,13 +55,13 @@ import (
 	"k8s.io/utils/clock"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
-	"github.com/draplane/draplane/controllers/worker"
 	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcescheme "github.com/draplane/draplane/generated/clientset/versioned/scheme"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
+	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/worker"
 )
 
 const (

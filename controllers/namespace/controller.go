@@ -31,7 +31,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/draplane/draplane/controllers/worker"
+	"github.com/draplane/draplane/worker"
 )
 
 // podsResource is the one kind whose deletion this controller completes

@@ -23,7 +23,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/draplane/draplane/controllers/worker"
+	"github.com/draplane/draplane/worker"
 )
 
 // timestampResolution is how precisely the API stores a deletion

@@ -7,7 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/podmode"
+	"github.com/draplane/draplane/podclaims"
 )
 
 // withHostTemplateClaim names the claim in the annotation, as a pod of a
@@ -63,7 +64,7 @@ func TestSyncAggregated(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			tc.mode = podclaims.Aggregated
+			tc.mode = podmode.Aggregated
 			runSyncTest(t, tc)
 		})
 	}

@@ -39,14 +39,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
-	"github.com/draplane/draplane/controllers/worker"
+	"github.com/draplane/draplane/controllers/podmode"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
+	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/worker"
 )
 
 const (
@@ -88,7 +88,7 @@ const (
 // NewController, start it with Run.
 type Controller struct {
 	// mode says how generated claims are recorded in pods.
-	mode           podclaims.Mode
+	mode           podmode.Mode
 	kubeClient     kubernetes.Interface
 	resourceClient versioned.Interface
 
@@ -135,8 +135,8 @@ type Controller struct {
 // Options tune the controller. The zero value is standalone mode.
 type Options struct {
 	// Mode says where generated claims are recorded in a pod;
-	// podclaims.Standalone when nil.
-	Mode podclaims.Mode
+	// podmode.Standalone when nil.
+	Mode podmode.Mode
 	// Namespaces, when set, brings back the pods of a namespace whose
 	// admin access label changed: a claim the API refused to generate
 	// for lack of it may be accepted now.
@@ -176,7 +176,7 @@ func NewControllerWithOptions(
 	opts Options,
 ) (*Controller, error) {
 	c := &Controller{
-		mode:            podclaims.OrStandalone(opts.Mode),
+		mode:            podmode.OrStandalone(opts.Mode),
 		kubeClient:      kubeClient,
 		resourceClient:  resourceClient,
 		podLister:       podInformer.Lister(),
@@ -784,7 +784,7 @@ func (c *Controller) findOwnedClaim(index string, owner types.UID, matches func(
 }
 
 // applyPodClaimStatuses records the generated claims in the pod (the
-// status, or an annotation for host pods: see podclaims.Mode). It names
+// status, or an annotation for host pods: see podmode.Mode). It names
 // every generated claim of the pod, not just the new ones: with
 // server-side apply, an entry that this field manager stops naming would
 // be removed.
@@ -880,7 +880,7 @@ func allocatedForNode(allocation *resourcev1.AllocationResult, nodeName string) 
 			return false
 		}
 	}
-	return allocator.NodeSelectorMatches(selector, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
+	return podclaims.NodeSelectorMatches(selector, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
 }
 
 // reserveFor adds the consumer (a pod, or a PodGroup) to reservedFor with

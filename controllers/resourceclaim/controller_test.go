@@ -30,11 +30,12 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/podmode"
 	"github.com/draplane/draplane/features"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	"github.com/draplane/draplane/internal/testing/apitest"
+	"github.com/draplane/draplane/podclaims"
 )
 
 const testNamespace = "default"
@@ -320,7 +321,7 @@ type testCase struct {
 	// expectNoPodGets says that no pod may be fetched from the server.
 	expectNoPodGets bool
 	// mode of the controller; standalone when nil.
-	mode podclaims.Mode
+	mode podmode.Mode
 	// podGroups are in the informer and on the server; when set, the
 	// controller acts on group claims (the gates are on).
 	podGroups []*schedulingv1beta1.PodGroup

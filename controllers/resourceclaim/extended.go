@@ -16,8 +16,8 @@ import (
 	"k8s.io/klog/v2"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
+	"github.com/draplane/draplane/podclaims"
 )
 
 // Extended resources backed by devices (see podclaims): a pod whose

@@ -10,7 +10,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/podclaims"
 )
 
 func makeGroup(name string, uid types.UID, claims ...schedulingv1beta1.PodGroupResourceClaim) *schedulingv1beta1.PodGroup {

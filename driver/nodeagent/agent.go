@@ -37,11 +37,11 @@ import (
 	"k8s.io/utils/clock"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
-	"github.com/draplane/draplane/controllers/worker"
 	"github.com/draplane/draplane/driver"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
+	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/worker"
 )
 
 // Drivers finds the driver that prepares a driver name's devices.

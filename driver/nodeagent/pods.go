@@ -18,11 +18,10 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/draplane/draplane/allocator"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/podclaims"
 	"github.com/draplane/draplane/driver"
 	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/podclaims"
 )
 
 var everything = labels.Everything()
@@ -164,7 +163,7 @@ func (a *Agent) readyClaims(ctx context.Context, pod *corev1.Pod) ([]*resourcev1
 		if claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim) {
 			return nil, fmt.Sprintf("claim %s not allocated and reserved for the pod yet", *name)
 		}
-		if selector := claim.Status.Allocation.NodeSelector; selector != nil && !allocator.NodeSelectorMatches(selector, a.kubeletNode(pod.Spec.NodeName)) {
+		if selector := claim.Status.Allocation.NodeSelector; selector != nil && !podclaims.NodeSelectorMatches(selector, a.kubeletNode(pod.Spec.NodeName)) {
 			// Its devices are attached elsewhere: no driver on this
 			// node could prepare them, whoever reserved the claim.
 			return nil, fmt.Sprintf("claim %s is allocated for other nodes than %s", *name, pod.Spec.NodeName)

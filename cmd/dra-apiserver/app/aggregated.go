@@ -20,7 +20,7 @@ import (
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
 	"github.com/draplane/draplane/controllers/allocation"
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/podmode"
 )
 
 // The modes of --mode.
@@ -55,7 +55,7 @@ const (
 //     in-cluster config, and our own group through the loopback client.
 //     Host pods list their claims in the resource.draplane.dev/claims
 //     annotation and are placed by node affinity plus removal of the
-//     resource.draplane.dev/allocation scheduling gate (podclaims.Aggregated);
+//     resource.draplane.dev/allocation scheduling gate (podmode.Aggregated);
 //   - the serving certificate (when not given with --tls-cert-file) is
 //     also valid for <service>.<namespace>.svc, which is the name the
 //     aggregator checks, and for every --tls-sans entry.
@@ -89,7 +89,7 @@ type AggregatedOptions struct {
 	DriverServiceAccounts []string
 	// ScheduleHostPods makes the controllers place the host cluster's own
 	// pods whose spec.schedulerName is SchedulerName, with the host's
-	// resource.k8s.io/v1 claims (podclaims.Cluster), and the views show
+	// resource.k8s.io/v1 claims (podmode.Cluster), and the views show
 	// the host's objects.
 	ScheduleHostPods bool
 	SchedulerName    string
@@ -268,14 +268,14 @@ func (o *AggregatedOptions) hostConfig() (*rest.Config, error) {
 }
 
 // podMode is how the controllers write into pods in this mode.
-func (o *AggregatedOptions) podMode() podclaims.Mode {
+func (o *AggregatedOptions) podMode() podmode.Mode {
 	if o.ScheduleHostPods && o.Aggregated() {
-		return podclaims.Cluster{SchedulerName: o.SchedulerName}
+		return podmode.Cluster{SchedulerName: o.SchedulerName}
 	}
 	if o.Aggregated() {
-		return podclaims.Aggregated
+		return podmode.Aggregated
 	}
-	return podclaims.Standalone
+	return podmode.Standalone
 }
 
 // hostNamespaces reads the host cluster's namespaces in aggregated mode

@@ -13,15 +13,18 @@ import (
 //
 // A package may import packages of its own group and of every layer below
 // its own, never one above it or of another group of its own layer
-// (controllermanager and registry do not know each other).
+// (controllermanager and registry do not know each other). driver/, the
+// library DRA drivers import, node agent included, sits below every
+// controller: what it shares with them (how pods name their claims, the
+// work loop) is in the layer below both.
 var layers = [][]string{
 	{"cmd"},
 	{"server"},
 	{"controllermanager", "registry"},
 	{"simulator", "auth"},
-	{"driver/nodeagent"},
 	{"controllers"},
 	{"allocator", "driver", "resourceclient"},
+	{"podclaims", "worker"},
 	{"apis/resource/validation"},
 	{"cel"},
 	{"generated"},

@@ -19,7 +19,10 @@ func TestCheck(t *testing.T) {
 		wantProblem string
 	}{
 		{name: "down", pkg: pkg{Path: "server", Imports: []string{"controllermanager", "registry/resourceslice", "controllers/namespace", "apis/resource/install"}}},
-		{name: "own group", pkg: pkg{Path: "controllers/allocation", Imports: []string{"controllers/podclaims", "allocator"}}},
+		{name: "own group", pkg: pkg{Path: "controllers/allocation", Imports: []string{"controllers/podmode", "allocator"}}},
+		{name: "shared vocabulary below controllers and driver", pkg: pkg{Path: "driver/nodeagent", Imports: []string{"podclaims", "worker", "driver"}}},
+		{name: "up: node agent imports a controller package", pkg: pkg{Path: "driver/nodeagent", Imports: []string{"controllers/podmode"}}, wantProblem: "controllers is above driver"},
+		{name: "side by side: driver imports the allocator", pkg: pkg{Path: "driver/nodeagent", Imports: []string{"allocator"}}, wantProblem: "side by side"},
 		{name: "validation uses cel", pkg: pkg{Path: "apis/resource/validation", Imports: []string{"cel", "apis/resource"}}},
 		{name: "up: validation imports the allocator", pkg: pkg{Path: "apis/resource/validation", Imports: []string{"allocator"}}, wantProblem: "allocator is above apis/resource/validation"},
 		{name: "up: types import validation", pkg: pkg{Path: "apis/resource", Imports: []string{"apis/resource/validation"}}, wantProblem: "apis/resource/validation is above apis"},

@@ -381,7 +381,7 @@ func validateResourceQuantity(name corev1.ResourceName, quantity resource.Quanti
 
 // deviceClassResourcePrefix followed by a DeviceClass name is the
 // extended resource name every class has (upstream's name; see
-// controllers/podclaims).
+// podclaims).
 const deviceClassResourcePrefix = "deviceclass.resource.kubernetes.io/"
 
 var standardContainerResources = sets.New(string(corev1.ResourceCPU), string(corev1.ResourceMemory), string(corev1.ResourceEphemeralStorage))

@@ -32,9 +32,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/draplane/draplane/controllers/podclaims"
+	"github.com/draplane/draplane/controllers/podmode"
 	"github.com/draplane/draplane/internal/testing/skipnote"
 	"github.com/draplane/draplane/internal/testing/testenv"
+	"github.com/draplane/draplane/podclaims"
 	"github.com/draplane/draplane/test/launcher"
 )
 
@@ -628,7 +629,7 @@ spec:
 		return len(got.Spec.SchedulingGates) == 0, nil
 	}, e)
 	want := got.DeepCopy()
-	if podclaims.RequireNode(want, "node-1") {
+	if podmode.RequireNode(want, "node-1") {
 		t.Errorf("pod not pinned to node-1 by node affinity: %+v", got.Spec.Affinity)
 	}
 	statuses := podclaims.StatusOf(&got)

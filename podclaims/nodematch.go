@@ -1,4 +1,4 @@
-package allocator
+package podclaims
 
 import (
 	"slices"

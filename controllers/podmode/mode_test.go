@@ -1,4 +1,4 @@
-package podclaims
+package podmode
 
 import (
 	"context"
@@ -15,88 +15,11 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/draplane/draplane/podclaims"
 )
 
-func TestClaimsOfAnnotation(t *testing.T) {
-	tests := map[string]struct {
-		spec       []corev1.PodResourceClaim
-		annotation *string
-		expected   []PodClaim
-		invalid    bool
-	}{
-		"none": {},
-		"spec only": {
-			spec:     []corev1.PodResourceClaim{{Name: "a", ResourceClaimName: ptrTo("c")}},
-			expected: []PodClaim{{Name: "a", ClaimName: ptrTo("c")}},
-		},
-		"annotation only": {
-			annotation: ptrTo(`[{"name":"gpu","resourceClaimTemplateName":"t"},{"name":"shared","resourceClaimName":"c"}]`),
-			expected:   []PodClaim{{Name: "gpu", TemplateName: ptrTo("t")}, {Name: "shared", ClaimName: ptrTo("c")}},
-		},
-		"spec wins on the same name": {
-			spec:       []corev1.PodResourceClaim{{Name: "a", ResourceClaimName: ptrTo("from-spec")}},
-			annotation: ptrTo(`[{"name":"a","resourceClaimName":"from-annotation"},{"name":"b","resourceClaimName":"c"}]`),
-			expected:   []PodClaim{{Name: "a", ClaimName: ptrTo("from-spec")}, {Name: "b", ClaimName: ptrTo("c")}},
-		},
-		"empty list": {annotation: ptrTo(`[]`), expected: []PodClaim{}},
-		"not json":   {annotation: ptrTo(`gpu`), invalid: true},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod", Namespace: "ns"}, Spec: corev1.PodSpec{ResourceClaims: tc.spec}}
-			if tc.annotation != nil {
-				pod.Annotations = map[string]string{ClaimsAnnotation: *tc.annotation}
-			}
-			if got, want := HasClaims(pod), tc.spec != nil || tc.annotation != nil; got != want {
-				t.Errorf("HasClaims: expected %v, got %v", want, got)
-			}
-			claims := ClaimsOf(pod)
-			if tc.invalid {
-				if len(claims) != 1 || claims[0].Err == nil {
-					t.Fatalf("expected one claim with an error, got %+v", claims)
-				}
-				if _, _, err := ClaimName(pod, claims[0]); err == nil {
-					t.Error("ClaimName: expected the annotation's error")
-				}
-				return
-			}
-			if !reflect.DeepEqual(claims, tc.expected) {
-				t.Errorf("expected %+v, got %+v", tc.expected, claims)
-			}
-		})
-	}
-}
-
-func TestStatusOfAnnotation(t *testing.T) {
-	tests := map[string]struct {
-		status     []corev1.PodResourceClaimStatus
-		annotation *string
-		expected   map[string]*string
-	}{
-		"none": {},
-		"annotation": {
-			annotation: ptrTo(`[{"name":"gpu","resourceClaimName":"pod-gpu-abc"},{"name":"unneeded"}]`),
-			expected:   map[string]*string{"gpu": ptrTo("pod-gpu-abc"), "unneeded": nil},
-		},
-		"status wins": {
-			status:     []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptrTo("from-status")}},
-			annotation: ptrTo(`[{"name":"gpu","resourceClaimName":"from-annotation"},{"name":"b","resourceClaimName":"x"}]`),
-			expected:   map[string]*string{"gpu": ptrTo("from-status"), "b": ptrTo("x")},
-		},
-		"broken annotation counts as absent": {annotation: ptrTo(`{`), expected: map[string]*string{}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			pod := &corev1.Pod{Status: corev1.PodStatus{ResourceClaimStatuses: tc.status}}
-			if tc.annotation != nil {
-				pod.Annotations = map[string]string{ClaimStatusesAnnotation: *tc.annotation}
-			}
-			if got := StatusOf(pod); !reflect.DeepEqual(got, tc.expected) {
-				t.Errorf("expected %v, got %v", tc.expected, got)
-			}
-		})
-	}
-}
+func ptrTo[T any](v T) *T { return &v }
 
 func TestNotPlaceable(t *testing.T) {
 	gates := func(names ...string) *corev1.Pod {
@@ -111,9 +34,9 @@ func TestNotPlaceable(t *testing.T) {
 		standalone, aggregated bool // placeable
 	}{
 		"no gates":       {pod: gates(), standalone: true},
-		"our gate":       {pod: gates(SchedulingGate), aggregated: true},
+		"our gate":       {pod: gates(podclaims.SchedulingGate), aggregated: true},
 		"other gate":     {pod: gates("example.com/other")},
-		"ours and other": {pod: gates(SchedulingGate, "example.com/other")},
+		"ours and other": {pod: gates(podclaims.SchedulingGate, "example.com/other")},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -170,8 +93,8 @@ func TestRequireNode(t *testing.T) {
 func hostPod() *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "pod", Namespace: "ns", UID: "uid-1", ResourceVersion: "1",
-			Annotations: map[string]string{ClaimsAnnotation: `[{"name":"gpu","resourceClaimTemplateName":"t"}]`}},
-		Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: SchedulingGate}, {Name: "example.com/other"}}},
+			Annotations: map[string]string{podclaims.ClaimsAnnotation: `[{"name":"gpu","resourceClaimTemplateName":"t"}]`}},
+		Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: podclaims.SchedulingGate}, {Name: "example.com/other"}}},
 	}
 }
 
@@ -241,7 +164,7 @@ func TestRecordGenerated(t *testing.T) {
 				if !reflect.DeepEqual(pod.Status.ResourceClaimStatuses, generated) {
 					t.Errorf("expected status %v, got %v", generated, pod.Status.ResourceClaimStatuses)
 				}
-				if _, ok := pod.Annotations[ClaimStatusesAnnotation]; ok {
+				if _, ok := pod.Annotations[podclaims.ClaimStatusesAnnotation]; ok {
 					t.Error("unexpected annotation")
 				}
 			},
@@ -250,20 +173,20 @@ func TestRecordGenerated(t *testing.T) {
 			mode: Aggregated,
 			check: func(t *testing.T, pod *corev1.Pod) {
 				var got []corev1.PodResourceClaimStatus
-				if err := json.Unmarshal([]byte(pod.Annotations[ClaimStatusesAnnotation]), &got); err != nil {
+				if err := json.Unmarshal([]byte(pod.Annotations[podclaims.ClaimStatusesAnnotation]), &got); err != nil {
 					t.Fatalf("annotation: %v", err)
 				}
 				if !reflect.DeepEqual(got, generated) {
 					t.Errorf("expected annotation %v, got %v", generated, got)
 				}
-				if pod.Annotations[ClaimsAnnotation] == "" {
+				if pod.Annotations[podclaims.ClaimsAnnotation] == "" {
 					t.Error("other annotations must stay")
 				}
 				if len(pod.Status.ResourceClaimStatuses) != 0 {
 					t.Error("unexpected status")
 				}
-				if !reflect.DeepEqual(StatusOf(pod), map[string]*string{"gpu": ptrTo("pod-gpu-abc")}) {
-					t.Errorf("StatusOf does not read back what was written: %v", StatusOf(pod))
+				if !reflect.DeepEqual(podclaims.StatusOf(pod), map[string]*string{"gpu": ptrTo("pod-gpu-abc")}) {
+					t.Errorf("StatusOf does not read back what was written: %v", podclaims.StatusOf(pod))
 				}
 			},
 		},

@@ -1,13 +1,14 @@
-package allocator
+package podclaims
 
 import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestNodeSelectorMatches(t *testing.T) {
-	node := mkNode("n1", "zone=a", "gpus=4")
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "a", "gpus": "4"}}}
 	req := func(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorRequirement {
 		return corev1.NodeSelectorRequirement{Key: key, Operator: op, Values: values}
 	}

@@ -1,4 +1,8 @@
-package podclaims
+// Package podmode is how the controllers write into pods in each mode
+// (standalone, aggregated, cluster): where generated claims are recorded
+// and how a pod is put on its node. What a pod's claims are is read the
+// same way in every mode, by package podclaims below every controller.
+package podmode
 
 import (
 	"context"
@@ -14,11 +18,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+
+	"github.com/draplane/draplane/podclaims"
 )
 
 // Mode is how the controllers write into pods: where they record the
 // claims generated for a pod and how they put a pod on the node they
-// chose. Reading is the same in every mode (ClaimsOf, StatusOf). The
+// chose. Reading is the same in every mode (podclaims.ClaimsOf, StatusOf). The
 // controllers take a Mode in their options; nil means Standalone.
 type Mode interface {
 	// RecordGenerated records the claims generated for the pod's claims,
@@ -38,9 +44,9 @@ var (
 	// pods itself (binding subresource).
 	Standalone Mode = standalone{}
 	// Aggregated pods live in a host cluster whose scheduler binds them:
-	// generated claims go into the ClaimStatusesAnnotation, and a pod is
+	// generated claims go into the podclaims.ClaimStatusesAnnotation, and a pod is
 	// placed by requiring the chosen node in its node affinity and
-	// removing the SchedulingGate, in one update.
+	// removing the podclaims.SchedulingGate, in one update.
 	Aggregated Mode = aggregated{}
 )
 
@@ -116,19 +122,19 @@ func (aggregated) String() string { return "aggregated" }
 func (aggregated) RecordGenerated(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, generated []corev1.PodResourceClaimStatus, fieldManager string) error {
 	value, err := json.Marshal(generated)
 	if err != nil {
-		return fmt.Errorf("encode annotation %s: %w", ClaimStatusesAnnotation, err)
+		return fmt.Errorf("encode annotation %s: %w", podclaims.ClaimStatusesAnnotation, err)
 	}
 	// The UID makes sure that a pod of the same name created meanwhile
 	// is not patched: uid is immutable, a different one is rejected.
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         pod.UID,
-		"annotations": map[string]string{ClaimStatusesAnnotation: string(value)},
+		"annotations": map[string]string{podclaims.ClaimStatusesAnnotation: string(value)},
 	}})
 	if err != nil {
 		return err
 	}
 	if _, err := client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
-		return fmt.Errorf("record generated claims in annotation %s of pod %s: %w", ClaimStatusesAnnotation, klog.KObj(pod), err)
+		return fmt.Errorf("record generated claims in annotation %s of pod %s: %w", podclaims.ClaimStatusesAnnotation, klog.KObj(pod), err)
 	}
 	return nil
 }
@@ -136,7 +142,7 @@ func (aggregated) RecordGenerated(ctx context.Context, client kubernetes.Interfa
 func (aggregated) NotPlaceable(pod *corev1.Pod) string {
 	ours := false
 	for _, gate := range pod.Spec.SchedulingGates {
-		if gate.Name != SchedulingGate {
+		if gate.Name != podclaims.SchedulingGate {
 			return fmt.Sprintf("pod has scheduling gate %s", gate.Name)
 		}
 		ours = true
@@ -144,7 +150,7 @@ func (aggregated) NotPlaceable(pod *corev1.Pod) string {
 	if !ours {
 		// Placed already, or never gated by us: the host scheduler
 		// decides.
-		return "pod has no " + SchedulingGate + " scheduling gate, the host scheduler places it"
+		return "pod has no " + podclaims.SchedulingGate + " scheduling gate, the host scheduler places it"
 	}
 	return ""
 }
@@ -171,7 +177,7 @@ func (aggregated) Place(ctx context.Context, client kubernetes.Interface, pod *c
 		}
 		updated := current.DeepCopy()
 		pinned := RequireNode(updated, node)
-		ungated := removeGate(updated, SchedulingGate)
+		ungated := removeGate(updated, podclaims.SchedulingGate)
 		if !pinned && !ungated {
 			return nil
 		}
@@ -182,7 +188,7 @@ func (aggregated) Place(ctx context.Context, client kubernetes.Interface, pod *c
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("place pod %s on node %s (node affinity, remove scheduling gate %s): %w", klog.KObj(pod), node, SchedulingGate, err)
+		return fmt.Errorf("place pod %s on node %s (node affinity, remove scheduling gate %s): %w", klog.KObj(pod), node, podclaims.SchedulingGate, err)
 	}
 	return nil
 }
