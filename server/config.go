@@ -21,6 +21,8 @@ import (
 	"github.com/draplane/draplane/registry/patcherrors"
 	"github.com/draplane/draplane/registry/resourceclaim"
 	"github.com/draplane/draplane/server/devicemap"
+	"github.com/draplane/draplane/server/etcdstorage"
+	"github.com/draplane/draplane/server/pki"
 )
 
 // Config is everything the server is built from, resolved from the
@@ -66,12 +68,12 @@ type ExtraConfig struct {
 	ControllerManager *controllermanager.Config
 	// CABundle, when set, keeps the host's APIServices' spec.caBundle
 	// equal to the CA of the serving certificate (aggregated mode).
-	CABundle *CABundleConfig
+	CABundle *pki.CABundleConfig
 	// Etcd is the embedded etcd, nil with external etcd servers; the
 	// server stops it.
-	Etcd *EmbeddedEtcd
+	Etcd *etcdstorage.EmbeddedEtcd
 	// Lock keeps a second server off the data dir until this one stops.
-	Lock *DataDirLock
+	Lock *etcdstorage.DataDirLock
 	// DeviceMap serves the device map page at /devicemap/ (package
 	// server/devicemap).
 	DeviceMap bool
@@ -208,14 +210,14 @@ func (c CompletedConfig) New() (*Server, error) {
 		}
 	}
 	if c.Extra.CABundle != nil {
-		injector, err := newCABundleInjector(*c.Extra.CABundle)
+		injector, err := pki.NewCABundleInjector(*c.Extra.CABundle)
 		if err != nil {
 			return nil, err
 		}
 		// In the background: the APIServices may not exist yet, and
 		// readiness must not wait for the host cluster.
 		if err := generic.AddPostStartHook("inject-apiservice-ca-bundle", func(hook genericapiserver.PostStartHookContext) error {
-			go injector.run(hook.Context)
+			go injector.Run(hook.Context)
 			return nil
 		}); err != nil {
 			return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/draplane/draplane/auth/rbac"
 	"github.com/draplane/draplane/controllers/clusterroleaggregation"
 	"github.com/draplane/draplane/registry/core"
+	"github.com/draplane/draplane/server/pki"
 )
 
 // coreLiteAuth is standalone authorization: RBAC over core-lite's own
@@ -81,7 +82,7 @@ type adminRules struct{}
 
 func (adminRules) RulesFor(_ context.Context, u user.Info, _ string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
 	for _, group := range u.GetGroups() {
-		if group == AdminGroup {
+		if group == pki.AdminGroup {
 			return []authorizer.ResourceRuleInfo{&authorizer.DefaultResourceRuleInfo{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}},
 				[]authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}, false, nil
 		}

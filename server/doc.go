@@ -2,11 +2,8 @@
 // holds everything resolved from the command's options (certificates,
 // storage, embedded etcd, core-lite), a CompletedConfig builds the Server
 // with its API groups and hooks, and the Server runs until its context
-// ends. The pieces a Config is made of (data dir lock, embedded etcd, PKI,
-// scheme, core-lite) are built here too.
+// ends. The scheme, OpenAPI and core-lite are built here; the data dir's
+// certificates are package server/pki's, the embedded etcd, the stores'
+// etcd clients and watch caches and the data dir lock package
+// server/etcdstorage's.
 package server
-
-const (
-	// AdminKubeconfigName is the kubeconfig written into the data dir.
-	AdminKubeconfigName = "admin.kubeconfig"
-)

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/server/pki"
 )
 
 // TestStandaloneAuthorization: without an authorization kubeconfig the
@@ -24,7 +24,7 @@ func TestStandaloneAuthorization(t *testing.T) {
 	if err := o.Authorization.ApplyTo(&delegating); err != nil {
 		t.Fatal(err)
 	}
-	admin := &user.DefaultInfo{Name: "admin", Groups: []string{server.AdminGroup}}
+	admin := &user.DefaultInfo{Name: "admin", Groups: []string{pki.AdminGroup}}
 	other := &user.DefaultInfo{Name: "someone", Groups: []string{user.AllAuthenticated}}
 	for _, tc := range []struct {
 		name  string

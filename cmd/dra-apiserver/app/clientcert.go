@@ -5,13 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/server/pki"
 )
 
 // newClientKubeconfigCommand is `dra-apiserver client-kubeconfig`: a
 // kubeconfig for a named user and groups, signed by the data dir's CA.
 func newClientKubeconfigCommand() *cobra.Command {
-	k := server.ClientKubeconfig{}
+	k := pki.ClientKubeconfig{}
 	cmd := &cobra.Command{
 		Use:   "client-kubeconfig",
 		Short: "Write a kubeconfig for a user and groups, signed by the data dir's client CA",
@@ -35,7 +35,7 @@ draplane:driver:<driver> for each driver it may publish ResourceSlices of.`,
 			if k.Path == "" {
 				return fmt.Errorf("--output is required")
 			}
-			if err := server.MintClientKubeconfig(k); err != nil {
+			if err := pki.MintClientKubeconfig(k); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s for user %q, groups %q\n", k.Path, k.User, k.Groups)

@@ -18,6 +18,8 @@ import (
 
 	"github.com/draplane/draplane/auth/node"
 	"github.com/draplane/draplane/codec"
+	"github.com/draplane/draplane/server/etcdstorage"
+	"github.com/draplane/draplane/server/pki"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/draplane/draplane/controllermanager"
@@ -31,7 +33,7 @@ func (o *Options) Config(ctx context.Context) (*server.Config, error) {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	lock, err := server.LockDataDir(o.DataDir)
+	lock, err := etcdstorage.LockDataDir(o.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +79,7 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 	// its client certificates alone unless it carries a token: remember
 	// each chain's check instead of repeating it on every request.
 	if generic.Authentication.RequestHeaderConfig == nil && generic.Authentication.Authenticator != nil {
-		generic.Authentication.Authenticator = server.CacheClientCertificates(generic.Authentication.Authenticator, server.ClientCertCacheTTL)
+		generic.Authentication.Authenticator = pki.CacheClientCertificates(generic.Authentication.Authenticator, pki.ClientCertCacheTTL)
 	}
 	// The node restriction: of node certificates in core-lite's chain
 	// (standalone), of drivers' service accounts in aggregated mode. The
@@ -119,7 +121,7 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 		return nil, fmt.Errorf("authorization: %w", err)
 	}
 	cfg.Extra.ServerURL = o.externalAddress(generic)
-	if cfg.Extra.KubeconfigPath, err = server.WriteAdminKubeconfig(o.DataDir, cfg.Extra.ServerURL); err != nil {
+	if cfg.Extra.KubeconfigPath, err = pki.WriteAdminKubeconfig(o.DataDir, cfg.Extra.ServerURL); err != nil {
 		return nil, err
 	}
 	if cfg.Extra.ControllerManager, err = o.controllerManagerConfig(); err != nil {
@@ -140,7 +142,7 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 // startingEtcd is the embedded etcd while it starts.
 type startingEtcd struct {
 	done chan struct{}
-	etcd *server.EmbeddedEtcd
+	etcd *etcdstorage.EmbeddedEtcd
 	err  error
 }
 
@@ -154,14 +156,14 @@ func (o *Options) startEtcd(ctx context.Context) *startingEtcd {
 	}
 	go func() {
 		defer close(s.done)
-		s.etcd, s.err = server.StartEmbeddedEtcd(ctx, o.DataDir, o.EmbeddedEtcd.config())
+		s.etcd, s.err = etcdstorage.StartEmbeddedEtcd(ctx, o.DataDir, o.EmbeddedEtcd.config())
 	}()
 	return s
 }
 
 // wait returns the started etcd (nil with --etcd-servers); it can be
 // called more than once.
-func (s *startingEtcd) wait() (*server.EmbeddedEtcd, error) {
+func (s *startingEtcd) wait() (*etcdstorage.EmbeddedEtcd, error) {
 	<-s.done
 	return s.etcd, s.err
 }
@@ -175,7 +177,7 @@ func (o *Options) applyServing(ctx context.Context, generic *genericapiserver.Re
 			return err
 		}
 		dnsNames, ips := o.Aggregated.servingNames(servingNames(o.SecureServing.BindAddress))
-		certFile, keyFile, err := server.EnsureServingCert(o.DataDir, dnsNames, ips)
+		certFile, keyFile, err := pki.EnsureServingCert(o.DataDir, dnsNames, ips)
 		if err != nil {
 			return err
 		}
@@ -199,7 +201,7 @@ func (o *Options) applyServing(ctx context.Context, generic *genericapiserver.Re
 	if err := o.SecureServing.SecureServingOptions.ApplyTo(&generic.SecureServing); err != nil {
 		return fmt.Errorf("secure serving: %w", err)
 	}
-	return server.ApplyLoopbackClient(&generic.Config)
+	return pki.ApplyLoopbackClient(&generic.Config)
 }
 
 // syncSharedCA puts the CA of --shared-ca-secret into the data dir, where
@@ -216,7 +218,7 @@ func (o *Options) syncSharedCA(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--shared-ca-secret: client of the host cluster: %w", err)
 	}
-	shared := server.SharedCA{Client: client, Namespace: o.Aggregated.ServiceNamespace, Name: o.Aggregated.SharedCASecret}
+	shared := pki.SharedCA{Client: client, Namespace: o.Aggregated.ServiceNamespace, Name: o.Aggregated.SharedCASecret}
 	return shared.Sync(ctx, o.DataDir)
 }
 
@@ -237,7 +239,7 @@ func (o *Options) externalAddress(generic *genericapiserver.RecommendedConfig) s
 
 // applyStorage stores every resource in etcd: the embedded one when it
 // runs, else --etcd-servers.
-func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, scheme *runtime.Scheme, codecs serializer.CodecFactory, etcd *server.EmbeddedEtcd) error {
+func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, scheme *runtime.Scheme, codecs serializer.CodecFactory, etcd *etcdstorage.EmbeddedEtcd) error {
 	etcdOptions := *o.Etcd
 	if etcd != nil {
 		etcdOptions.StorageConfig.Transport.ServerList = []string{etcd.ClientURL}
@@ -267,7 +269,7 @@ func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, sche
 		generic.RESTOptionsGetter = etcd.InProcessRESTOptions(generic.RESTOptionsGetter, cached)
 	} else {
 		// The same watch caches as with the embedded etcd.
-		generic.RESTOptionsGetter = server.CachingRESTOptions(generic.RESTOptionsGetter, cached)
+		generic.RESTOptionsGetter = etcdstorage.CachingRESTOptions(generic.RESTOptionsGetter, cached)
 	}
 	return nil
 }
@@ -305,7 +307,7 @@ func (o *Options) controllerManagerConfig() (*controllermanager.Config, error) {
 // caBundleConfig says which CA the server writes into its APIServices: in
 // aggregated mode, with --inject-ca-bundle, when the serving certificate
 // is the one signed by the data dir's CA.
-func (o *Options) caBundleConfig(generatedCert bool) (*server.CABundleConfig, error) {
+func (o *Options) caBundleConfig(generatedCert bool) (*pki.CABundleConfig, error) {
 	if !o.Aggregated.Aggregated() || !o.Aggregated.InjectCABundle {
 		return nil, nil
 	}
@@ -317,7 +319,7 @@ func (o *Options) caBundleConfig(generatedCert bool) (*server.CABundleConfig, er
 	if err != nil {
 		return nil, err
 	}
-	return &server.CABundleConfig{Host: host, APIServices: APIServiceNames(), CAFile: server.CAFile(o.DataDir)}, nil
+	return &pki.CABundleConfig{Host: host, APIServices: APIServiceNames(), CAFile: pki.CAFile(o.DataDir)}, nil
 }
 
 // servingNames are the names the serving certificate is valid for.

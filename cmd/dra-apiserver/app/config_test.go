@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/server/etcdstorage"
 )
 
 // TestConfigFailureReleasesEverything: a failure after the embedded etcd
@@ -36,7 +37,7 @@ func TestConfigFailureReleasesEverything(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "etcd storage") {
 		t.Fatalf("Config: got %v, want an etcd storage error", err)
 	}
-	lock, err := server.LockDataDir(dataDir)
+	lock, err := etcdstorage.LockDataDir(dataDir)
 	if err != nil {
 		t.Fatalf("data dir still locked after a failed Config: %v", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/server/etcdstorage"
 )
 
 // EmbeddedEtcdOptions configure the etcd that runs inside the process when
@@ -55,6 +55,6 @@ func (o *EmbeddedEtcdOptions) Validate() []error {
 }
 
 // config is the embedded etcd's configuration from these options.
-func (o *EmbeddedEtcdOptions) config() server.EmbeddedEtcdConfig {
-	return server.EmbeddedEtcdConfig{QuotaBackendBytes: o.QuotaBackendBytes, UnsafeNoFsync: o.UnsafeNoFsync, LogLevel: o.LogLevel}
+func (o *EmbeddedEtcdOptions) config() etcdstorage.EmbeddedEtcdConfig {
+	return etcdstorage.EmbeddedEtcdConfig{QuotaBackendBytes: o.QuotaBackendBytes, UnsafeNoFsync: o.UnsafeNoFsync, LogLevel: o.LogLevel}
 }

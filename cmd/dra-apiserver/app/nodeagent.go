@@ -30,7 +30,7 @@ import (
 	"github.com/draplane/draplane/driver/nodeagent"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	"github.com/draplane/draplane/resourceclient"
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/server/pki"
 )
 
 // DefaultPluginRegistrationDir is where the kubelet looks for the
@@ -131,7 +131,7 @@ func (o *NodeAgentOptions) complete() error {
 		if err := os.MkdirAll(filepath.Dir(o.Kubeconfig), 0o700); err != nil {
 			return err
 		}
-		if err := server.MintClientKubeconfig(server.NodeKubeconfig(dir, o.NodeName, o.Drivers, o.Kubeconfig)); err != nil {
+		if err := pki.MintClientKubeconfig(pki.NodeKubeconfig(dir, o.NodeName, o.Drivers, o.Kubeconfig)); err != nil {
 			return fmt.Errorf("node identity: %w", err)
 		}
 	}

@@ -19,7 +19,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	_ "github.com/draplane/draplane/features" // registers the DRA gates for --feature-gates
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/server/pki"
 )
 
 const (
@@ -113,7 +113,7 @@ func NewOptions() *Options {
 	// anything, everybody else is denied (no SubjectAccessReview without a
 	// cluster).
 	o.Authorization.AlwaysAllowPaths = []string{"/healthz", "/healthz/*", "/readyz", "/readyz/*", "/livez", "/livez/*"}
-	o.Authorization.AlwaysAllowGroups = []string{server.AdminGroup}
+	o.Authorization.AlwaysAllowGroups = []string{pki.AdminGroup}
 	return o
 }
 
@@ -182,7 +182,7 @@ func (o *Options) Complete() error {
 	// Aggregated, client certificates are the host's (its client CA from
 	// the extension-apiserver-authentication ConfigMap).
 	if o.Authentication.ClientCert.ClientCA == "" && !o.Aggregated.Aggregated() {
-		o.Authentication.ClientCert.ClientCA = server.CAFile(o.DataDir)
+		o.Authentication.ClientCert.ClientCA = pki.CAFile(o.DataDir)
 	}
 	return nil
 }

@@ -1,4 +1,10 @@
-package server
+// Package pki keeps the data dir's certificate authority and what it
+// signs: the serving certificate, the admin kubeconfig, client
+// kubeconfigs for nodes and drivers, the loopback client's certificate;
+// in aggregated mode, a CA shared by the replicas through a Secret of the
+// host and the injection of that CA into the host's APIServices. It also
+// caches the authentication of client certificates.
+package pki
 
 import (
 	"bytes"
@@ -24,6 +30,8 @@ import (
 )
 
 const (
+	// AdminKubeconfigName is the kubeconfig written into the data dir.
+	AdminKubeconfigName = "admin.kubeconfig"
 	// AdminUser is the user name in the admin client certificate.
 	AdminUser = "draplane-admin"
 	// AdminGroup is the group of the admin client certificate. It is the

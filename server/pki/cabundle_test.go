@@ -1,4 +1,4 @@
-package server
+package pki
 
 import (
 	"context"
@@ -94,14 +94,14 @@ func TestCABundleInjector(t *testing.T) {
 			}
 			srv := httptest.NewServer(host)
 			defer srv.Close()
-			injector, err := newCABundleInjector(CABundleConfig{Host: &rest.Config{Host: srv.URL}, APIServices: names, CAFile: caFile,
+			injector, err := NewCABundleInjector(CABundleConfig{Host: &rest.Config{Host: srv.URL}, APIServices: names, CAFile: caFile,
 				Resync: 50 * time.Millisecond, RetryCap: 50 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan struct{})
-			go func() { defer close(done); injector.run(ctx) }()
+			go func() { defer close(done); injector.Run(ctx) }()
 			defer func() { cancel(); <-done }()
 
 			waitFor := func(want string) {

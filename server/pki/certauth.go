@@ -1,4 +1,4 @@
-package server
+package pki
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package server
+package pki
 
 import (
 	"bytes"
@@ -126,23 +126,4 @@ func TestAdminKubeconfig(t *testing.T) {
 	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("kubeconfig mode: %v %v", info, err)
 	}
-}
-
-func TestDataDirLock(t *testing.T) {
-	dir := t.TempDir()
-	lock, err := LockDataDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// flock locks belong to the open file, so a second open in the same
-	// process conflicts just like another process would.
-	if _, err := LockDataDir(dir); err == nil {
-		t.Error("second lock succeeded while the first is held")
-	}
-	lock.Unlock()
-	again, err := LockDataDir(dir)
-	if err != nil {
-		t.Errorf("lock after unlock: %v", err)
-	}
-	again.Unlock()
 }

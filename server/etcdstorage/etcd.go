@@ -1,4 +1,8 @@
-package server
+// Package etcdstorage is where the server keeps its objects: the embedded
+// etcd, the stores' in-process clients of it (no connection), the watch
+// caches in front of them (with either etcd), and the lock that keeps a
+// second server off a data dir's etcd files.
+package etcdstorage
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package server
+package pki
 
 import (
 	"bytes"
@@ -43,13 +43,15 @@ type CABundleConfig struct {
 	RetryCap time.Duration
 }
 
-// caBundleInjector patches the APIServices.
-type caBundleInjector struct {
+// CABundleInjector patches the APIServices.
+type CABundleInjector struct {
 	config CABundleConfig
 	client dynamic.NamespaceableResourceInterface
 }
 
-func newCABundleInjector(config CABundleConfig) (*caBundleInjector, error) {
+// NewCABundleInjector builds the injector; the server runs it from a
+// post-start hook.
+func NewCABundleInjector(config CABundleConfig) (*CABundleInjector, error) {
 	if config.Resync == 0 {
 		config.Resync = 5 * time.Minute
 	}
@@ -60,12 +62,12 @@ func newCABundleInjector(config CABundleConfig) (*caBundleInjector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("caBundle injection: client of the host cluster: %w", err)
 	}
-	return &caBundleInjector{config: config, client: client.Resource(apiServices)}, nil
+	return &CABundleInjector{config: config, client: client.Resource(apiServices)}, nil
 }
 
-// run patches the APIServices until ctx ends: at once, again after
+// Run patches the APIServices until ctx ends: at once, again after
 // failures (with a growing pause, capped at RetryCap), and every Resync.
-func (i *caBundleInjector) run(ctx context.Context) {
+func (i *CABundleInjector) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("cabundle")
 	ctx = klog.NewContext(ctx, logger)
 	var written []byte
@@ -95,7 +97,7 @@ func (i *caBundleInjector) run(ctx context.Context) {
 
 // inject writes the CA into every APIService once; it returns the CA
 // written.
-func (i *caBundleInjector) inject(ctx context.Context) ([]byte, error) {
+func (i *CABundleInjector) inject(ctx context.Context) ([]byte, error) {
 	ca, err := os.ReadFile(i.config.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("read the CA: %w", err)
