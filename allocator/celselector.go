@@ -27,9 +27,9 @@ type celProgram struct {
 // Matches converts the device for CEL for this one evaluation. The
 // Inventory remembers each expression's result per device, so a device
 // is converted once per expression; keeping the converted form for the
-// next expression held ~2.5 KiB per device for as long as the inventory
-// lived (12 MiB for the 4,000 devices of 500 nodes, counted once by the
-// allocation controller and again by the resourcepools view).
+// next expression held kilobytes per device for as long as the inventory
+// lived (once in the allocation controller and again in the resourcepools
+// view).
 func (p celProgram) Matches(ctx context.Context, d SelectorDevice) (bool, error) {
 	matches, _, err := p.result.DeviceMatches(ctx, celDevice(d))
 	return matches, err

@@ -299,8 +299,8 @@ func (c *Compiler) CompileCached(expression string) CompilationResult {
 // CompileForValidation compiles a new or changed expression as validation
 // does (the NewExpressions environment, the cost estimated against the
 // limit) and remembers the result, failures included. Every claim made
-// from one template carries the same selectors, and compiling one cost
-// about a fifth of the server's CPU per claim create. Expressions longer
+// from one template carries the same selectors, and compiling one was a
+// large share of the server's CPU per claim create. Expressions longer
 // than validationCacheMaxLength are compiled every time, so that distinct
 // large expressions cannot fill the memory.
 func (c *Compiler) CompileForValidation(expression string) CompilationResult {

@@ -50,7 +50,7 @@ func (c typeMetaCodecs) SupportedMediaTypes() []runtime.SerializerInfo { return 
 // and kind of a JSON document, without decoding all of it: it checks the
 // syntax of the whole document in one pass and reads only the two
 // top-level members it needs. SimpleMetaFactory decodes the document with
-// encoding/json, which is two passes of a slower scanner; it was ~7% of
+// encoding/json, which is two passes of a slower scanner; that showed in
 // the server's CPU while creating claims, where every claim's JSON is
 // read three times (request body, storage, watch).
 //

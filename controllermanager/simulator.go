@@ -106,8 +106,8 @@ const (
 // simulatorClientBudget is the rate limit of the simulator's clients. It
 // plays kubelet and driver for every simulated node, so it gets the budget
 // of that many kubelets, and at least the controllers': with the
-// controllers' alone, registering 5,000 nodes and their slices waited
-// about 30 s for the client-side rate limiter.
+// controllers' alone, registering thousands of nodes and their slices
+// waited on the client-side rate limiter.
 func (m *ControllerManager) simulatorClientBudget() (float32, int) {
 	nodes := m.config.Simulator.Options.Nodes
 	return max(m.config.ClientQPS, kubeletQPS*float32(nodes)), max(m.config.ClientBurst, kubeletBurst*nodes)
@@ -197,9 +197,8 @@ func (c *nodeClients) get(node string) (kubernetes.Interface, versioned.Interfac
 
 // coreOnly is a simulated node's kube client. A node's identity reads
 // and writes only core/v1 (its Node, its pods' status), so only that
-// group's client is built: a whole clientset builds some fifty, and the
-// clients of 500 nodes held 16 MiB of live heap. Another group's client
-// is nil.
+// group's client is built: a whole clientset builds some fifty, which
+// add up over hundreds of nodes. Another group's client is nil.
 type coreOnly struct {
 	kubernetes.Interface
 	core corev1client.CoreV1Interface

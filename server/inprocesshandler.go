@@ -29,9 +29,9 @@ import (
 // process: the tracing middleware (which, without a tracing backend, only
 // extracts trace headers nobody sent), the per-request goroutine of the
 // timeout filter, in-flight limits, impersonation, CORS, HSTS, the HTTP
-// logging and the filter latency metrics. The filters were ~14% of the
-// server's CPU while pods were placed; skipping them for in-process
-// requests saves ~5% of the CPU per placed pod. Everything else goes
+// logging and the filter latency metrics. The filters were a large share
+// of the server's CPU while pods were placed, and in-process requests
+// are most of them. Everything else goes
 // through the whole chain: watches and other long-running requests,
 // requests that impersonate, that do not authenticate or are not allowed
 // (so that they fail as they would over the network), and every request

@@ -716,8 +716,8 @@ func nodeIP(index string) string {
 
 // pools are the pools the fake driver publishes: one per registered
 // node, owned by its Node. Every node has the same devices, so the pools
-// share one list of them (the publisher only reads a pool's devices): at
-// 5,000 nodes a list per node was ~90 MB of the process's heap.
+// share one list of them (the publisher only reads a pool's devices): a
+// list per node grew the process's heap with every node.
 func (s *Simulator) pools() []dra.Pool {
 	devices := s.devices()
 	s.mu.Lock()

@@ -53,7 +53,7 @@ type Tracker struct {
 	// selectors' results the inventory caches, for as long as the pool's
 	// slices, the classes, the rules and the gates stay the same: a claim
 	// event, the most frequent one, then only counts the pool again. At
-	// most maxInventories are kept (about 5 KB each for 8 devices).
+	// most maxInventories are kept, since each holds its pool's devices.
 	inventories map[allocator.PoolID]preparedPool
 
 	pools       map[allocator.PoolID]*allocator.PoolUsage

@@ -421,8 +421,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 // eventShards is how many broadcasters write the controller's events: it
-// records one per placed pod, and one broadcaster lost ~13% of the
-// Scheduled events at 220 pods/s (see worker.StartRecorder).
+// records one per placed pod, and one broadcaster dropped Scheduled events
+// at the rates pods are placed (see worker.StartRecorder).
 const eventShards = 4
 
 // errUnschedulable: the pod waits for a cluster event; its backoff keeps

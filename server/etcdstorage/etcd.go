@@ -82,14 +82,15 @@ func startEmbeddedEtcd(ctx context.Context, dir string, o *EmbeddedEtcdConfig) (
 	cfg.ListenMetricsUrls = nil
 	// The one member elects itself 1 to ElectionMs/TickMs ticks after it
 	// starts (raft's randomised timeout, which etcd fast-forwards to its
-	// last tick), and serves nothing before. etcd's 100 ms ticks made that
-	// 0.1 to 1 s of every start; with 10 ms ticks it is 10 to 100 ms. With
-	// no peers the ticks send no heartbeats; writes and fsync are as before.
+	// last tick), and serves nothing before: with etcd's default ticks
+	// that wait was a large part of every start, with ticks ten times
+	// shorter it is ten times shorter. With no peers the ticks send no
+	// heartbeats; writes and fsync are as before.
 	cfg.TickMs, cfg.ElectionMs = 10, 100
 	// etcd keeps the last SnapshotCatchUpEntries raft entries (every write
 	// with its value) in memory for followers that fall behind; a
-	// one-member cluster has none. etcd's 5,000 held ~10 MB of recent
-	// writes, and ~50 MB after 5,000 ResourceSlices were created.
+	// one-member cluster has none. etcd's default of 5,000 kept tens of
+	// megabytes of recent writes (slices above all) in the heap.
 	cfg.SnapshotCatchUpEntries = embeddedCatchUpEntries
 
 	start := time.Now()

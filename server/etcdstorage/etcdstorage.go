@@ -24,7 +24,7 @@ import (
 // etcd clients that call the etcd server's request handlers directly
 // instead of speaking gRPC over a loopback connection. Requests and
 // responses are passed as Go values: no protobuf encoding, no HTTP/2
-// framing, no socket. That plumbing cost about an eighth of the server's
+// framing, no socket. That plumbing was a visible share of the server's
 // CPU per placed pod.
 //
 // Each resource's storage gets a client of its own, as the generic

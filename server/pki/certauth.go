@@ -23,7 +23,7 @@ const clientCertCacheSize = 4096
 // request authenticator, remembering for ttl whom a request authenticated
 // by its TLS client certificates alone was. The generic API server checks
 // the client certificate chain against the client CA on every request (an
-// ECDSA or RSA signature check, ~0.1 ms here), although the chain of a
+// ECDSA or RSA signature check), although the chain of a
 // connection never changes; with the cache it is checked once per chain
 // and ttl.
 //

@@ -24,7 +24,7 @@ const loopbackCertValidity = (3*365 + 1) * 24 * time.Hour
 // process that the server presents to it (selected by SNI), as
 // k8s.io/apiserver's SecureServingOptionsWithLoopback does. Its
 // certificate has an ECDSA P-256 key instead of two RSA 2048 ones (a CA
-// and a leaf): generating those took 0.1 to 0.3 s of every start. The
+// and a leaf): generating those was a noticeable part of every start. The
 // loopback-serving-certificate health check fails once it expires. A
 // server that does not serve gets no loopback client.
 func ApplyLoopbackClient(config *genericapiserver.Config) error {

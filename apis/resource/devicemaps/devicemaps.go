@@ -3,8 +3,8 @@
 //
 // Each decoded device has two maps of its own: its attributes and its
 // capacity. Even a small Go map takes a group of eight slots, so the maps
-// are about two thirds of a decoded device (some 1.3 of 2 KiB for a
-// device with four attributes and one capacity). Devices of the same
+// are most of a decoded device with a few attributes and one capacity.
+// Devices of the same
 // model usually have the same capacity, and devices without a per-device
 // attribute (a serial number, a bus address) the same attributes, so a
 // cluster's slices repeat a few maps many times. The watch cache and the

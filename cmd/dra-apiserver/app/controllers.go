@@ -47,12 +47,12 @@ type ControllerOptions struct {
 // The controllers' client budget. All controllers share one client per
 // API group, and placing a pod takes three requests of the core one
 // (the pod's claim statuses, the binding, the Scheduled event): a budget of
-// 500 requests per second held placement at ~167 pods/s whatever the
-// server could do. Standalone, the clients call this server in the
-// process, and the budget is above what it serves on a few cores: it
-// bounds a controller gone wrong without pacing normal work. Aggregated,
-// pods, nodes and events are a host cluster's, shared with everything
-// else that runs there, and the budget stays what it was.
+// 500 requests per second held placement at a third of that in pods per
+// second, whatever the server could do. Standalone, the clients call this
+// server in the process, and the budget is above what it serves on a few
+// cores: it bounds a controller gone wrong without pacing normal work.
+// Aggregated, pods, nodes and events are a host cluster's, shared with
+// everything else that runs there, and the budget stays what it was.
 const (
 	DefaultControllerClientQPS   = 3000
 	DefaultControllerClientBurst = 6000

@@ -80,7 +80,7 @@ func NewOptions() *Options {
 		Logs:           logsapi.NewLoggingConfiguration(),
 	}
 	// Objects are stored as protobuf, as kube-apiserver stores them: it
-	// decodes about nine times faster than JSON. What was stored as JSON
+	// decodes several times faster than JSON. What was stored as JSON
 	// (every release before protobuf) stays readable; an object is written
 	// as protobuf the next time it is written.
 	o.Etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
@@ -88,12 +88,11 @@ func NewOptions() *Options {
 	// events, as in kube-apiserver, because they are written often and
 	// watched rarely; ResourceClaims, because they are the most numerous
 	// objects and the controllers' one informer watches them: the cache
-	// was a third copy of every claim (~80 MiB with 10,000) and placing
-	// pods cost the same CPU without it. Pods, nodes and slices keep
-	// theirs: without them, placing a pod took ~10% more CPU, and every
-	// driver's field-selected list of its slices would read and decode
-	// all slices from etcd (uncached, they saved ~150 MB of heap at 5,000
-	// nodes).
+	// was a third copy of every claim and placing pods cost the same CPU
+	// without it. Pods, nodes and slices keep theirs: without them,
+	// placing a pod took more CPU, and every driver's field-selected list
+	// of its slices would read and decode all slices from etcd (uncached,
+	// they saved heap at thousands of nodes).
 	o.Etcd.WatchCacheSizes = []string{"events#0", "resourceclaims.resource.draplane.dev#0"}
 	lightWatchCache()
 
@@ -120,10 +119,10 @@ func NewOptions() *Options {
 // lightWatchCache turns the generic API server's ListFromCacheSnapshot
 // off unless --feature-gates turns it on again. The watch cache then keeps
 // no copy-on-write snapshot of its store per event: with it, every write
-// copied a path of the cache's B-tree, and the snapshots of the last 75 s
-// of events (the cache's history window) held 150 MiB after 10,000 claims
-// were created. Without them, a list at an exact older resourceVersion or
-// the continuation of a paginated list is read from etcd, as before
+// copied a path of the cache's B-tree, and the snapshots of the events of
+// the cache's history window held the copied paths, which grow with the
+// objects written. Without them, a list at an exact older resourceVersion
+// or the continuation of a paginated list is read from etcd, as before
 // Kubernetes 1.34.
 func lightWatchCache() {
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(genericfeatures.ListFromCacheSnapshot): false}); err != nil {
