@@ -2,8 +2,8 @@
 // of upstream resource.k8s.io/v1beta1 (flat requests, basic devices).
 //
 // v1beta1 is deprecated since draplane 0.1: every request to it gets a
-// Warning header, and it is served until 0.3 (see "API versions" in the
-// README). The prerelease-lifecycle tags on each kind say so;
+// Warning header, and it is served until 0.3 (see "API versions" in
+// docs/api.md). The prerelease-lifecycle tags on each kind say so;
 // prerelease-lifecycle-gen turns them into the APILifecycle* methods the
 // API server reads.
 //

@@ -58,7 +58,7 @@ const watchListFallback = "the informer lists by a watch-list stream here; list 
 // (GenericWorkload) and the controllers do not use them.
 const hostWithoutPodGroups = "only where the host serves scheduling.k8s.io/v1beta1 PodGroups (GenericWorkload), which the test's kube-apiserver does not"
 
-// uses is the table of README.md, "Aggregated mode".
+// uses is the table of docs/operators.md, "Aggregated mode".
 var uses = []use{
 	// system:auth-delegator
 	{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews", why: "authenticate bearer tokens sent to the server directly"},

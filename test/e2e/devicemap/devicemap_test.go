@@ -26,7 +26,7 @@ import (
 
 const chromiumPath = "/usr/bin/chromium"
 
-var update = flag.Bool("update", false, "copy the screenshot to docs/devicemap.png for the README")
+var update = flag.Bool("update", false, "copy the screenshot to docs/devicemap.png for docs/operators.md")
 
 func TestMain(m *testing.M) {
 	if os.Getenv("DRAPLANE_DEVICEMAP") != "1" {
