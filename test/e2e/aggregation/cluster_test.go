@@ -1,11 +1,14 @@
 package aggregation
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,6 +57,8 @@ func TestClusterScheduling(t *testing.T) {
 	t.Run("gangs", c.testGangs)
 	t.Run("preemption through the Eviction API", c.testPreemption)
 	t.Run("beside kube-scheduler", c.testBesideKubeScheduler)
+	// Last: it reads what the server did in all of the above.
+	t.Run("rbac", c.testRBAC)
 }
 
 func setUpCluster(t *testing.T) *clusterEnv {
@@ -72,10 +77,23 @@ func setUpCluster(t *testing.T) *clusterEnv {
 		t.Fatalf("build test/e2e/upstreamdriver: %v\n%s", err, out)
 	}
 
+	// The audit log records every request of the server's ServiceAccount
+	// (testRBAC reads it).
+	e.auditLog = filepath.Join(e.dir, "audit.log")
+	auditPolicy := filepath.Join(e.dir, "audit-policy.yaml")
+	writeFile(t, auditPolicy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  users: ["`+serverUser+`"]
+- level: None
+`))
 	e.startHost(t, toolsDir,
 		// No service account controller; and no node lifecycle
 		// controller takes the not-ready taint off the nodes.
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		"--audit-policy-file="+auditPolicy, "--audit-log-path="+e.auditLog, "--audit-log-mode=blocking",
 		"--feature-gates="+clusterGates, "--runtime-config=scheduling.k8s.io/v1beta1=true")
 	kubeArgs := func() []string {
 		return []string{"--kubeconfig=" + e.hostKubeconfig, "--authentication-kubeconfig=" + e.hostKubeconfig, "--authorization-kubeconfig=" + e.hostKubeconfig,
@@ -599,4 +617,102 @@ func (c *clusterEnv) testBesideKubeScheduler(t *testing.T) {
 		return
 	}
 	t.Log("20 rounds, the owner's pod placed each time, no device in two claims")
+}
+
+// testRBAC: draplane did all of the above as deploy/cluster-scheduler's
+// ServiceAccount: no request was refused, each is in the tables of uses,
+// every verb draplane:scheduler grants is one of clusterSchedulerUses and
+// was made (or says why not here), and each of its rules, taken away,
+// denies some of them.
+func (c *clusterEnv) testRBAC(t *testing.T) {
+	f, err := os.Open(c.auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	all := append(slices.Clone(uses), clusterSchedulerUses...)
+	seen := map[string]int{}
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 1<<20), 1<<24)
+	for scanner.Scan() {
+		var r auditRecord
+		if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
+			t.Fatalf("audit log: %v", err)
+		}
+		if r.User.Username != serverUser || r.ObjectRef == nil || (r.Stage != "ResponseComplete" && r.Stage != "ResponseStarted") {
+			continue
+		}
+		u := use{verb: r.Verb, group: r.ObjectRef.APIGroup, resource: r.ObjectRef.Resource, subresource: r.ObjectRef.Subresource}
+		if r.ResponseStatus != nil && r.ResponseStatus.Code == http.StatusForbidden {
+			t.Errorf("the server was refused %s %s/%s: deploy/cluster-scheduler lacks a permission", u, r.ObjectRef.Namespace, r.ObjectRef.Name)
+		}
+		if !slices.ContainsFunc(all, func(v use) bool { return v.String() == u.String() }) {
+			t.Errorf("the server made a request in no table of uses: %s (%s)", u, r.RequestURI)
+		}
+		seen[u.String()]++
+	}
+	if err := scanner.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range clusterSchedulerUses {
+		switch {
+		case seen[u.String()] == 0 && u.notReached == "":
+			t.Errorf("the server never made %s (%s)", u, u.why)
+		case seen[u.String()] == 0:
+			t.Logf("%s: not reached here (%s)", u, u.notReached)
+		default:
+			t.Logf("%s: %d requests (%s)", u, seen[u.String()], u.why)
+		}
+	}
+	var scheduler []grant
+	for _, g := range c.serverGrantsOf(t, filepath.Join("deploy", "cluster-scheduler")) {
+		if g.role != nil && g.role.Name == "draplane:scheduler" {
+			scheduler = append(scheduler, g)
+		}
+	}
+	if len(scheduler) == 0 {
+		t.Fatal("deploy/cluster-scheduler grants the server no draplane:scheduler rule")
+	}
+	for _, g := range scheduler {
+		rule := g.role.Rules[g.rule]
+		for _, groupName := range rule.APIGroups {
+			for _, resource := range rule.Resources {
+				r, sub, _ := strings.Cut(resource, "/")
+				for _, verb := range rule.Verbs {
+					if !slices.ContainsFunc(clusterSchedulerUses, func(u use) bool {
+						return u.verb == verb && u.group == groupName && u.resource == r && u.subresource == sub
+					}) {
+						t.Errorf("%s grants %s %s %s which the server never uses: remove it", g.what, verb, resource, groupName)
+					}
+				}
+			}
+		}
+	}
+	for _, u := range clusterSchedulerUses {
+		if !c.allowed(t, u) {
+			t.Errorf("deploy/cluster-scheduler does not allow %s (%s)", u, u.why)
+		}
+	}
+	for _, g := range scheduler {
+		t.Run("without "+g.what, func(t *testing.T) {
+			var served []use
+			for _, u := range clusterSchedulerUses {
+				if covers(g.role.Rules[g.rule], u) {
+					served = append(served, u)
+				}
+			}
+			c.takeAway(t, g)
+			var denied []string
+			poll(t, "a use denied without "+g.what, func() (bool, error) {
+				denied = nil
+				for _, u := range served {
+					if !c.allowed(t, u) {
+						denied = append(denied, u.String())
+					}
+				}
+				return len(denied) > 0, nil
+			})
+			t.Logf("denied without it: %s", strings.Join(denied, ", "))
+		})
+	}
 }

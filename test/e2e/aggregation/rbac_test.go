@@ -101,6 +101,32 @@ var uses = []use{
 	{verb: "patch", group: "apiregistration.k8s.io", resource: "apiservices", name: "v1beta1.resource.draplane.dev", why: "write the serving CA into spec.caBundle"},
 }
 
+// clusterSchedulerUses are the requests of draplane:scheduler
+// (deploy/cluster-scheduler), made with --schedule-host-pods; README.md,
+// "Use draplane as your cluster's DRA scheduler". TestClusterScheduling
+// checks them as testRBAC checks uses.
+var clusterSchedulerUses = []use{
+	{verb: "list", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "claim informer (the host's claims)", notReached: watchListFallback},
+	{verb: "watch", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "claim informer (the host's claims)"},
+	{verb: "get", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "read a claim again after a conflicting write",
+		notReached: "only after a write that conflicts"},
+	{verb: "update", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "add upstream's finalizer before the allocation"},
+	{verb: "update", group: "resource.k8s.io", resource: "resourceclaims", subresource: "status", namespace: "default", why: "allocation and reservedFor in one write"},
+	{verb: "patch", group: "resource.k8s.io", resource: "resourceclaims", subresource: "status", namespace: "default", why: "add a pod to a shared claim's reservedFor",
+		notReached: "only for a claim allocated already and shared by pods, which this flow does not make"},
+	{verb: "update", group: "resource.k8s.io", resource: "resourceclaims", subresource: "binding", why: "the host's authorization of the allocation and reservedFor in a status update",
+		notReached: "a synthetic subresource, checked within the status update, never requested on its own"},
+	{verb: "patch", group: "resource.k8s.io", resource: "resourceclaims", subresource: "binding", why: "the host's authorization of reservedFor in a status patch",
+		notReached: "a synthetic subresource, checked within the status patch, never requested on its own"},
+	{verb: "list", group: "resource.k8s.io", resource: "resourceslices", why: "slice informer (the inventory)", notReached: watchListFallback},
+	{verb: "watch", group: "resource.k8s.io", resource: "resourceslices", why: "slice informer (the inventory)"},
+	{verb: "list", group: "resource.k8s.io", resource: "deviceclasses", why: "class informer (the inventory)", notReached: watchListFallback},
+	{verb: "watch", group: "resource.k8s.io", resource: "deviceclasses", why: "class informer (the inventory)"},
+	{verb: "list", group: "resource.k8s.io", resource: "devicetaintrules", why: "taint rule informer (taints and the ownership mark)", notReached: watchListFallback},
+	{verb: "watch", group: "resource.k8s.io", resource: "devicetaintrules", why: "taint rule informer (taints and the ownership mark)"},
+	{verb: "create", resource: "pods", subresource: "binding", namespace: "default", why: "bind a placed pod"},
+}
+
 // grant is one thing deploy/ gives the server that can be taken away: a
 // rule of one of its roles, or a binding to a built-in role.
 type grant struct {
@@ -114,10 +140,14 @@ type grant struct {
 
 // serverGrants reads deploy/ (rendered by kustomize) and returns what it
 // grants the server's ServiceAccount.
-func (e *env) serverGrants(t *testing.T) []grant {
-	out, err := exec.Command(e.kubectlPath, "kustomize", filepath.Join(testenv.RepoRoot(), "deploy")).Output()
+func (e *env) serverGrants(t *testing.T) []grant { return e.serverGrantsOf(t, "deploy") }
+
+// serverGrantsOf is serverGrants of the kustomization in dir (relative to
+// the repository).
+func (e *env) serverGrantsOf(t *testing.T, dir string) []grant {
+	out, err := exec.Command(e.kubectlPath, "kustomize", filepath.Join(testenv.RepoRoot(), dir)).Output()
 	if err != nil {
-		t.Fatalf("kubectl kustomize deploy/: %v", err)
+		t.Fatalf("kubectl kustomize %s/: %v", dir, err)
 	}
 	roles := map[string]*rbacv1.ClusterRole{} // kind/namespace/name
 	var bindings []map[string]any
