@@ -73,6 +73,8 @@ type env struct {
 	auditLog string
 	// serverToken is the ServiceAccount token the server runs with.
 	serverToken string
+	// apiserver is the host's kube-apiserver.
+	apiserver *launcher.Process
 }
 
 func TestMain(m *testing.M) {
@@ -790,6 +792,12 @@ func exitedErr(exited <-chan struct{}) error {
 // fails. The channel is closed when the process exits.
 func startProcess(t *testing.T, name, binary string, args ...string) <-chan struct{} {
 	t.Helper()
+	return startProcessP(t, name, binary, args...).Exited()
+}
+
+// startProcessP is startProcess returning the process.
+func startProcessP(t *testing.T, name, binary string, args ...string) *launcher.Process {
+	t.Helper()
 	p := &launcher.Process{Name: name, Binary: binary, Args: args,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
 	if err := p.Start(); err != nil {
@@ -801,7 +809,7 @@ func startProcess(t *testing.T, name, binary string, args ...string) <-chan stru
 			t.Logf("last lines of %s:\n%s", name, launcher.Tail(p.Output(), 60))
 		}
 	})
-	return p.Exited()
+	return p
 }
 
 // buildTools builds kube-apiserver, kube-controller-manager, kube-scheduler
@@ -896,7 +904,8 @@ func (e *env) startHost(t *testing.T, toolsDir string, extraArgs ...string) stri
 		"--endpoint-reconciler-type=none",
 		"--v=1",
 	}
-	apiserverExited := startProcess(t, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"), append(args, extraArgs...)...)
+	e.apiserver = startProcessP(t, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"), append(args, extraArgs...)...)
+	apiserverExited := e.apiserver.Exited()
 	e.hostKubeconfig = filepath.Join(e.dir, "host.kubeconfig")
 	writeFile(t, e.hostKubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
