@@ -233,4 +233,3 @@ func envInt(name string, def int) int {
 	}
 	return def
 }
-
