@@ -130,7 +130,6 @@ rules:
 		// No controller manager creates the default service accounts.
 		"--disable-admission-plugins=ServiceAccount",
 		"--audit-policy-file="+auditPolicy, "--audit-log-path="+e.auditLog, "--audit-log-mode=blocking")
-	start := time.Now()
 
 	// deploy/external-etcd (two replicas on an etcd cluster) as an
 	// operator applies it; the server runs as its ServiceAccount.
@@ -139,7 +138,7 @@ rules:
 	// Two replicas on one etcd, as deploy/external-etcd runs them, each
 	// with a data dir of its own; the second starts once the first is
 	// ready, so the first stores the shared CA.
-	start = time.Now()
+	start := time.Now()
 	e.replicaArgs = []string{
 		"--mode=aggregated", "--kubeconfig=" + serverKubeconfig,
 		"--bind-address=127.0.0.1",
