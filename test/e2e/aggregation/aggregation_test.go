@@ -116,20 +116,9 @@ func setUp(t *testing.T) *env {
 
 	// The audit log records every request of the server's ServiceAccount
 	// (testRBAC reads it).
-	e.auditLog = filepath.Join(e.dir, "audit.log")
-	auditPolicy := filepath.Join(e.dir, "audit-policy.yaml")
-	writeFile(t, auditPolicy, []byte(`apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: Metadata
-  users: ["`+serverUser+`"]
-- level: None
-`))
-	etcdURL := e.startHost(t, toolsDir,
+	etcdURL := e.startHost(t, toolsDir, append(e.auditArgs(t),
 		// No controller manager creates the default service accounts.
-		"--disable-admission-plugins=ServiceAccount",
-		"--audit-policy-file="+auditPolicy, "--audit-log-path="+e.auditLog, "--audit-log-mode=blocking")
+		"--disable-admission-plugins=ServiceAccount")...)
 
 	// deploy/external-etcd (two replicas on an etcd cluster) as an
 	// operator applies it; the server runs as its ServiceAccount.

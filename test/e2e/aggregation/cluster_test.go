@@ -1,10 +1,8 @@
 package aggregation
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,24 +73,11 @@ func setUpCluster(t *testing.T, withNodes bool) *clusterEnv {
 	toolsDir := buildTools(t, e)
 	draBinary := buildServer(t, e)
 
-	// The audit log records every request of the server's ServiceAccount
-	// (testRBAC reads it).
-	e.auditLog = filepath.Join(e.dir, "audit.log")
-	auditPolicy := filepath.Join(e.dir, "audit-policy.yaml")
-	writeFile(t, auditPolicy, []byte(`apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: Metadata
-  users: ["`+serverUser+`"]
-- level: None
-`))
 	e.startHost(t, toolsDir,
 		// No service account controller; and no node lifecycle
 		// controller takes the not-ready taint off the nodes.
-		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-		"--audit-policy-file="+auditPolicy, "--audit-log-path="+e.auditLog, "--audit-log-mode=blocking",
-		"--feature-gates="+clusterGates, "--runtime-config=scheduling.k8s.io/v1beta1=true")
+		append(e.auditArgs(t), "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+			"--feature-gates="+clusterGates, "--runtime-config=scheduling.k8s.io/v1beta1=true")...)
 	kubeArgs := func() []string {
 		return []string{"--kubeconfig=" + e.hostKubeconfig, "--authentication-kubeconfig=" + e.hostKubeconfig, "--authorization-kubeconfig=" + e.hostKubeconfig,
 			"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", testenv.MustFreePort(t)),
@@ -642,45 +627,8 @@ func (c *clusterEnv) testBesideKubeScheduler(t *testing.T) {
 // was made (or says why not here), and each of its rules, taken away,
 // denies some of them.
 func (c *clusterEnv) testRBAC(t *testing.T) {
-	f, err := os.Open(c.auditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	all := append(slices.Clone(uses), clusterSchedulerUses...)
-	seen := map[string]int{}
-	scanner := bufio.NewScanner(f)
-	scanner.Buffer(make([]byte, 1<<20), 1<<24)
-	for scanner.Scan() {
-		var r auditRecord
-		if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
-			t.Fatalf("audit log: %v", err)
-		}
-		if r.User.Username != serverUser || r.ObjectRef == nil || (r.Stage != "ResponseComplete" && r.Stage != "ResponseStarted") {
-			continue
-		}
-		u := use{verb: r.Verb, group: r.ObjectRef.APIGroup, resource: r.ObjectRef.Resource, subresource: r.ObjectRef.Subresource}
-		if r.ResponseStatus != nil && r.ResponseStatus.Code == http.StatusForbidden {
-			t.Errorf("the server was refused %s %s/%s: deploy/cluster-scheduler lacks a permission", u, r.ObjectRef.Namespace, r.ObjectRef.Name)
-		}
-		if !slices.ContainsFunc(all, func(v use) bool { return v.String() == u.String() }) {
-			t.Errorf("the server made a request in no table of uses: %s (%s)", u, r.RequestURI)
-		}
-		seen[u.String()]++
-	}
-	if err := scanner.Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range clusterSchedulerUses {
-		switch {
-		case seen[u.String()] == 0 && u.notReached == "":
-			t.Errorf("the server never made %s (%s)", u, u.why)
-		case seen[u.String()] == 0:
-			t.Logf("%s: not reached here (%s)", u, u.notReached)
-		default:
-			t.Logf("%s: %d requests (%s)", u, seen[u.String()], u.why)
-		}
-	}
+	seen := c.serverRequests(t, uses, clusterSchedulerUses)
+	reportUses(t, clusterSchedulerUses, seen)
 	var scheduler []grant
 	for _, g := range c.serverGrantsOf(t, filepath.Join("deploy", "cluster-scheduler")) {
 		if g.role != nil && g.role.Name == "draplane:scheduler" {

@@ -300,48 +300,8 @@ func (e *env) testRBAC(t *testing.T) {
 	})
 
 	t.Run("the server's requests", func(t *testing.T) {
-		f, err := os.Open(e.auditLog)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		seen := map[string]int{}
-		scanner := bufio.NewScanner(f)
-		scanner.Buffer(make([]byte, 1<<20), 1<<24)
-		for scanner.Scan() {
-			var r auditRecord
-			if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
-				t.Fatalf("audit log: %v", err)
-			}
-			if r.User.Username != serverUser || (r.Stage != "ResponseComplete" && r.Stage != "ResponseStarted") {
-				continue
-			}
-			if r.ObjectRef == nil {
-				t.Logf("non-resource request %s %s", r.Verb, r.RequestURI)
-				continue
-			}
-			u := use{verb: r.Verb, group: r.ObjectRef.APIGroup, resource: r.ObjectRef.Resource, subresource: r.ObjectRef.Subresource}
-			if r.ResponseStatus != nil && r.ResponseStatus.Code == http.StatusForbidden {
-				t.Errorf("the server was refused %s %s/%s: deploy/ lacks a permission", u, r.ObjectRef.Namespace, r.ObjectRef.Name)
-			}
-			if !slices.ContainsFunc(uses, func(v use) bool { return v.String() == u.String() }) {
-				t.Errorf("the server made a request not in the table of uses: %s (%s)", u, r.RequestURI)
-			}
-			seen[u.String()]++
-		}
-		if err := scanner.Err(); err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range uses {
-			switch {
-			case seen[u.String()] == 0 && u.notReached == "":
-				t.Errorf("the server never made %s (%s) in this test", u, u.why)
-			case seen[u.String()] == 0:
-				t.Logf("%s: not reached here (%s)", u, u.notReached)
-			default:
-				t.Logf("%s: %d requests (%s)", u, seen[u.String()], u.why)
-			}
-		}
+		seen := e.serverRequests(t, uses)
+		reportUses(t, uses, seen)
 	})
 
 	// Each grant is needed: without it, some request it serves is
@@ -421,4 +381,77 @@ func (e *env) takeAway(t *testing.T, g grant) {
 	}
 	apply(role(slices.Delete(slices.Clone(g.role.Rules), g.rule, g.rule+1)))
 	t.Cleanup(func() { apply(role(g.role.Rules)) })
+}
+
+// serverRequests reads the audit log: the server's requests, counted by
+// use. A refused one, or one in none of the tables, is an error.
+func (e *env) serverRequests(t *testing.T, tables ...[]use) map[string]int {
+	t.Helper()
+	f, err := os.Open(e.auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	all := slices.Concat(tables...)
+	seen := map[string]int{}
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 1<<20), 1<<24)
+	for scanner.Scan() {
+		var r auditRecord
+		if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
+			t.Fatalf("audit log: %v", err)
+		}
+		if r.User.Username != serverUser || (r.Stage != "ResponseComplete" && r.Stage != "ResponseStarted") {
+			continue
+		}
+		if r.ObjectRef == nil {
+			t.Logf("non-resource request %s %s", r.Verb, r.RequestURI)
+			continue
+		}
+		u := use{verb: r.Verb, group: r.ObjectRef.APIGroup, resource: r.ObjectRef.Resource, subresource: r.ObjectRef.Subresource}
+		if r.ResponseStatus != nil && r.ResponseStatus.Code == http.StatusForbidden {
+			t.Errorf("the server was refused %s %s/%s: deploy/ lacks a permission", u, r.ObjectRef.Namespace, r.ObjectRef.Name)
+		}
+		if !slices.ContainsFunc(all, func(v use) bool { return v.String() == u.String() }) {
+			t.Errorf("the server made a request not in the table of uses: %s (%s)", u, r.RequestURI)
+		}
+		seen[u.String()]++
+	}
+	if err := scanner.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return seen
+}
+
+// reportUses fails for each use of the table the server never made,
+// unless it says why this test does not reach it.
+func reportUses(t *testing.T, table []use, seen map[string]int) {
+	t.Helper()
+	for _, u := range table {
+		switch {
+		case seen[u.String()] == 0 && u.notReached == "":
+			t.Errorf("the server never made %s (%s) in this test", u, u.why)
+		case seen[u.String()] == 0:
+			t.Logf("%s: not reached here (%s)", u, u.notReached)
+		default:
+			t.Logf("%s: %d requests (%s)", u, seen[u.String()], u.why)
+		}
+	}
+}
+
+// auditArgs writes an audit policy that records every request of the
+// server's ServiceAccount and returns the kube-apiserver's flags for it.
+func (e *env) auditArgs(t *testing.T) []string {
+	t.Helper()
+	e.auditLog = filepath.Join(e.dir, "audit.log")
+	auditPolicy := filepath.Join(e.dir, "audit-policy.yaml")
+	writeFile(t, auditPolicy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  users: ["`+serverUser+`"]
+- level: None
+`))
+	return []string{"--audit-policy-file=" + auditPolicy, "--audit-log-path=" + e.auditLog, "--audit-log-mode=blocking"}
 }
