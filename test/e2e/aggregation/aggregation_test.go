@@ -78,7 +78,7 @@ type env struct {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv("DRAPLANE_AGGREGATION") != "1" {
+	if os.Getenv("DRAPLANE_AGGREGATION") != "1" && os.Getenv("DRAPLANE_CLUSTER_BENCH") != "1" {
 		skipnote.Print("test/e2e/aggregation", "aggregated mode under a real kube-apiserver takes minutes; run it with DRAPLANE_AGGREGATION=1 (make test-aggregated)")
 	}
 	os.Exit(m.Run())
