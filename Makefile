@@ -187,6 +187,10 @@ test-reliability: ## Crash safety (~11,800 creates, updates, status writes and d
 test-aggregated: ## Aggregated mode under a real kube-apiserver 1.37 + etcd on loopback (first run builds them, ~15 min; cached in ~/.cache/draplane).
 	DRAPLANE_AGGREGATION=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 -v ./test/e2e/aggregation/
 
+.PHONY: bench-cluster
+bench-cluster: ## draplane against kube-scheduler on one real control plane (kube-apiserver, kube-controller-manager, kube-scheduler 1.37): 500 fake nodes x 8 devices, 2,500 pods each (BENCH_NODES, BENCH_PODS); pods/s and CPU per pod of each process.
+	DRAPLANE_CLUSTER_BENCH=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 -v -run TestClusterSchedulingBench ./test/e2e/aggregation/
+
 .PHONY: test-devicemap
 test-devicemap: ## The device map page in headless Chromium (installs Debian's chromium if missing); screenshot in _output/devicemap.
 	DRAPLANE_DEVICEMAP=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 -v ./test/e2e/devicemap/

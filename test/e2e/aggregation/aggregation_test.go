@@ -74,10 +74,12 @@ type env struct {
 	auditLog string
 	// serverToken is the ServiceAccount token the server runs with.
 	serverToken string
+	// apiserver is the host's kube-apiserver.
+	apiserver *launcher.Process
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv("DRAPLANE_AGGREGATION") != "1" {
+	if os.Getenv("DRAPLANE_AGGREGATION") != "1" && os.Getenv("DRAPLANE_CLUSTER_BENCH") != "1" {
 		skipnote.Print("test/e2e/aggregation", "aggregated mode under a real kube-apiserver takes minutes; run it with DRAPLANE_AGGREGATION=1 (make test-aggregated)")
 	}
 	os.Exit(m.Run())
@@ -115,21 +117,9 @@ func setUp(t *testing.T) *env {
 
 	// The audit log records every request of the server's ServiceAccount
 	// (testRBAC reads it).
-	e.auditLog = filepath.Join(e.dir, "audit.log")
-	auditPolicy := filepath.Join(e.dir, "audit-policy.yaml")
-	writeFile(t, auditPolicy, []byte(`apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: Metadata
-  users: ["`+serverUser+`"]
-- level: None
-`))
-	etcdURL := e.startHost(t, toolsDir,
+	etcdURL := e.startHost(t, toolsDir, append(e.auditArgs(t),
 		// No controller manager creates the default service accounts.
-		"--disable-admission-plugins=ServiceAccount",
-		"--audit-policy-file="+auditPolicy, "--audit-log-path="+e.auditLog, "--audit-log-mode=blocking")
-	start := time.Now()
+		"--disable-admission-plugins=ServiceAccount")...)
 
 	// deploy/external-etcd (two replicas on an etcd cluster) as an
 	// operator applies it; the server runs as its ServiceAccount.
@@ -138,7 +128,7 @@ rules:
 	// Two replicas on one etcd, as deploy/external-etcd runs them, each
 	// with a data dir of its own; the second starts once the first is
 	// ready, so the first stores the shared CA.
-	start = time.Now()
+	start := time.Now()
 	e.replicaArgs = []string{
 		"--mode=aggregated", "--kubeconfig=" + serverKubeconfig,
 		"--bind-address=127.0.0.1",
@@ -791,6 +781,12 @@ func exitedErr(exited <-chan struct{}) error {
 // fails. The channel is closed when the process exits.
 func startProcess(t *testing.T, name, binary string, args ...string) <-chan struct{} {
 	t.Helper()
+	return startProcessP(t, name, binary, args...).Exited()
+}
+
+// startProcessP is startProcess returning the process.
+func startProcessP(t *testing.T, name, binary string, args ...string) *launcher.Process {
+	t.Helper()
 	p := &launcher.Process{Name: name, Binary: binary, Args: args,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
 	if err := p.Start(); err != nil {
@@ -802,7 +798,7 @@ func startProcess(t *testing.T, name, binary string, args ...string) <-chan stru
 			t.Logf("last lines of %s:\n%s", name, launcher.Tail(p.Output(), 60))
 		}
 	})
-	return p.Exited()
+	return p
 }
 
 // buildTools builds kube-apiserver, kube-controller-manager, kube-scheduler
@@ -897,7 +893,8 @@ func (e *env) startHost(t *testing.T, toolsDir string, extraArgs ...string) stri
 		"--endpoint-reconciler-type=none",
 		"--v=1",
 	}
-	apiserverExited := startProcess(t, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"), append(args, extraArgs...)...)
+	e.apiserver = startProcessP(t, "kube-apiserver", filepath.Join(toolsDir, "kube-apiserver"), append(args, extraArgs...)...)
+	apiserverExited := e.apiserver.Exited()
 	e.hostKubeconfig = filepath.Join(e.dir, "host.kubeconfig")
 	writeFile(t, e.hostKubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config

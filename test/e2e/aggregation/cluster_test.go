@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,6 +39,8 @@ type clusterEnv struct {
 	*env
 	plugins map[string]*launcher.Process
 	agents  map[string]*launcher.Process
+	// procs are the control plane's processes by name.
+	procs map[string]*launcher.Process
 }
 
 // TestClusterScheduling: draplane places the host cluster's own pods that
@@ -48,95 +51,50 @@ func TestClusterScheduling(t *testing.T) {
 	if os.Getenv("DRAPLANE_AGGREGATION") != "1" {
 		t.Skip("set DRAPLANE_AGGREGATION=1 (make test-aggregated): builds and runs a real kube-apiserver, kube-controller-manager, kube-scheduler and etcd")
 	}
-	c := setUpCluster(t)
+	c := setUpCluster(t, true)
 	t.Run("a pod with a template claim", c.testTemplateClaim)
 	t.Run("devices on one node, cpu on the other", c.testDevicesButNotCPU)
 	t.Run("gangs", c.testGangs)
 	t.Run("preemption through the Eviction API", c.testPreemption)
 	t.Run("beside kube-scheduler", c.testBesideKubeScheduler)
+	// Last: it reads what the server did in all of the above.
+	t.Run("rbac", c.testRBAC)
 }
 
-func setUpCluster(t *testing.T) *clusterEnv {
+// setUpCluster starts the cluster; withNodes adds the two nodes (agents
+// and plugins).
+func setUpCluster(t *testing.T, withNodes bool) *clusterEnv {
 	e := &env{dir: t.TempDir()}
 	var err error
 	if e.kubectlPath, err = exec.LookPath("kubectl"); err != nil {
 		t.Fatalf("kubectl: %v", err)
 	}
-	c := &clusterEnv{env: e, plugins: map[string]*launcher.Process{}, agents: map[string]*launcher.Process{}}
+	c := &clusterEnv{env: e, plugins: map[string]*launcher.Process{}, agents: map[string]*launcher.Process{}, procs: map[string]*launcher.Process{}}
 	toolsDir := buildTools(t, e)
 	draBinary := buildServer(t, e)
-	driverBinary := filepath.Join(e.dir, "upstreamdriver")
-	build := exec.Command("go", "build", "-o", driverBinary, ".")
-	build.Dir = filepath.Join(testenv.RepoRoot(), "test", "e2e", "upstreamdriver")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build test/e2e/upstreamdriver: %v\n%s", err, out)
-	}
 
 	e.startHost(t, toolsDir,
 		// No service account controller; and no node lifecycle
 		// controller takes the not-ready taint off the nodes.
-		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-		"--feature-gates="+clusterGates, "--runtime-config=scheduling.k8s.io/v1beta1=true")
+		append(e.auditArgs(t), "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+			"--feature-gates="+clusterGates, "--runtime-config=scheduling.k8s.io/v1beta1=true")...)
 	kubeArgs := func() []string {
 		return []string{"--kubeconfig=" + e.hostKubeconfig, "--authentication-kubeconfig=" + e.hostKubeconfig, "--authorization-kubeconfig=" + e.hostKubeconfig,
 			"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", testenv.MustFreePort(t)),
-			"--feature-gates=" + clusterGates, "--v=1"}
+			"--feature-gates=" + clusterGates, "--v=1",
+			// Unthrottled, as draplane's clients below: the benchmark
+			// compares what the code does, not client budgets.
+			"--kube-api-qps=5000", "--kube-api-burst=5000"}
 	}
-	startProcess(t, "kube-controller-manager", filepath.Join(toolsDir, "kube-controller-manager"),
+	c.procs["kube-controller-manager"] = startProcessP(t, "kube-controller-manager", filepath.Join(toolsDir, "kube-controller-manager"),
 		// Generated claims go with their pod through the garbage
 		// collector; budgets need the disruption controller.
 		append(kubeArgs(), "--controllers=resourceclaim-controller,garbage-collector-controller,disruption-controller",
 			"--cert-dir="+filepath.Join(e.dir, "kcm-certs"))...)
-	startProcess(t, "kube-scheduler", filepath.Join(toolsDir, "kube-scheduler"), kubeArgs()...)
-
-	// The nodes: an agent each, then the plugin (its slice controller
-	// makes the Node the owner of its slices, so the Node must exist).
-	// Unix socket paths are short: not under the test's directory.
-	sockets, err := os.MkdirTemp("", "dpc")
-	if err != nil {
-		t.Fatal(err)
+	c.procs["kube-scheduler"] = startProcessP(t, "kube-scheduler", filepath.Join(toolsDir, "kube-scheduler"), kubeArgs()...)
+	if withNodes {
+		c.startNodes(t, draBinary)
 	}
-	t.Cleanup(func() { os.RemoveAll(sockets) })
-	for i, node := range clusterNodes {
-		registrar := filepath.Join(sockets, fmt.Sprintf("r%d", i))
-		agent := &launcher.Process{Name: "node-agent-" + node, Binary: draBinary,
-			Args: []string{"node-agent", "--kubeconfig", e.hostKubeconfig, "--node-name", node, "--resource-api=resource.k8s.io",
-				"--allocatable=" + clusterAllocatable[node], "--plugin-registration-dir", registrar,
-				"--checkpoint", filepath.Join(e.dir, node+"-checkpoint.json"), "-v", "2"},
-			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
-		if err := agent.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c.agents[node] = agent
-		t.Cleanup(func() {
-			agent.Stop()
-			if t.Failed() {
-				t.Logf("last lines of %s:\n%s", agent.Name, launcher.Tail(agent.Output(), 40))
-			}
-		})
-		poll(t, node+" registered Ready", func() (bool, error) {
-			out, _ := e.kubectl("get", "node", node, "--ignore-not-found", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-			return out == "True", nil
-		})
-		plugin := &launcher.Process{Name: "plugin-" + node, Binary: driverBinary,
-			Args: []string{"--kubeconfig", e.hostKubeconfig, "--node-name", node, "--driver-name", clusterDriver, "--devices", "4",
-				"--registrar-dir", registrar, "--plugin-dir", filepath.Join(sockets, fmt.Sprintf("p%d", i)), "-v", "2"},
-			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
-		if err := plugin.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c.plugins[node] = plugin
-		t.Cleanup(func() {
-			plugin.Stop()
-			if t.Failed() {
-				t.Logf("last lines of %s:\n%s", plugin.Name, launcher.Tail(plugin.Output(), 40))
-			}
-		})
-	}
-	poll(t, "the plugins' slices", func() (bool, error) {
-		out, err := e.kubectl("get", "resourceslices.resource.k8s.io", "-o", "name")
-		return err == nil && len(strings.Fields(out)) == len(clusterNodes), nil
-	})
 
 	// draplane, as deploy/cluster-scheduler installs it.
 	serverKubeconfig := e.applyDeploy(t, "cluster-scheduler")
@@ -147,11 +105,14 @@ func setUpCluster(t *testing.T) *clusterEnv {
 		"--leader-elect-resource-namespace=draplane-system", "--leader-elect-retry-period=500ms",
 		"--shared-ca-secret=draplane-ca",
 		"--schedule-host-pods", "--scheduler-name=" + draplaneScheduler,
+		"--controller-client-qps=5000", "--controller-client-burst=5000",
 		"--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,DRAWorkloadResourceClaims=true",
 		"--v=2",
 	}
 	e.draDataDir = filepath.Join(e.dir, "draplane")
-	exited := e.startReplica(t, "dra-apiserver", draBinary, e.draDataDir, e.draPort)
+	c.procs["dra-apiserver"] = startProcessP(t, "dra-apiserver", draBinary,
+		append([]string{"--data-dir=" + e.draDataDir, fmt.Sprintf("--secure-port=%d", e.draPort)}, e.replicaArgs...)...)
+	exited := c.procs["dra-apiserver"].Exited()
 	waitForFile(t, filepath.Join(e.draDataDir, "pki", "ca.crt"), exited)
 	poll(t, "APIService v1."+group+" Available", func() (bool, error) {
 		if err := exitedErr(exited); err != nil {
@@ -210,6 +171,65 @@ value: 1000
 		t.Fatalf("apply the cluster's objects: %v\n%s", err, out)
 	}
 	return c
+}
+
+// startNodes starts the nodes: an agent each, then the plugin.
+func (c *clusterEnv) startNodes(t *testing.T, draBinary string) {
+	// The agent first, then the plugin (its slice controller
+	// makes the Node the owner of its slices, so the Node must exist).
+	// Unix socket paths are short: not under the test's directory.
+	driverBinary := filepath.Join(c.dir, "upstreamdriver")
+	build := exec.Command("go", "build", "-o", driverBinary, ".")
+	build.Dir = filepath.Join(testenv.RepoRoot(), "test", "e2e", "upstreamdriver")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build test/e2e/upstreamdriver: %v\n%s", err, out)
+	}
+	sockets, err := os.MkdirTemp("", "dpc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockets) })
+	for i, node := range clusterNodes {
+		registrar := filepath.Join(sockets, fmt.Sprintf("r%d", i))
+		agent := &launcher.Process{Name: "node-agent-" + node, Binary: draBinary,
+			Args: []string{"node-agent", "--kubeconfig", c.hostKubeconfig, "--node-name", node, "--resource-api=resource.k8s.io",
+				"--allocatable=" + clusterAllocatable[node], "--plugin-registration-dir", registrar,
+				"--checkpoint", filepath.Join(c.dir, node+"-checkpoint.json"), "-v", "2"},
+			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
+		if err := agent.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c.agents[node] = agent
+		t.Cleanup(func() {
+			agent.Stop()
+			if t.Failed() {
+				t.Logf("last lines of %s:\n%s", agent.Name, launcher.Tail(agent.Output(), 40))
+			}
+		})
+		poll(t, node+" registered Ready", func() (bool, error) {
+			out, _ := c.kubectl("get", "node", node, "--ignore-not-found", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			return out == "True", nil
+		})
+		plugin := &launcher.Process{Name: "plugin-" + node, Binary: driverBinary,
+			Args: []string{"--kubeconfig", c.hostKubeconfig, "--node-name", node, "--driver-name", clusterDriver, "--devices", "4",
+				"--registrar-dir", registrar, "--plugin-dir", filepath.Join(sockets, fmt.Sprintf("p%d", i)), "-v", "2"},
+			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
+		if err := plugin.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c.plugins[node] = plugin
+		t.Cleanup(func() {
+			plugin.Stop()
+			if t.Failed() {
+				t.Logf("last lines of %s:\n%s", plugin.Name, launcher.Tail(plugin.Output(), 40))
+			}
+		})
+	}
+	poll(t, "the plugins' slices", func() (bool, error) {
+		out, err := c.kubectl("get", "resourceslices.resource.k8s.io", "-o", "name")
+		return err == nil && len(strings.Fields(out)) == len(clusterNodes), nil
+	})
+
 }
 
 // ownerRule is the DeviceTaintRule that makes the node's pool draplane's.
@@ -599,4 +619,65 @@ func (c *clusterEnv) testBesideKubeScheduler(t *testing.T) {
 		return
 	}
 	t.Log("20 rounds, the owner's pod placed each time, no device in two claims")
+}
+
+// testRBAC: draplane did all of the above as deploy/cluster-scheduler's
+// ServiceAccount: no request was refused, each is in the tables of uses,
+// every verb draplane:scheduler grants is one of clusterSchedulerUses and
+// was made (or says why not here), and each of its rules, taken away,
+// denies some of them.
+func (c *clusterEnv) testRBAC(t *testing.T) {
+	seen := c.serverRequests(t, uses, clusterSchedulerUses)
+	reportUses(t, clusterSchedulerUses, seen)
+	var scheduler []grant
+	for _, g := range c.serverGrantsOf(t, filepath.Join("deploy", "cluster-scheduler")) {
+		if g.role != nil && g.role.Name == "draplane:scheduler" {
+			scheduler = append(scheduler, g)
+		}
+	}
+	if len(scheduler) == 0 {
+		t.Fatal("deploy/cluster-scheduler grants the server no draplane:scheduler rule")
+	}
+	for _, g := range scheduler {
+		rule := g.role.Rules[g.rule]
+		for _, groupName := range rule.APIGroups {
+			for _, resource := range rule.Resources {
+				r, sub, _ := strings.Cut(resource, "/")
+				for _, verb := range rule.Verbs {
+					if !slices.ContainsFunc(clusterSchedulerUses, func(u use) bool {
+						return u.verb == verb && u.group == groupName && u.resource == r && u.subresource == sub
+					}) {
+						t.Errorf("%s grants %s %s %s which the server never uses: remove it", g.what, verb, resource, groupName)
+					}
+				}
+			}
+		}
+	}
+	for _, u := range clusterSchedulerUses {
+		if !c.allowed(t, u) {
+			t.Errorf("deploy/cluster-scheduler does not allow %s (%s)", u, u.why)
+		}
+	}
+	for _, g := range scheduler {
+		t.Run("without "+g.what, func(t *testing.T) {
+			var served []use
+			for _, u := range clusterSchedulerUses {
+				if covers(g.role.Rules[g.rule], u) {
+					served = append(served, u)
+				}
+			}
+			c.takeAway(t, g)
+			var denied []string
+			poll(t, "a use denied without "+g.what, func() (bool, error) {
+				denied = nil
+				for _, u := range served {
+					if !c.allowed(t, u) {
+						denied = append(denied, u.String())
+					}
+				}
+				return len(denied) > 0, nil
+			})
+			t.Logf("denied without it: %s", strings.Join(denied, ", "))
+		})
+	}
 }

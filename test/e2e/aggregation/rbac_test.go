@@ -101,6 +101,32 @@ var uses = []use{
 	{verb: "patch", group: "apiregistration.k8s.io", resource: "apiservices", name: "v1beta1.resource.draplane.dev", why: "write the serving CA into spec.caBundle"},
 }
 
+// clusterSchedulerUses are the requests of draplane:scheduler
+// (deploy/cluster-scheduler), made with --schedule-host-pods; docs/operators.md,
+// "Use draplane as your cluster's DRA scheduler". TestClusterScheduling
+// checks them as testRBAC checks uses.
+var clusterSchedulerUses = []use{
+	{verb: "list", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "claim informer (the host's claims)", notReached: watchListFallback},
+	{verb: "watch", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "claim informer (the host's claims)"},
+	{verb: "get", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "read a claim again after a conflicting write",
+		notReached: "only after a write that conflicts"},
+	{verb: "update", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "add upstream's finalizer before the allocation"},
+	{verb: "update", group: "resource.k8s.io", resource: "resourceclaims", subresource: "status", namespace: "default", why: "allocation and reservedFor in one write"},
+	{verb: "patch", group: "resource.k8s.io", resource: "resourceclaims", subresource: "status", namespace: "default", why: "add a pod to a shared claim's reservedFor",
+		notReached: "only for a claim allocated already and shared by pods, which this flow does not make"},
+	{verb: "update", group: "resource.k8s.io", resource: "resourceclaims", subresource: "binding", why: "the host's authorization of the allocation and reservedFor in a status update",
+		notReached: "a synthetic subresource, checked within the status update, never requested on its own"},
+	{verb: "patch", group: "resource.k8s.io", resource: "resourceclaims", subresource: "binding", why: "the host's authorization of reservedFor in a status patch",
+		notReached: "a synthetic subresource, checked within the status patch, never requested on its own"},
+	{verb: "list", group: "resource.k8s.io", resource: "resourceslices", why: "slice informer (the inventory)", notReached: watchListFallback},
+	{verb: "watch", group: "resource.k8s.io", resource: "resourceslices", why: "slice informer (the inventory)"},
+	{verb: "list", group: "resource.k8s.io", resource: "deviceclasses", why: "class informer (the inventory)", notReached: watchListFallback},
+	{verb: "watch", group: "resource.k8s.io", resource: "deviceclasses", why: "class informer (the inventory)"},
+	{verb: "list", group: "resource.k8s.io", resource: "devicetaintrules", why: "taint rule informer (taints and the ownership mark)", notReached: watchListFallback},
+	{verb: "watch", group: "resource.k8s.io", resource: "devicetaintrules", why: "taint rule informer (taints and the ownership mark)"},
+	{verb: "create", resource: "pods", subresource: "binding", namespace: "default", why: "bind a placed pod"},
+}
+
 // grant is one thing deploy/ gives the server that can be taken away: a
 // rule of one of its roles, or a binding to a built-in role.
 type grant struct {
@@ -114,10 +140,14 @@ type grant struct {
 
 // serverGrants reads deploy/ (rendered by kustomize) and returns what it
 // grants the server's ServiceAccount.
-func (e *env) serverGrants(t *testing.T) []grant {
-	out, err := exec.Command(e.kubectlPath, "kustomize", filepath.Join(testenv.RepoRoot(), "deploy")).Output()
+func (e *env) serverGrants(t *testing.T) []grant { return e.serverGrantsOf(t, "deploy") }
+
+// serverGrantsOf is serverGrants of the kustomization in dir (relative to
+// the repository).
+func (e *env) serverGrantsOf(t *testing.T, dir string) []grant {
+	out, err := exec.Command(e.kubectlPath, "kustomize", filepath.Join(testenv.RepoRoot(), dir)).Output()
 	if err != nil {
-		t.Fatalf("kubectl kustomize deploy/: %v", err)
+		t.Fatalf("kubectl kustomize %s/: %v", dir, err)
 	}
 	roles := map[string]*rbacv1.ClusterRole{} // kind/namespace/name
 	var bindings []map[string]any
@@ -270,48 +300,8 @@ func (e *env) testRBAC(t *testing.T) {
 	})
 
 	t.Run("the server's requests", func(t *testing.T) {
-		f, err := os.Open(e.auditLog)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		seen := map[string]int{}
-		scanner := bufio.NewScanner(f)
-		scanner.Buffer(make([]byte, 1<<20), 1<<24)
-		for scanner.Scan() {
-			var r auditRecord
-			if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
-				t.Fatalf("audit log: %v", err)
-			}
-			if r.User.Username != serverUser || (r.Stage != "ResponseComplete" && r.Stage != "ResponseStarted") {
-				continue
-			}
-			if r.ObjectRef == nil {
-				t.Logf("non-resource request %s %s", r.Verb, r.RequestURI)
-				continue
-			}
-			u := use{verb: r.Verb, group: r.ObjectRef.APIGroup, resource: r.ObjectRef.Resource, subresource: r.ObjectRef.Subresource}
-			if r.ResponseStatus != nil && r.ResponseStatus.Code == http.StatusForbidden {
-				t.Errorf("the server was refused %s %s/%s: deploy/ lacks a permission", u, r.ObjectRef.Namespace, r.ObjectRef.Name)
-			}
-			if !slices.ContainsFunc(uses, func(v use) bool { return v.String() == u.String() }) {
-				t.Errorf("the server made a request not in the table of uses: %s (%s)", u, r.RequestURI)
-			}
-			seen[u.String()]++
-		}
-		if err := scanner.Err(); err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range uses {
-			switch {
-			case seen[u.String()] == 0 && u.notReached == "":
-				t.Errorf("the server never made %s (%s) in this test", u, u.why)
-			case seen[u.String()] == 0:
-				t.Logf("%s: not reached here (%s)", u, u.notReached)
-			default:
-				t.Logf("%s: %d requests (%s)", u, seen[u.String()], u.why)
-			}
-		}
+		seen := e.serverRequests(t, uses)
+		reportUses(t, uses, seen)
 	})
 
 	// Each grant is needed: without it, some request it serves is
@@ -391,4 +381,77 @@ func (e *env) takeAway(t *testing.T, g grant) {
 	}
 	apply(role(slices.Delete(slices.Clone(g.role.Rules), g.rule, g.rule+1)))
 	t.Cleanup(func() { apply(role(g.role.Rules)) })
+}
+
+// serverRequests reads the audit log: the server's requests, counted by
+// use. A refused one, or one in none of the tables, is an error.
+func (e *env) serverRequests(t *testing.T, tables ...[]use) map[string]int {
+	t.Helper()
+	f, err := os.Open(e.auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	all := slices.Concat(tables...)
+	seen := map[string]int{}
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 1<<20), 1<<24)
+	for scanner.Scan() {
+		var r auditRecord
+		if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
+			t.Fatalf("audit log: %v", err)
+		}
+		if r.User.Username != serverUser || (r.Stage != "ResponseComplete" && r.Stage != "ResponseStarted") {
+			continue
+		}
+		if r.ObjectRef == nil {
+			t.Logf("non-resource request %s %s", r.Verb, r.RequestURI)
+			continue
+		}
+		u := use{verb: r.Verb, group: r.ObjectRef.APIGroup, resource: r.ObjectRef.Resource, subresource: r.ObjectRef.Subresource}
+		if r.ResponseStatus != nil && r.ResponseStatus.Code == http.StatusForbidden {
+			t.Errorf("the server was refused %s %s/%s: deploy/ lacks a permission", u, r.ObjectRef.Namespace, r.ObjectRef.Name)
+		}
+		if !slices.ContainsFunc(all, func(v use) bool { return v.String() == u.String() }) {
+			t.Errorf("the server made a request not in the table of uses: %s (%s)", u, r.RequestURI)
+		}
+		seen[u.String()]++
+	}
+	if err := scanner.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return seen
+}
+
+// reportUses fails for each use of the table the server never made,
+// unless it says why this test does not reach it.
+func reportUses(t *testing.T, table []use, seen map[string]int) {
+	t.Helper()
+	for _, u := range table {
+		switch {
+		case seen[u.String()] == 0 && u.notReached == "":
+			t.Errorf("the server never made %s (%s) in this test", u, u.why)
+		case seen[u.String()] == 0:
+			t.Logf("%s: not reached here (%s)", u, u.notReached)
+		default:
+			t.Logf("%s: %d requests (%s)", u, seen[u.String()], u.why)
+		}
+	}
+}
+
+// auditArgs writes an audit policy that records every request of the
+// server's ServiceAccount and returns the kube-apiserver's flags for it.
+func (e *env) auditArgs(t *testing.T) []string {
+	t.Helper()
+	e.auditLog = filepath.Join(e.dir, "audit.log")
+	auditPolicy := filepath.Join(e.dir, "audit-policy.yaml")
+	writeFile(t, auditPolicy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  users: ["`+serverUser+`"]
+- level: None
+`))
+	return []string{"--audit-policy-file=" + auditPolicy, "--audit-log-path=" + e.auditLog, "--audit-log-mode=blocking"}
 }
