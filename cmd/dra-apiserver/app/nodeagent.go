@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,13 +44,17 @@ type NodeAgentOptions struct {
 	RegistrationDir string
 	Checkpoint      string
 	Workers         int
-	Logs            *logsapi.LoggingConfiguration
+	// DeregistrationGracePeriod is how long a driver may have no plugin
+	// before the node's slices of it are removed.
+	DeregistrationGracePeriod time.Duration
+	Logs                      *logsapi.LoggingConfiguration
 }
 
 // newNodeAgentCommand is `dra-apiserver node-agent`: the kubelet's DRA part
 // for one node, for any DRA driver's unmodified kubelet plugin.
 func newNodeAgentCommand() *cobra.Command {
-	o := &NodeAgentOptions{RegistrationDir: DefaultPluginRegistrationDir, Workers: 2, Logs: logsapi.NewLoggingConfiguration()}
+	o := &NodeAgentOptions{RegistrationDir: DefaultPluginRegistrationDir, Workers: 2,
+		DeregistrationGracePeriod: nodeagent.DefaultDeregistrationGracePeriod, Logs: logsapi.NewLoggingConfiguration()}
 	cmd := &cobra.Command{
 		Use:   "node-agent",
 		Short: "Play a node's kubelet for DRA kubelet plugins",
@@ -88,6 +93,7 @@ to the node's objects, and gets the claims of its pods by name.`,
 	fs.StringVar(&o.RegistrationDir, "plugin-registration-dir", o.RegistrationDir, "where kubelet plugins put their registration sockets (the kubelet's <root>/plugins_registry)")
 	fs.StringVar(&o.Checkpoint, "checkpoint", "", "file recording the prepared claims, so that a restarted agent unprepares the claims of pods deleted meanwhile and prepares nothing twice (default: node-agent/<node>/checkpoint.json in the default data dir)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "pods handled at once")
+	fs.DurationVar(&o.DeregistrationGracePeriod, "deregistration-grace-period", o.DeregistrationGracePeriod, "how long a driver may have no registered plugin before the node's slices of it are removed, as the kubelet does; a plugin back in time keeps its slices as they are")
 	logsapi.AddFlags(o.Logs, fs)
 	logs.AddFlags(fs, logs.SkipLoggingConfigurationFlags())
 	return cmd
@@ -96,6 +102,9 @@ to the node's objects, and gets the claims of its pods by name.`,
 func (o *NodeAgentOptions) complete() error {
 	if o.NodeName == "" {
 		return errors.New("--node-name is required")
+	}
+	if o.DeregistrationGracePeriod <= 0 {
+		return errors.New("--deregistration-grace-period must be positive")
 	}
 	if o.Kubeconfig != "" && o.Checkpoint != "" {
 		return nil
@@ -153,13 +162,21 @@ func (o *NodeAgentOptions) run(ctx context.Context) error {
 	// The agent exists before the registry runs; the callbacks only run
 	// once the registry does.
 	var agent *nodeagent.Agent
-	registry := grpcplugin.New(grpcplugin.Options{
+	var registry *grpcplugin.Registry
+	remover := nodeagent.NewSliceRemover(resourceClient, o.NodeName, o.DeregistrationGracePeriod, nil)
+	defer remover.Wait()
+	registry = grpcplugin.New(grpcplugin.Options{
 		Dir: o.RegistrationDir,
 		OnChange: func(e grpcplugin.Event) {
 			logger.Info("Kubelet plugin", "driver", e.DriverName, "registered", e.Registered, "service", e.Service, "endpoint", e.Endpoint)
 			if e.Registered {
+				remover.Back(e.DriverName)
 				// Pods that waited for the driver may start now.
 				agent.Resync()
+				return
+			}
+			if !slices.ContainsFunc(registry.Plugins(), func(p grpcplugin.Plugin) bool { return p.DriverName == e.DriverName }) {
+				remover.Gone(ctx, e.DriverName)
 			}
 		},
 		OnHealth: func(u grpcplugin.HealthUpdate) {
