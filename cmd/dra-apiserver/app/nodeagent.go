@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
@@ -85,7 +88,8 @@ to the node's objects, and gets the claims of its pods by name.`,
 			return o.run(ctx)
 		},
 	}
-	fs := cmd.Flags()
+	var fss cliflag.NamedFlagSets
+	fs := fss.FlagSet("node agent")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the dra-apiserver, with the node's identity (default: one signed for user draplane:node:<node> in group draplane:nodes by the CA of --data-dir, written to node-agent/<node>/kubeconfig there)")
 	fs.StringVar(&o.DataDir, "data-dir", "", "data directory of a standalone server on this machine, whose CA signs the node's identity when --kubeconfig is not given (default: the server's default data dir)")
 	fs.StringSliceVar(&o.Drivers, "driver", nil, "driver name, repeatable: the node's identity gets the group draplane:driver:<driver>, so that its clean start may remove that driver's slices of the node (without --kubeconfig)")
@@ -94,8 +98,18 @@ to the node's objects, and gets the claims of its pods by name.`,
 	fs.StringVar(&o.Checkpoint, "checkpoint", "", "file recording the prepared claims, so that a restarted agent unprepares the claims of pods deleted meanwhile and prepares nothing twice (default: node-agent/<node>/checkpoint.json in the default data dir)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "pods handled at once")
 	fs.DurationVar(&o.DeregistrationGracePeriod, "deregistration-grace-period", o.DeregistrationGracePeriod, "how long a driver may have no registered plugin before the node's slices of it are removed, as the kubelet does; a plugin back in time keeps its slices as they are")
-	logsapi.AddFlags(o.Logs, fs)
-	logs.AddFlags(fs, logs.SkipLoggingConfigurationFlags())
+	logFlags := fss.FlagSet("logging")
+	// The agent has no feature gates: the logging flags that need
+	// LoggingAlphaOptions or LoggingBetaOptions would only be refused.
+	all := pflag.NewFlagSet("logging", pflag.ContinueOnError)
+	logsapi.AddFlags(o.Logs, all)
+	all.VisitAll(func(f *pflag.Flag) {
+		if !strings.HasPrefix(f.Usage, "[Alpha]") && !strings.HasPrefix(f.Usage, "[Beta]") {
+			logFlags.AddFlag(f)
+		}
+	})
+	logs.AddFlags(logFlags, logs.SkipLoggingConfigurationFlags())
+	setSubcommandFlags(cmd, fss)
 	return cmd
 }
 
