@@ -126,6 +126,9 @@ func (m *ControllerManager) runSimulator(ctx context.Context, kubeClient kuberne
 	opts := m.config.Simulator.Options
 	opts.OnSeeded = func() { m.simulator.seeded.Store(true) }
 	opts.NodeClients = nodeClients
+	// The slices are cached once for the process when the informers are
+	// shared.
+	opts.SliceInformer = term.Resource.ResourceSlices().Informer()
 	sim, err := simulator.New(logger, kubeClient, resourceClient, term.Core.Pods(), term.Resource.ResourceClaims(), opts)
 	if err != nil {
 		logger.Error(err, "Cannot run the simulator")

@@ -15,26 +15,76 @@ import (
 	"github.com/draplane/draplane/generated/clientset/versioned"
 )
 
+// Removed is what RemoveNodeSlices removed.
+type Removed struct {
+	// Slices is how many slices it deleted.
+	Slices int
+	// Generations are the highest pool generations of the slices it
+	// found, by driver and pool name.
+	Generations map[string]map[string]int64
+}
+
+// MinGeneration is the generation a driver's pool is published with
+// after the clean start (Pool.MinGeneration): one above the highest that
+// was removed, so that a consumer that missed the deletes takes the new
+// slices as newer. 0 if no slice of the pool was found.
+func (r Removed) MinGeneration(driverName, poolName string) int64 {
+	if g, ok := r.Generations[driverName][poolName]; ok {
+		return g + 1
+	}
+	return 0
+}
+
 // RemoveNodeSlices deletes every ResourceSlice of the node, of every
 // driver. A node agent calls it when it starts, before its drivers publish
 // again: a driver that was removed while the node was down leaves no
-// orphan behind. It returns how many slices it deleted.
-func RemoveNodeSlices(ctx context.Context, client versioned.Interface, nodeName string) (int, error) {
+// orphan behind. It returns how many slices it deleted and the
+// generations their pools had.
+func RemoveNodeSlices(ctx context.Context, client versioned.Interface, nodeName string) (Removed, error) {
+	removed, err := removeSlices(ctx, client, nodeName, "")
+	if removed.Slices > 0 {
+		klog.FromContext(ctx).Info("Removed the slices of the node before publishing again", "node", nodeName, "slices", removed.Slices)
+	}
+	return removed, err
+}
+
+// RemoveDriverSlices deletes the node's ResourceSlices of one driver, as
+// a kubelet does when the driver's plugin deregistered and did not come
+// back in time. It returns how many slices it deleted.
+func RemoveDriverSlices(ctx context.Context, client versioned.Interface, nodeName, driverName string) (int, error) {
+	if driverName == "" {
+		return 0, fmt.Errorf("no driver name")
+	}
+	removed, err := removeSlices(ctx, client, nodeName, driverName)
+	return removed.Slices, err
+}
+
+// removeSlices deletes the node's slices, of one driver or (driverName
+// empty) of every driver.
+func removeSlices(ctx context.Context, client versioned.Interface, nodeName, driverName string) (Removed, error) {
+	removed := Removed{Generations: map[string]map[string]int64{}}
 	if nodeName == "" {
-		return 0, fmt.Errorf("no node name")
+		return removed, fmt.Errorf("no node name")
 	}
-	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector(resourceapi.ResourceSliceSelectorNodeName, nodeName).String(),
-	})
+	selector := fields.Set{resourceapi.ResourceSliceSelectorNodeName: nodeName}
+	if driverName != "" {
+		selector[resourceapi.ResourceSliceSelectorDriver] = driverName
+	}
+	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: selector.AsSelector().String()})
 	if err != nil {
-		return 0, fmt.Errorf("list slices of node %s: %w", nodeName, err)
+		return removed, fmt.Errorf("list slices of node %s: %w", nodeName, err)
 	}
-	removed := 0
 	for i := range list.Items {
 		slice := &list.Items[i]
-		if ptr.Deref(slice.Spec.NodeName, "") != nodeName {
+		if ptr.Deref(slice.Spec.NodeName, "") != nodeName || driverName != "" && slice.Spec.Driver != driverName {
 			continue
 		}
+		pools := removed.Generations[slice.Spec.Driver]
+		if pools == nil {
+			pools = map[string]int64{}
+			removed.Generations[slice.Spec.Driver] = pools
+		}
+		pools[slice.Spec.Pool.Name] = max(pools[slice.Spec.Pool.Name], slice.Spec.Pool.Generation)
 		deleted, err := DeleteSlice(ctx, client, slice)
 		if apierrors.IsForbidden(err) {
 			// A node identity removes only the slices of the drivers it
@@ -46,11 +96,8 @@ func RemoveNodeSlices(ctx context.Context, client versioned.Interface, nodeName 
 			return removed, fmt.Errorf("remove slice %s of node %s: %w", slice.Name, nodeName, err)
 		}
 		if deleted {
-			removed++
+			removed.Slices++
 		}
-	}
-	if removed > 0 {
-		klog.FromContext(ctx).Info("Removed the slices of the node before publishing again", "node", nodeName, "slices", removed)
 	}
 	return removed, nil
 }

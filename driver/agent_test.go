@@ -33,8 +33,14 @@ func TestRemoveNodeSlices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if removed != 2 {
-		t.Errorf("removed %d slices, want 2", removed)
+	if removed.Slices != 2 {
+		t.Errorf("removed %d slices, want 2", removed.Slices)
+	}
+	if g := removed.MinGeneration("one.example.com", "p"); g != 2 {
+		t.Errorf("MinGeneration of the removed pool = %d, want 2", g)
+	}
+	if g := removed.MinGeneration("one.example.com", "other"); g != 0 {
+		t.Errorf("MinGeneration of a pool not found = %d, want 0", g)
 	}
 	var names []string
 	for _, s := range client.slices(t) {
@@ -42,6 +48,31 @@ func TestRemoveNodeSlices(t *testing.T) {
 	}
 	if len(names) != 2 || names[0] != "b-1" || names[1] != "net" {
 		t.Errorf("slices left: %v, want [b-1 net]", names)
+	}
+}
+
+// TestRemoveDriverSlices: only the node's slices of that driver go.
+func TestRemoveDriverSlices(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	mk := func(name, driver, node string) *resourcev1.ResourceSlice {
+		return &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node), Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}}}
+	}
+	client := newCountingClient(mk("a-1", "gone.example.com", "node-a"), mk("a-2", "stays.example.com", "node-a"),
+		mk("b-1", "gone.example.com", "node-b"))
+	removed, err := RemoveDriverSlices(ctx, client, "node-a", "gone.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed != 1 {
+		t.Errorf("removed %d slices, want 1", removed)
+	}
+	var names []string
+	for _, s := range client.slices(t) {
+		names = append(names, s.Name)
+	}
+	if len(names) != 2 || names[0] != "a-2" || names[1] != "b-1" {
+		t.Errorf("slices left: %v, want [a-2 b-1]", names)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -101,20 +102,64 @@ type Options struct {
 	// OnError is told about every failed sync (which is retried with
 	// backoff). Nil logs the error.
 	OnError func(ctx context.Context, err error)
+	// SliceInformer, if set, is a shared informer of ResourceSlices that
+	// sees at least the slices the publisher manages; its owner starts
+	// it. Nil: Run watches the driver's slices (of NodeName, if set)
+	// with an informer of its own.
+	SliceInformer cache.SharedIndexInformer
+	// RepairDelay is how long after a change by someone else to one of
+	// its slices Run looks at the slices again (changes that come within
+	// it are repaired in one pass); 0 means DefaultRepairDelay. Repairs
+	// that follow each other closely (someone keeps changing the slices)
+	// wait twice as long each time, up to MaxRepairDelay.
+	RepairDelay time.Duration
+	// ResyncPeriod is how often Run makes a pass without being asked;
+	// 0 means DefaultResyncPeriod, negative never.
+	ResyncPeriod time.Duration
 }
+
+const (
+	// DefaultRepairDelay: changes that come together (kubectl deleting
+	// several slices) are repaired in one pass, and still soon.
+	DefaultRepairDelay = 500 * time.Millisecond
+	// MaxRepairDelay bounds the backoff of repairs against someone who
+	// keeps changing the slices.
+	MaxRepairDelay = time.Minute
+	// DefaultResyncPeriod is a last resort: the watch tells of every
+	// change, a resync finds what no event told of.
+	DefaultResyncPeriod = 10 * time.Minute
+)
 
 // Publisher creates, updates and deletes the driver's ResourceSlices so
 // that they describe the pools it was given last. Call Update with the
 // desired pools and Run to let it work in the background, or Sync to make
-// one pass in the caller's goroutine.
+// one pass in the caller's goroutine. Run also watches the slices and
+// repairs what someone else deleted or changed (repair.go).
 type Publisher struct {
-	client  versioned.Interface
-	opts    Options
-	limiter *rate.Limiter
-	queue   workqueue.TypedRateLimitingInterface[string]
+	client   versioned.Interface
+	opts     Options
+	limiter  *rate.Limiter
+	queue    workqueue.TypedRateLimitingInterface[string]
+	informer cache.SharedIndexInformer
+	// ownInformer: Run starts the informer (it is not a shared one).
+	ownInformer bool
 
 	mu    sync.Mutex
 	pools map[string]Pool
+	// known are the resourceVersions of the managed slices as the last
+	// pass left them, by name: an event that shows another one is
+	// someone else's change.
+	known map[string]string
+	// changed are the names events showed changes of since the last
+	// check.
+	changed map[string]bool
+	// generations are the last generation each pool was published with:
+	// a pool whose slices were all deleted comes back above it.
+	generations map[string]int64
+	// repairs counts the repairs that wrote in a row, lastRepair is
+	// when the last one did: the next repair waits longer.
+	repairs    int
+	lastRepair time.Time
 	// synced is closed after the first pass that succeeded.
 	synced     chan struct{}
 	syncedOnce sync.Once
@@ -138,7 +183,13 @@ func NewPublisher(client versioned.Interface, opts Options) (*Publisher, error) 
 	if opts.WritesPerSecond > 0 {
 		limit, burst = rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))
 	}
-	return &Publisher{
+	if opts.RepairDelay <= 0 {
+		opts.RepairDelay = DefaultRepairDelay
+	}
+	if opts.ResyncPeriod == 0 {
+		opts.ResyncPeriod = DefaultResyncPeriod
+	}
+	p := &Publisher{
 		client:  client,
 		opts:    opts,
 		limiter: rate.NewLimiter(limit, burst),
@@ -146,9 +197,16 @@ func NewPublisher(client versioned.Interface, opts Options) (*Publisher, error) 
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "publisher"},
 		),
-		pools:  map[string]Pool{},
-		synced: make(chan struct{}),
-	}, nil
+		pools:       map[string]Pool{},
+		known:       map[string]string{},
+		changed:     map[string]bool{},
+		generations: map[string]int64{},
+		synced:      make(chan struct{}),
+	}
+	if err := p.watch(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Update replaces the desired pools and asks Run for a pass.
@@ -165,10 +223,18 @@ func (p *Publisher) Update(pools ...Pool) {
 // Synced is closed once a pass succeeded after Run started.
 func (p *Publisher) Synced() <-chan struct{} { return p.synced }
 
-const syncKey = "sync"
+const (
+	// syncKey asks for a pass.
+	syncKey = "sync"
+	// checkKey asks for a pass if the slices events showed changes of
+	// are not as the last pass left them.
+	checkKey = "check"
+)
 
-// Run makes passes until ctx ends: after every Update, and again with
-// backoff after a pass failed (a conflict, the API gone).
+// Run makes passes until ctx ends: after every Update, when someone else
+// changed or deleted a slice it manages (after Options.RepairDelay),
+// every Options.ResyncPeriod, and again with backoff after a pass failed
+// (a conflict, the API gone).
 func (p *Publisher) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
@@ -176,23 +242,36 @@ func (p *Publisher) Run(ctx context.Context) {
 		<-ctx.Done()
 		p.queue.ShutDown()
 	}()
+	if p.ownInformer {
+		go p.informer.RunWithContext(ctx)
+	}
+	if p.opts.ResyncPeriod > 0 {
+		go p.resync(ctx)
+	}
 	p.queue.Add(syncKey)
 	for {
 		key, shutdown := p.queue.Get()
 		if shutdown {
 			return
 		}
+		if key == checkKey && !p.differs() {
+			p.queue.Done(key)
+			continue
+		}
 		counts, err := p.Sync(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			p.report(ctx, err)
-			p.queue.AddRateLimited(key)
+			p.queue.AddRateLimited(syncKey)
 		case err == nil:
-			p.queue.Forget(key)
+			p.queue.Forget(syncKey)
 			p.syncedOnce.Do(func() { close(p.synced) })
 			if counts.Writes() > 0 {
-				logger.V(2).Info("Published ResourceSlices", "driver", p.opts.DriverName, "created", counts.Created, "updated", counts.Updated, "deleted", counts.Deleted)
+				logger.V(2).Info("Published ResourceSlices", "driver", p.opts.DriverName, "created", counts.Created, "updated", counts.Updated, "deleted", counts.Deleted, "repair", key == checkKey)
 			}
+		}
+		if key == checkKey {
+			p.noteRepair(counts.Writes() > 0)
 		}
 		p.queue.Done(key)
 	}
@@ -228,12 +307,17 @@ func (p *Publisher) Sync(ctx context.Context) (Counts, error) {
 		return Counts{}, fmt.Errorf("list slices of driver %s: %w", p.opts.DriverName, err)
 	}
 	existing := map[string][]*resourcev1.ResourceSlice{}
+	state := &passState{rv: map[string]string{}}
 	for i := range list.Items {
 		slice := &list.Items[i]
 		if p.manages(slice, pools) {
 			existing[slice.Spec.Pool.Name] = append(existing[slice.Spec.Pool.Name], slice)
+			state.rv[slice.Name] = slice.ResourceVersion
 		}
 	}
+	// What this pass left is what the next events are compared with,
+	// whether it succeeded or not.
+	defer p.setKnown(state)
 	names := make([]string, 0, len(pools)+len(existing))
 	for name := range pools {
 		names = append(names, name)
@@ -249,7 +333,7 @@ func (p *Publisher) Sync(ctx context.Context) (Counts, error) {
 	counts := make([]Counts, len(names))
 	errs := make([]error, len(names)+1)
 	workqueue.ParallelizeUntil(ctx, max(p.opts.Workers, 1), len(names), func(i int) {
-		errs[i] = p.syncPoolByName(ctx, names[i], pools, existing[names[i]], &counts[i])
+		errs[i] = p.syncPoolByName(ctx, names[i], pools, existing[names[i]], state, &counts[i])
 	})
 	// Pools not started because ctx ended are not written either.
 	errs[len(names)] = ctx.Err()
@@ -262,18 +346,18 @@ func (p *Publisher) Sync(ctx context.Context) (Counts, error) {
 
 // syncPoolByName writes one pool of a pass: the desired pool's slices, or
 // no slices for a pool that is no longer desired.
-func (p *Publisher) syncPoolByName(ctx context.Context, name string, pools map[string]Pool, current []*resourcev1.ResourceSlice, counts *Counts) error {
+func (p *Publisher) syncPoolByName(ctx context.Context, name string, pools map[string]Pool, current []*resourcev1.ResourceSlice, state *passState, counts *Counts) error {
 	pool, desired := pools[name]
 	if !desired {
 		var errs []error
 		for _, slice := range current {
-			if err := p.delete(ctx, slice, counts); err != nil {
+			if err := p.delete(ctx, slice, state, counts); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		return errors.Join(errs...)
 	}
-	if err := p.syncPool(ctx, pool, current, counts); err != nil {
+	if err := p.syncPool(ctx, pool, current, state, counts); err != nil {
 		return fmt.Errorf("pool %s: %w", name, err)
 	}
 	return nil
@@ -304,7 +388,7 @@ func (p *Publisher) manages(slice *resourcev1.ResourceSlice, pools map[string]Po
 // consumers never combine old and new slices (a device moved between two
 // slices would otherwise be seen twice or not at all); every slice then
 // carries the new generation.
-func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resourcev1.ResourceSlice, counts *Counts) error {
+func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resourcev1.ResourceSlice, state *passState, counts *Counts) error {
 	want, err := p.desiredSpecs(pool)
 	if err != nil {
 		return err
@@ -318,8 +402,20 @@ func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resource
 	slices.SortFunc(current, func(a, b *resourcev1.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
 
 	matched, free, changed := p.match(pool, want, current)
-	newGeneration, write := nextGeneration(pool, generation, matched, len(want), len(free) > 0 || len(want) != len(current), changed)
+	var newGeneration int64
+	write := true
+	if restoring(pool, generation, current, free, len(want), changed) && generation >= p.lastGeneration(pool.Name) {
+		// Only slices are missing, and those left are right: the missing
+		// ones come back as they were, under the same generation.
+		newGeneration = generation
+	} else {
+		// A pool whose slices are all gone comes back above the
+		// generation it had.
+		generation = max(generation, p.lastGeneration(pool.Name))
+		newGeneration, write = nextGeneration(pool, generation, matched, len(want), len(free) > 0 || len(want) != len(current), changed)
+	}
 	if !write {
+		p.setGeneration(pool.Name, generation)
 		return nil
 	}
 
@@ -342,12 +438,14 @@ func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resource
 		if err := p.limiter.Wait(ctx); err != nil {
 			return err
 		}
-		if _, err := p.writer(slice).ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{FieldManager: p.opts.DriverName}); err != nil {
+		created, err := p.writer(slice).ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{FieldManager: p.opts.DriverName})
+		if err != nil {
 			// AlreadyExists: written by an earlier pass whose list we did
 			// not see; the next pass adopts it.
 			errs = append(errs, fmt.Errorf("create slice %s: %w", name, err))
 			continue
 		}
+		state.set(created.Name, created.ResourceVersion)
 		counts.Created++
 	}
 	for i, spec := range want {
@@ -364,22 +462,43 @@ func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resource
 		if err := p.limiter.Wait(ctx); err != nil {
 			return err
 		}
-		if _, err := p.writer(slice).ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{FieldManager: p.opts.DriverName}); err != nil {
+		updated, err := p.writer(slice).ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{FieldManager: p.opts.DriverName})
+		if err != nil {
 			errs = append(errs, fmt.Errorf("update slice %s: %w", slice.Name, err))
 			continue
 		}
+		state.set(updated.Name, updated.ResourceVersion)
 		counts.Updated++
 	}
 	if len(errs) > 0 {
 		// Keep the old slices until the new generation is complete.
 		return errors.Join(errs...)
 	}
+	p.setGeneration(pool.Name, newGeneration)
 	for _, slice := range free {
-		if err := p.delete(ctx, slice, counts); err != nil {
+		if err := p.delete(ctx, slice, state, counts); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// restoring says whether the only difference between a pool's slices
+// and the desired ones is slices that are missing (someone deleted
+// them): every slice left has the right content and metadata, and all
+// agree on the generation and count the pool should have. Creating the
+// missing ones at that generation makes the pool what it was, without
+// writing the others.
+func restoring(pool Pool, generation int64, current, free []*resourcev1.ResourceSlice, count, changed int) bool {
+	if len(free) > 0 || len(current) == 0 || len(current) >= count || changed != count-len(current) || generation < pool.MinGeneration {
+		return false
+	}
+	for _, slice := range current {
+		if slice.Spec.Pool.Generation != generation || slice.Spec.Pool.ResourceSliceCount != int64(count) {
+			return false
+		}
+	}
+	return true
 }
 
 // match pairs every desired spec with an existing slice: first the
@@ -443,7 +562,7 @@ func (p *Publisher) writer(slice *resourcev1.ResourceSlice) versioned.Interface 
 	return p.client
 }
 
-func (p *Publisher) delete(ctx context.Context, slice *resourcev1.ResourceSlice, counts *Counts) error {
+func (p *Publisher) delete(ctx context.Context, slice *resourcev1.ResourceSlice, state *passState, counts *Counts) error {
 	if err := p.limiter.Wait(ctx); err != nil {
 		return err
 	}
@@ -453,6 +572,7 @@ func (p *Publisher) delete(ctx context.Context, slice *resourcev1.ResourceSlice,
 	if err != nil {
 		return fmt.Errorf("delete slice %s: %w", slice.Name, err)
 	}
+	state.drop(slice.Name)
 	if deleted {
 		counts.Deleted++
 	}

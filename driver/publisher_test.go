@@ -26,10 +26,13 @@ import (
 const testDriver = "gpu.example.com"
 
 // countingClient is a fake clientset that counts the writes to slices
-// and can fail chosen ones.
+// and can fail chosen ones. Slices it creates or updates get a new
+// resourceVersion, as on the server (the fake's tracker leaves them
+// empty).
 type countingClient struct {
 	*fake.Clientset
 	mu     sync.Mutex
+	rv     int
 	writes map[string]int
 	// fail, if set, may return an error for a write verb.
 	fail func(verb string, obj runtime.Object) error
@@ -48,6 +51,10 @@ func newCountingClient(objects ...runtime.Object) *countingClient {
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		if slice, ok := obj.(*resourcev1.ResourceSlice); ok {
+			c.rv++
+			slice.ResourceVersion = fmt.Sprint(c.rv)
+		}
 		if c.fail != nil {
 			if err := c.fail(verb, obj); err != nil {
 				return true, nil, err
@@ -505,4 +512,153 @@ func (s concurrentCreatesSlices) Create(ctx context.Context, slice *resourcev1.R
 	c.inFlight--
 	c.mu.Unlock()
 	return s.ResourceSliceInterface.Create(ctx, slice, opts)
+}
+
+var slicesResource = schema.GroupVersionResource{Group: "resource.draplane.dev", Version: "v1", Resource: "resourceslices"}
+
+// TestPublisherRunRepairs: a running publisher puts back what is changed
+// behind its back (through the tracker, which the publisher's writes do
+// not go through), with the fewest writes, and then writes nothing more:
+// its own writes come back through its watch without a pass.
+func TestPublisherRunRepairs(t *testing.T) {
+	prefix := SliceNamePrefix(testDriver, "node-a")
+	tests := []struct {
+		name string
+		// change changes the published slices (the tracker's copies).
+		change     func(t *testing.T, client *countingClient)
+		wantWrites map[string]int
+		// newGeneration: the pool is published under a new generation.
+		newGeneration bool
+	}{
+		{
+			name: "a deleted slice is created again under the same generation",
+			change: func(t *testing.T, client *countingClient) {
+				if err := client.Tracker().Delete(slicesResource, "", prefix+"1"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantWrites: map[string]int{"create": 1},
+		},
+		{
+			name: "an edited device is put back",
+			change: func(t *testing.T, client *countingClient) {
+				edit(t, client, prefix+"2", func(s *resourcev1.ResourceSlice) {
+					s.Spec.Devices[0].Attributes["model"] = resourcev1.DeviceAttribute{StringValue: ptr.To("tampered")}
+				})
+			},
+			wantWrites: map[string]int{"update": 1},
+		},
+		{
+			name: "a label of someone else's is no reason to write",
+			change: func(t *testing.T, client *countingClient) {
+				edit(t, client, prefix+"0", func(s *resourcev1.ResourceSlice) { s.Labels["example.com/seen"] = "yes" })
+			},
+			wantWrites: map[string]int{},
+		},
+		{
+			name: "a slice of another pool on the node is removed",
+			change: func(t *testing.T, client *countingClient) {
+				stray := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "stray", ResourceVersion: "stray-1"},
+					Spec: resourcev1.ResourceSliceSpec{Driver: testDriver, NodeName: ptr.To("node-a"),
+						Pool: resourcev1.ResourcePool{Name: "stray", Generation: 1, ResourceSliceCount: 1}}}
+				if err := client.Tracker().Create(slicesResource, stray, ""); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantWrites: map[string]int{"delete": 1},
+		},
+		{
+			name: "every slice deleted: back under a new generation",
+			change: func(t *testing.T, client *countingClient) {
+				for i := range 3 {
+					if err := client.Tracker().Delete(slicesResource, "", fmt.Sprintf("%s%d", prefix, i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			wantWrites:    map[string]int{"create": 3},
+			newGeneration: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			client := newCountingClient()
+			p, err := NewPublisher(client, Options{DriverName: testDriver, NodeName: "node-a", RepairDelay: 10 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := nodePool(300, "a")
+			p.Update(pool)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				p.Run(ctx)
+			}()
+			defer func() {
+				cancel()
+				<-done
+			}()
+			<-p.Synced()
+			// The echoes of the first pass's creates: no pass.
+			time.Sleep(200 * time.Millisecond)
+			if got := client.reset(); fmt.Sprint(got) != fmt.Sprint(map[string]int{"create": 3}) {
+				t.Fatalf("first publication wrote %v, want 3 creates", got)
+			}
+			generation := checkPool(t, client.slices(t), 300)
+
+			tc.change(t, client)
+			deadline := time.Now().Add(5 * time.Second)
+			for !repaired(client.slices(t), pool, generation, tc.newGeneration) {
+				if time.Now().After(deadline) {
+					t.Fatalf("not repaired within 5s: %d slices", len(client.slices(t)))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// Writes caused by its own would come within this time.
+			time.Sleep(200 * time.Millisecond)
+			if got := client.reset(); fmt.Sprint(got) != fmt.Sprint(tc.wantWrites) {
+				t.Errorf("writes %v, want %v", got, tc.wantWrites)
+			}
+			checkPool(t, client.slices(t), 300)
+		})
+	}
+}
+
+// edit changes a slice in the tracker as someone else would, with a new
+// resourceVersion.
+func edit(t *testing.T, client *countingClient, name string, change func(*resourcev1.ResourceSlice)) {
+	t.Helper()
+	obj, err := client.Tracker().Get(slicesResource, "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slice := obj.(*resourcev1.ResourceSlice).DeepCopy()
+	change(slice)
+	slice.ResourceVersion = "edited-" + slice.ResourceVersion
+	if err := client.Tracker().Update(slicesResource, slice, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// repaired says whether the slices are the pool as published: only the
+// pool's slices, each device once with its model, one generation (the
+// old one, or a higher one if newGeneration).
+func repaired(slices []resourcev1.ResourceSlice, pool Pool, generation int64, newGeneration bool) bool {
+	devices := 0
+	for _, s := range slices {
+		if s.Spec.Pool.Name != pool.Name || s.Spec.Pool.ResourceSliceCount != int64(len(slices)) ||
+			(s.Spec.Pool.Generation > generation) != newGeneration || s.Spec.Pool.Generation < generation {
+			return false
+		}
+		for _, d := range s.Spec.Devices {
+			if *d.Attributes["model"].StringValue != "a" {
+				return false
+			}
+			devices++
+		}
+	}
+	return devices == len(pool.Devices)
 }

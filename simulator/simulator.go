@@ -135,6 +135,11 @@ type Options struct {
 	// conditions (the part of a driver that runs as a controller, which
 	// watches claims).
 	NodeClients func(nodeName string) (kubernetes.Interface, versioned.Interface)
+	// SliceInformer, if set, is a shared ResourceSlice informer that the
+	// publisher watches the simulated slices through (it repairs what
+	// someone else deletes or changes); its owner starts it. Nil: the
+	// publisher watches the driver's slices with an informer of its own.
+	SliceInformer cache.SharedIndexInformer
 	// SkipNodeOperations, when set, is the skipNodeOperations of every
 	// node's slice: the simulated nodes then do not call the driver for
 	// those operations (needs the DRAOptionalNodeOperations gate).
@@ -233,6 +238,7 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 		WritesPerSecond: max(1000, nodeAgentWritesPerSecond*float64(opts.Nodes)),
 		NodeClient:      s.nodeResourceClient,
 		Workers:         opts.SeedWorkers,
+		SliceInformer:   opts.SliceInformer,
 		SliceName: func(poolName string, index int) string {
 			if index == 0 {
 				return SliceName(poolName, opts.Driver)

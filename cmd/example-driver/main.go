@@ -90,7 +90,8 @@ func run(ctx context.Context, kubeconfig, nodeName, driverName string, devices i
 
 	// The node agent's clean start: every slice of the node goes, then
 	// the drivers publish again.
-	if _, err := driver.RemoveNodeSlices(ctx, resourceClient, nodeName); err != nil {
+	removed, err := driver.RemoveNodeSlices(ctx, resourceClient, nodeName)
+	if err != nil {
 		return err
 	}
 	node, err := nodeagent.RegisterNode(ctx, kubeClient, nodeName, "example-driver")
@@ -101,7 +102,10 @@ func run(ctx context.Context, kubeconfig, nodeName, driverName string, devices i
 	if err != nil {
 		return err
 	}
-	publisher.Update(driver.Pool{Name: nodeName, NodeName: nodeName, Devices: gpus(devices), Owner: driver.NodeOwner(node)})
+	// Above the generation of the slices just removed: a consumer that
+	// missed the deletes takes the new slices as newer.
+	publisher.Update(driver.Pool{Name: nodeName, NodeName: nodeName, Devices: gpus(devices), Owner: driver.NodeOwner(node),
+		MinGeneration: removed.MinGeneration(driverName, nodeName)})
 	go publisher.Run(ctx)
 	go func() {
 		select {

@@ -21,7 +21,12 @@ import (
 	"github.com/draplane/draplane/test/launcher"
 )
 
-const agentNode = "agent-node-0"
+const (
+	agentNode = "agent-node-0"
+	// agentGracePeriod is the agent's --deregistration-grace-period:
+	// longer than the plugin takes to restart, short for a test.
+	agentGracePeriod = 8 * time.Second
+)
 
 // buildUpstreamDriver builds test/e2e/upstreamdriver, a DRA driver on
 // k8s.io/dynamic-resource-allocation's kubeletplugin in a module of its
@@ -107,7 +112,11 @@ func socketDir(t *testing.T) string {
 //     and the agent starts again: that claim is unprepared once and the
 //     surviving pod is not prepared again;
 //  6. the plugin restarts and registers again, with no duplicate slices;
-//  7. the health the plugin reports reaches the pod's status.
+//     back within the agent's --deregistration-grace-period, it keeps its
+//     slice untouched (same UID and resourceVersion);
+//  7. the health the plugin reports reaches the pod's status;
+//  8. the plugin stopped for longer than the grace period loses its
+//     slice, not before the period is over.
 //
 // The agent and the plugin run with the node's identity, not the admin's:
 // the agent mints its own (user draplane:node:<node>) from the data dir's
@@ -130,7 +139,8 @@ func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 
 	agent := &launcher.Process{Name: "node-agent", Binary: serverBinary,
 		Args: []string{"node-agent", "--data-dir", s.dataDir, "--driver", upstreamPlugin, "--node-name", agentNode,
-			"--plugin-registration-dir", registrarDir, "--checkpoint", checkpoint, "-v", "2"},
+			"--plugin-registration-dir", registrarDir, "--checkpoint", checkpoint,
+			"--deregistration-grace-period", agentGracePeriod.String(), "-v", "2"},
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)
@@ -308,6 +318,43 @@ func TestNodeAgentWithUpstreamDriver(t *testing.T) {
 	eventually("a pod runs through the restarted plugin", func() bool { return podPhase("after-restart") == corev1.PodRunning })
 	if got := nodeSlices(); len(got) != 1 {
 		t.Errorf("slices of the node after the plugin's restart: %v, want one", got)
+	}
+
+	// 6, continued. A plugin back within the grace period keeps its
+	// slice as it was: not removed, not written.
+	sliceVersion := func() string {
+		return s.MustKubectl(t, "", "get", "resourceslices.resource.k8s.io", "--field-selector", "spec.nodeName="+agentNode,
+			"-o", `jsonpath={range .items[*]}{.metadata.name}{" "}{.metadata.uid}{" "}{.metadata.resourceVersion}{"\n"}{end}`)
+	}
+	before := sliceVersion()
+	registered = registrations(agent.Output())
+	stopped := time.Now()
+	drv.Stop()
+	if err := drv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually("the plugin registers again within the grace period", func() bool {
+		return registrations(agent.Output()) > registered
+	})
+	if back := time.Since(stopped); back >= agentGracePeriod {
+		t.Fatalf("the plugin took %v to come back, not within the grace period %v", back, agentGracePeriod)
+	}
+	// Past the end of the period that its deregistration started.
+	time.Sleep(time.Until(stopped.Add(agentGracePeriod + 2*time.Second)))
+	if after := sliceVersion(); after != before {
+		t.Errorf("the slice of a plugin back within the grace period changed:\nbefore %safter  %s", before, after)
+	}
+
+	// 8. Stopped for longer than the grace period: the slice goes, once
+	// the period is over.
+	stopped = time.Now()
+	drv.Stop()
+	eventually("the slice of the stopped plugin is removed", func() bool { return len(nodeSlices()) == 0 })
+	if gone := time.Since(stopped); gone < agentGracePeriod-time.Second {
+		t.Errorf("the slice went %v after the plugin stopped, before the grace period %v was over", gone, agentGracePeriod)
+	}
+	if !strings.Contains(agent.Output(), "Removed the slices of a driver whose plugin did not come back") {
+		t.Errorf("the agent did not log the removal:\n%s", launcher.Tail(agent.Output(), 20))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/draplane/draplane/server/pki"
 )
@@ -42,11 +43,13 @@ draplane:driver:<driver> for each driver it may publish ResourceSlices of.`,
 			return nil
 		},
 	}
-	fs := cmd.Flags()
+	var fss cliflag.NamedFlagSets
+	fs := fss.FlagSet("client kubeconfig")
 	fs.StringVar(&k.DataDir, "data-dir", "", "data directory of the server whose CA signs (default: the server's default data dir)")
 	fs.StringVar(&k.User, "user", "", "user name (the certificate's CommonName; required)")
 	fs.StringSliceVar(&k.Groups, "group", nil, "group, repeatable (the certificate's Organizations)")
 	fs.StringVar(&k.ServerURL, "server", "", "server URL (default: the one in the data dir's admin.kubeconfig)")
 	fs.StringVarP(&k.Path, "output", "o", "", "kubeconfig file to write (required)")
+	setSubcommandFlags(cmd, fss)
 	return cmd
 }

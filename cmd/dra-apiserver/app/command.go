@@ -66,14 +66,30 @@ kubeconfig in --data-dir, serving on https://127.0.0.1:6444.`,
 	for _, fs := range fss.FlagSets {
 		cmd.Flags().AddFlagSet(fs)
 	}
-	cols := 0
-	if term.IsTerminal(int(os.Stdout.Fd())) {
-		cols, _, _ = term.GetSize(int(os.Stdout.Fd()))
-	}
-	cliflag.SetUsageAndHelpFunc(cmd, fss, cols)
+	cliflag.SetUsageAndHelpFunc(cmd, fss, terminalColumns())
 
 	cmd.AddCommand(newVersionCommand(), newNodeAgentCommand(), newClientKubeconfigCommand())
 	return cmd
+}
+
+// terminalColumns is the width help text is wrapped to: the terminal's,
+// or none when stdout is not one.
+func terminalColumns() int {
+	if !term.IsTerminal(int(os.Stdout.Fd())) {
+		return 0
+	}
+	cols, _, _ := term.GetSize(int(os.Stdout.Fd()))
+	return cols
+}
+
+// setSubcommandFlags adds a subcommand's flag sets to it and gives it a
+// help and usage of its own, which show those flags only. Without it the
+// subcommand inherits the root's, which show the server's flags.
+func setSubcommandFlags(cmd *cobra.Command, fss cliflag.NamedFlagSets) {
+	for _, fs := range fss.FlagSets {
+		cmd.Flags().AddFlagSet(fs)
+	}
+	cliflag.SetUsageAndHelpFunc(cmd, fss, terminalColumns())
 }
 
 func newVersionCommand() *cobra.Command {
@@ -100,6 +116,8 @@ func newVersionCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: empty for one line, or json.")
+	var fss cliflag.NamedFlagSets
+	fss.FlagSet("version").StringVarP(&output, "output", "o", "", "Output format: empty for one line, or json.")
+	setSubcommandFlags(cmd, fss)
 	return cmd
 }

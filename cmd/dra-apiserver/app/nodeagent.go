@@ -7,10 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
@@ -55,13 +59,17 @@ type NodeAgentOptions struct {
 	ResourceAPI string
 	// Allocatable is what the node reports it has, as "<resource>=<quantity>".
 	Allocatable map[string]string
-	Logs        *logsapi.LoggingConfiguration
+	// DeregistrationGracePeriod is how long a driver may have no plugin
+	// before the node's slices of it are removed.
+	DeregistrationGracePeriod time.Duration
+	Logs                      *logsapi.LoggingConfiguration
 }
 
 // newNodeAgentCommand is `dra-apiserver node-agent`: the kubelet's DRA part
 // for one node, for any DRA driver's unmodified kubelet plugin.
 func newNodeAgentCommand() *cobra.Command {
-	o := &NodeAgentOptions{RegistrationDir: DefaultPluginRegistrationDir, Workers: 2, Logs: logsapi.NewLoggingConfiguration()}
+	o := &NodeAgentOptions{RegistrationDir: DefaultPluginRegistrationDir, Workers: 2,
+		DeregistrationGracePeriod: nodeagent.DefaultDeregistrationGracePeriod, Logs: logsapi.NewLoggingConfiguration()}
 	cmd := &cobra.Command{
 		Use:   "node-agent",
 		Short: "Play a node's kubelet for DRA kubelet plugins",
@@ -92,7 +100,8 @@ to the node's objects, and gets the claims of its pods by name.`,
 			return o.run(ctx)
 		},
 	}
-	fs := cmd.Flags()
+	var fss cliflag.NamedFlagSets
+	fs := fss.FlagSet("node agent")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the dra-apiserver, with the node's identity (default: one signed for user draplane:node:<node> in group draplane:nodes by the CA of --data-dir, written to node-agent/<node>/kubeconfig there)")
 	fs.StringVar(&o.DataDir, "data-dir", "", "data directory of a standalone server on this machine, whose CA signs the node's identity when --kubeconfig is not given (default: the server's default data dir)")
 	fs.StringSliceVar(&o.Drivers, "driver", nil, "driver name, repeatable: the node's identity gets the group draplane:driver:<driver>, so that its clean start may remove that driver's slices of the node (without --kubeconfig)")
@@ -102,14 +111,28 @@ to the node's objects, and gets the claims of its pods by name.`,
 	fs.IntVar(&o.Workers, "workers", o.Workers, "pods handled at once")
 	fs.StringVar(&o.ResourceAPI, "resource-api", o.ResourceAPI, "API group of the claims the node prepares: resource.draplane.dev (a dra-apiserver's own), resource.k8s.io (any kube-apiserver's, for example a cluster whose pods draplane or kube-scheduler places; the agent then also removes its deleted pods once their claims are unprepared, as a kubelet does), or empty for resource.draplane.dev where the server serves it, else resource.k8s.io")
 	fs.StringToStringVar(&o.Allocatable, "allocatable", nil, "capacity and allocatable the node reports, for schedulers that check pods' requests, for example cpu=8,memory=32Gi,pods=110 (default: the machine's cpus and memory, 110 pods)")
-	logsapi.AddFlags(o.Logs, fs)
-	logs.AddFlags(fs, logs.SkipLoggingConfigurationFlags())
+	fs.DurationVar(&o.DeregistrationGracePeriod, "deregistration-grace-period", o.DeregistrationGracePeriod, "how long a driver may have no registered plugin before the node's slices of it are removed, as the kubelet does; a plugin back in time keeps its slices as they are")
+	logFlags := fss.FlagSet("logging")
+	// The agent has no feature gates: the logging flags that need
+	// LoggingAlphaOptions or LoggingBetaOptions would only be refused.
+	all := pflag.NewFlagSet("logging", pflag.ContinueOnError)
+	logsapi.AddFlags(o.Logs, all)
+	all.VisitAll(func(f *pflag.Flag) {
+		if !strings.HasPrefix(f.Usage, "[Alpha]") && !strings.HasPrefix(f.Usage, "[Beta]") {
+			logFlags.AddFlag(f)
+		}
+	})
+	logs.AddFlags(logFlags, logs.SkipLoggingConfigurationFlags())
+	setSubcommandFlags(cmd, fss)
 	return cmd
 }
 
 func (o *NodeAgentOptions) complete() error {
 	if o.NodeName == "" {
 		return errors.New("--node-name is required")
+	}
+	if o.DeregistrationGracePeriod <= 0 {
+		return errors.New("--deregistration-grace-period must be positive")
 	}
 	if o.Kubeconfig != "" && o.Checkpoint != "" {
 		return nil
@@ -174,13 +197,21 @@ func (o *NodeAgentOptions) run(ctx context.Context) error {
 	// The agent exists before the registry runs; the callbacks only run
 	// once the registry does.
 	var agent *nodeagent.Agent
-	registry := grpcplugin.New(grpcplugin.Options{
+	var registry *grpcplugin.Registry
+	remover := nodeagent.NewSliceRemover(resourceClient, o.NodeName, o.DeregistrationGracePeriod, nil)
+	defer remover.Wait()
+	registry = grpcplugin.New(grpcplugin.Options{
 		Dir: o.RegistrationDir,
 		OnChange: func(e grpcplugin.Event) {
 			logger.Info("Kubelet plugin", "driver", e.DriverName, "registered", e.Registered, "service", e.Service, "endpoint", e.Endpoint)
 			if e.Registered {
+				remover.Back(e.DriverName)
 				// Pods that waited for the driver may start now.
 				agent.Resync()
+				return
+			}
+			if !slices.ContainsFunc(registry.Plugins(), func(p grpcplugin.Plugin) bool { return p.DriverName == e.DriverName }) {
+				remover.Gone(ctx, e.DriverName)
 			}
 		},
 		OnHealth: func(u grpcplugin.HealthUpdate) {
