@@ -29,6 +29,7 @@ import (
 	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcev1informers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
+	"github.com/draplane/draplane/inprocess"
 	"github.com/draplane/draplane/resourceclient"
 )
 
@@ -79,7 +80,7 @@ type ControllerManager struct {
 	simulator simulatorState
 	// shared, when set, gives the controllers and the simulator the
 	// process's informers while they are not leader-elected.
-	shared *SharedInformers
+	shared *inprocess.SharedInformers
 }
 
 // New returns a controller manager for config; nothing runs before Start*.
@@ -90,10 +91,10 @@ func New(config Config) *ControllerManager {
 // UseSharedInformers makes the controllers and the simulator watch
 // through the informers of shared (those of the resourcepools view too)
 // instead of informers of their own. Call it before Start*.
-func (m *ControllerManager) UseSharedInformers(shared *SharedInformers) { m.shared = shared }
+func (m *ControllerManager) UseSharedInformers(shared *inprocess.SharedInformers) { m.shared = shared }
 
 // sharedInformers returns the process's informers, if it has any.
-func (m *ControllerManager) sharedInformers(loopback *rest.Config) (*Informers, error) {
+func (m *ControllerManager) sharedInformers(loopback *rest.Config) (*inprocess.Informers, error) {
 	if m.shared == nil {
 		return nil, nil
 	}
@@ -104,9 +105,9 @@ func (m *ControllerManager) sharedInformers(loopback *rest.Config) (*Informers, 
 // through loopback, pods, nodes, events and leases through the host when
 // there is one. Each makes at most qps requests per second, with bursts.
 func (m *ControllerManager) clients(loopback *rest.Config, useHost bool, qps float32, burst int) (kubernetes.Interface, versioned.Interface, error) {
-	config := InProcessConfig(loopback)
+	config := inprocess.InProcessConfig(loopback)
 	config.QPS, config.Burst = qps, burst
-	kubeConfig := InProcessConfig(loopback)
+	kubeConfig := inprocess.InProcessConfig(loopback)
 	kubeConfig.QPS, kubeConfig.Burst = qps, burst
 	if useHost && m.config.Host != nil {
 		kubeConfig = rest.CopyConfig(m.config.Host)
@@ -180,20 +181,20 @@ func (m *ControllerManager) ReleaseLeases(timeout time.Duration) {
 // (stop ends the informers, with the process); otherwise, and for a host
 // cluster's pods, nodes and namespaces, on informers of the term.
 func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
-	shared *Informers, stop <-chan struct{}) error {
+	shared *inprocess.Informers, stop <-chan struct{}) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 	// core/v1 from the shared informers where they watch the cluster the
 	// pods are in: this server's core-lite, or the host in cluster mode.
-	term := newTermInformers(kubeClient, resourceClient, shared, stop, m.config.Host == nil || m.shared != nil && m.shared.OnHost())
-	defer term.end()
+	term := inprocess.NewTermInformers(kubeClient, resourceClient, shared, stop, m.config.Host == nil || m.shared != nil && m.shared.OnHost())
+	defer term.End()
 	podGroups := m.podGroups(logger, kubeClient, term)
 	controllers, err := m.newControllers(logger, kubeClient, resourceClient, term.Core, term.Resource, podGroups)
 	if err != nil {
 		return err
 	}
 
-	term.start(ctx)
+	term.Start(ctx)
 	done := make(chan struct{}, len(controllers))
 	for _, c := range controllers {
 		go func() {
@@ -212,7 +213,7 @@ func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kuber
 // with the GenericWorkload gate, core-lite's PodGroups standalone, the
 // host cluster's in aggregated mode where the host serves them. A host
 // that does not is said so, once per term.
-func (m *ControllerManager) podGroups(logger klog.Logger, kubeClient kubernetes.Interface, term *termInformers) schedulinginformers.PodGroupInformer {
+func (m *ControllerManager) podGroups(logger klog.Logger, kubeClient kubernetes.Interface, term *inprocess.TermInformers) schedulinginformers.PodGroupInformer {
 	if !features.Enabled(features.GenericWorkload) {
 		return nil
 	}
@@ -224,7 +225,7 @@ func (m *ControllerManager) podGroups(logger klog.Logger, kubeClient kubernetes.
 		}
 		logger.Info("Placing gangs of the host cluster's PodGroups")
 	}
-	return term.own.Kube.Scheduling().V1beta1().PodGroups()
+	return term.Own.Kube.Scheduling().V1beta1().PodGroups()
 }
 
 // clusterMode says whether the controllers place a host cluster's own

@@ -24,9 +24,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/draplane/draplane/auth/node"
-	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/controllers/namespace"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/inprocess"
 	"github.com/draplane/draplane/registry/core"
 )
 
@@ -61,11 +61,11 @@ type CoreLite struct {
 // of resourceslices and resourceclaims/status (ExtraConfig.NodeRestriction).
 // Everything core-lite watches comes from shared, the process's shared
 // informers (InProcess.Informers).
-func NewCoreLite(loopback *rest.Config, shared *controllermanager.Informers, nodeRestriction *node.Admission) (*CoreLite, admission.Interface, error) {
+func NewCoreLite(loopback *rest.Config, shared *inprocess.Informers, nodeRestriction *node.Admission) (*CoreLite, admission.Interface, error) {
 	// Protobuf without gzip, as the other clients in the process (the
 	// namespace and ClusterRole aggregation controllers, bootstrap, the
 	// NamespaceLifecycle plugin's lookups).
-	loopback = controllermanager.InProcessConfig(loopback)
+	loopback = inprocess.InProcessConfig(loopback)
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return nil, nil, fmt.Errorf("loopback client: %w", err)
