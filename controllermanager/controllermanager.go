@@ -1,7 +1,9 @@
 // Package controllermanager runs the in-process controllers and the
 // simulator against the API server: it builds the controllers on one
 // shared informer factory per client, and runs them, and the simulator,
-// behind leader election when replicas share an etcd.
+// behind leader election when replicas share an etcd. Core-lite's
+// controllers, which run on every replica, start from here too
+// (Controller, AddEveryReplica).
 package controllermanager
 
 import (
@@ -81,6 +83,8 @@ type ControllerManager struct {
 	// shared, when set, gives the controllers and the simulator the
 	// process's informers while they are not leader-elected.
 	shared *inprocess.SharedInformers
+	// everyReplica are the controllers that are not leader-elected.
+	everyReplica []Controller
 }
 
 // New returns a controller manager for config; nothing runs before Start*.
@@ -241,7 +245,7 @@ func (m *ControllerManager) clusterMode() bool {
 // claims of pods that are done and evicts for device taints; its kubelets
 // finish pods and its garbage collectors remove what deleted nodes leave.
 func (m *ControllerManager) newClusterControllers(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
-	core corev1informers.Interface, resource resourcev1informers.Interface, podGroups schedulinginformers.PodGroupInformer) ([]namedController, error) {
+	core corev1informers.Interface, resource resourcev1informers.Interface, podGroups schedulinginformers.PodGroupInformer) ([]Controller, error) {
 	// DeviceTaintRules are resource.k8s.io/v1 from Kubernetes 1.37 on; an
 	// informer of a resource the host does not serve would never sync.
 	taintRules := resource.DeviceTaintRules()
@@ -259,19 +263,13 @@ func (m *ControllerManager) newClusterControllers(logger klog.Logger, kubeClient
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}
-	return []namedController{{"allocation", allocationController.Run}}, nil
+	return []Controller{{name: "allocation", run: allocationController.Run}}, nil
 }
 
-// namedController is a controller's Run under the name it logs with.
-type namedController struct {
-	name string
-	run  func(ctx context.Context, workers int)
-}
-
-// newControllers builds the controllers; each asks the factories for the
-// informers it needs before they start.
+// newControllers builds the leader-elected controllers; each asks the
+// factories for the informers it needs before they start.
 func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
-	core corev1informers.Interface, resource resourcev1informers.Interface, podGroups schedulinginformers.PodGroupInformer) ([]namedController, error) {
+	core corev1informers.Interface, resource resourcev1informers.Interface, podGroups schedulinginformers.PodGroupInformer) ([]Controller, error) {
 	pods := core.Pods()
 	nodes := core.Nodes()
 	claims := resource.ResourceClaims()
@@ -304,9 +302,9 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}
-	controllers := []namedController{
-		{"resourceclaim", claimController.Run},
-		{"allocation", allocationController.Run},
+	controllers := []Controller{
+		{name: "resourceclaim", run: claimController.Run},
+		{name: "allocation", run: allocationController.Run},
 	}
 	// As upstream's controller manager, no taint evicts while device
 	// taints are off.
@@ -316,7 +314,7 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 		if err != nil {
 			return nil, fmt.Errorf("device taint eviction controller: %w", err)
 		}
-		controllers = append(controllers, namedController{"devicetainteviction", evictionController.Run})
+		controllers = append(controllers, Controller{name: "devicetainteviction", run: evictionController.Run})
 	}
 	// A host cluster's kubelets finish their pods themselves.
 	if m.config.Host == nil {
@@ -324,21 +322,21 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 		if err != nil {
 			return nil, fmt.Errorf("pod termination controller: %w", err)
 		}
-		controllers = append(controllers, namedController{"podtermination", terminationController.Run})
+		controllers = append(controllers, Controller{name: "podtermination", run: terminationController.Run})
 		// A host cluster's garbage collector removes slices owned by a
 		// deleted Node; standalone has none.
 		staleSlicesController, err := staleslices.NewController(logger.WithName("staleslices"), kubeClient, resourceClient, nodes, slices)
 		if err != nil {
 			return nil, fmt.Errorf("stale slices controller: %w", err)
 		}
-		controllers = append(controllers, namedController{"staleslices", staleSlicesController.Run})
+		controllers = append(controllers, Controller{name: "staleslices", run: staleSlicesController.Run})
 		// A host cluster's pod garbage collector removes the pods of a
 		// deleted Node; standalone has none.
 		podGCController, err := podgc.NewController(logger.WithName("podgc"), kubeClient, pods, nodes)
 		if err != nil {
 			return nil, fmt.Errorf("pod garbage collector: %w", err)
 		}
-		controllers = append(controllers, namedController{"podgc", podGCController.Run})
+		controllers = append(controllers, Controller{name: "podgc", run: podGCController.Run})
 	}
 	return controllers, nil
 }
