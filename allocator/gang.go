@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/podclaims/nodeaffinity"
 )
 
 // DefaultGangBudget bounds the allocator searches of one gang placement:
@@ -603,7 +603,7 @@ func (g *gangSearch) followsFit(m int, node *corev1.Node) bool {
 		}
 		// By UID: each member brings its own copy of the shared claim.
 		alloc := g.alloc[o][slices.IndexFunc(g.own[o], func(own *resourceapi.ResourceClaim) bool { return own.UID == claim.UID })]
-		if alloc != nil && alloc.NodeSelector != nil && !podclaims.NodeSelectorMatches(alloc.NodeSelector, node) {
+		if alloc != nil && alloc.NodeSelector != nil && !nodeaffinity.NodeSelectorMatches(alloc.NodeSelector, node) {
 			return false
 		}
 	}

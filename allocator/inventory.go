@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/podclaims/nodeaffinity"
 )
 
 // Snapshot is the cluster state the allocator works from: device classes,
@@ -496,7 +496,7 @@ func (inv *Inventory) view(node *corev1.Node) *nodeView {
 	all := make([]*device, 0, len(local))
 	all = append(all, local...)
 	for _, d := range inv.floating {
-		if d.allNodes || podclaims.NodeSelectorMatches(d.nodeSelector, node) {
+		if d.allNodes || nodeaffinity.NodeSelectorMatches(d.nodeSelector, node) {
 			all = append(all, d)
 		}
 	}

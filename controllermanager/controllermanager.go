@@ -1,7 +1,9 @@
 // Package controllermanager runs the in-process controllers and the
 // simulator against the API server: it builds the controllers on one
 // shared informer factory per client, and runs them, and the simulator,
-// behind leader election when replicas share an etcd.
+// behind leader election when replicas share an etcd. Core-lite's
+// controllers, which run on every replica, start from here too
+// (Controller, AddEveryReplica).
 package controllermanager
 
 import (
@@ -29,6 +31,7 @@ import (
 	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcev1informers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
+	"github.com/draplane/draplane/inprocess"
 	"github.com/draplane/draplane/resourceclient"
 )
 
@@ -79,7 +82,9 @@ type ControllerManager struct {
 	simulator simulatorState
 	// shared, when set, gives the controllers and the simulator the
 	// process's informers while they are not leader-elected.
-	shared *SharedInformers
+	shared *inprocess.SharedInformers
+	// everyReplica are the controllers that are not leader-elected.
+	everyReplica []Controller
 }
 
 // New returns a controller manager for config; nothing runs before Start*.
@@ -90,10 +95,10 @@ func New(config Config) *ControllerManager {
 // UseSharedInformers makes the controllers and the simulator watch
 // through the informers of shared (those of the resourcepools view too)
 // instead of informers of their own. Call it before Start*.
-func (m *ControllerManager) UseSharedInformers(shared *SharedInformers) { m.shared = shared }
+func (m *ControllerManager) UseSharedInformers(shared *inprocess.SharedInformers) { m.shared = shared }
 
 // sharedInformers returns the process's informers, if it has any.
-func (m *ControllerManager) sharedInformers(loopback *rest.Config) (*Informers, error) {
+func (m *ControllerManager) sharedInformers(loopback *rest.Config) (*inprocess.Informers, error) {
 	if m.shared == nil {
 		return nil, nil
 	}
@@ -104,9 +109,9 @@ func (m *ControllerManager) sharedInformers(loopback *rest.Config) (*Informers, 
 // through loopback, pods, nodes, events and leases through the host when
 // there is one. Each makes at most qps requests per second, with bursts.
 func (m *ControllerManager) clients(loopback *rest.Config, useHost bool, qps float32, burst int) (kubernetes.Interface, versioned.Interface, error) {
-	config := InProcessConfig(loopback)
+	config := inprocess.InProcessConfig(loopback)
 	config.QPS, config.Burst = qps, burst
-	kubeConfig := InProcessConfig(loopback)
+	kubeConfig := inprocess.InProcessConfig(loopback)
 	kubeConfig.QPS, kubeConfig.Burst = qps, burst
 	if useHost && m.config.Host != nil {
 		kubeConfig = rest.CopyConfig(m.config.Host)
@@ -180,20 +185,20 @@ func (m *ControllerManager) ReleaseLeases(timeout time.Duration) {
 // (stop ends the informers, with the process); otherwise, and for a host
 // cluster's pods, nodes and namespaces, on informers of the term.
 func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
-	shared *Informers, stop <-chan struct{}) error {
+	shared *inprocess.Informers, stop <-chan struct{}) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 	// core/v1 from the shared informers where they watch the cluster the
 	// pods are in: this server's core-lite, or the host in cluster mode.
-	term := newTermInformers(kubeClient, resourceClient, shared, stop, m.config.Host == nil || m.shared != nil && m.shared.OnHost())
-	defer term.end()
+	term := inprocess.NewTermInformers(kubeClient, resourceClient, shared, stop, m.config.Host == nil || m.shared != nil && m.shared.OnHost())
+	defer term.End()
 	podGroups := m.podGroups(logger, kubeClient, term)
 	controllers, err := m.newControllers(logger, kubeClient, resourceClient, term.Core, term.Resource, podGroups)
 	if err != nil {
 		return err
 	}
 
-	term.start(ctx)
+	term.Start(ctx)
 	done := make(chan struct{}, len(controllers))
 	for _, c := range controllers {
 		go func() {
@@ -212,7 +217,7 @@ func (m *ControllerManager) runControllers(ctx context.Context, kubeClient kuber
 // with the GenericWorkload gate, core-lite's PodGroups standalone, the
 // host cluster's in aggregated mode where the host serves them. A host
 // that does not is said so, once per term.
-func (m *ControllerManager) podGroups(logger klog.Logger, kubeClient kubernetes.Interface, term *termInformers) schedulinginformers.PodGroupInformer {
+func (m *ControllerManager) podGroups(logger klog.Logger, kubeClient kubernetes.Interface, term *inprocess.TermInformers) schedulinginformers.PodGroupInformer {
 	if !features.Enabled(features.GenericWorkload) {
 		return nil
 	}
@@ -224,7 +229,7 @@ func (m *ControllerManager) podGroups(logger klog.Logger, kubeClient kubernetes.
 		}
 		logger.Info("Placing gangs of the host cluster's PodGroups")
 	}
-	return term.own.Kube.Scheduling().V1beta1().PodGroups()
+	return term.Own.Kube.Scheduling().V1beta1().PodGroups()
 }
 
 // clusterMode says whether the controllers place a host cluster's own
@@ -240,7 +245,7 @@ func (m *ControllerManager) clusterMode() bool {
 // claims of pods that are done and evicts for device taints; its kubelets
 // finish pods and its garbage collectors remove what deleted nodes leave.
 func (m *ControllerManager) newClusterControllers(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
-	core corev1informers.Interface, resource resourcev1informers.Interface, podGroups schedulinginformers.PodGroupInformer) ([]namedController, error) {
+	core corev1informers.Interface, resource resourcev1informers.Interface, podGroups schedulinginformers.PodGroupInformer) ([]Controller, error) {
 	// DeviceTaintRules are resource.k8s.io/v1 from Kubernetes 1.37 on; an
 	// informer of a resource the host does not serve would never sync.
 	taintRules := resource.DeviceTaintRules()
@@ -258,19 +263,13 @@ func (m *ControllerManager) newClusterControllers(logger klog.Logger, kubeClient
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}
-	return []namedController{{"allocation", allocationController.Run}}, nil
+	return []Controller{{name: "allocation", run: allocationController.Run}}, nil
 }
 
-// namedController is a controller's Run under the name it logs with.
-type namedController struct {
-	name string
-	run  func(ctx context.Context, workers int)
-}
-
-// newControllers builds the controllers; each asks the factories for the
-// informers it needs before they start.
+// newControllers builds the leader-elected controllers; each asks the
+// factories for the informers it needs before they start.
 func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient versioned.Interface,
-	core corev1informers.Interface, resource resourcev1informers.Interface, podGroups schedulinginformers.PodGroupInformer) ([]namedController, error) {
+	core corev1informers.Interface, resource resourcev1informers.Interface, podGroups schedulinginformers.PodGroupInformer) ([]Controller, error) {
 	pods := core.Pods()
 	nodes := core.Nodes()
 	claims := resource.ResourceClaims()
@@ -303,9 +302,9 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}
-	controllers := []namedController{
-		{"resourceclaim", claimController.Run},
-		{"allocation", allocationController.Run},
+	controllers := []Controller{
+		{name: "resourceclaim", run: claimController.Run},
+		{name: "allocation", run: allocationController.Run},
 	}
 	// As upstream's controller manager, no taint evicts while device
 	// taints are off.
@@ -315,7 +314,7 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 		if err != nil {
 			return nil, fmt.Errorf("device taint eviction controller: %w", err)
 		}
-		controllers = append(controllers, namedController{"devicetainteviction", evictionController.Run})
+		controllers = append(controllers, Controller{name: "devicetainteviction", run: evictionController.Run})
 	}
 	// A host cluster's kubelets finish their pods themselves.
 	if m.config.Host == nil {
@@ -323,21 +322,21 @@ func (m *ControllerManager) newControllers(logger klog.Logger, kubeClient kubern
 		if err != nil {
 			return nil, fmt.Errorf("pod termination controller: %w", err)
 		}
-		controllers = append(controllers, namedController{"podtermination", terminationController.Run})
+		controllers = append(controllers, Controller{name: "podtermination", run: terminationController.Run})
 		// A host cluster's garbage collector removes slices owned by a
 		// deleted Node; standalone has none.
 		staleSlicesController, err := staleslices.NewController(logger.WithName("staleslices"), kubeClient, resourceClient, nodes, slices)
 		if err != nil {
 			return nil, fmt.Errorf("stale slices controller: %w", err)
 		}
-		controllers = append(controllers, namedController{"staleslices", staleSlicesController.Run})
+		controllers = append(controllers, Controller{name: "staleslices", run: staleSlicesController.Run})
 		// A host cluster's pod garbage collector removes the pods of a
 		// deleted Node; standalone has none.
 		podGCController, err := podgc.NewController(logger.WithName("podgc"), kubeClient, pods, nodes)
 		if err != nil {
 			return nil, fmt.Errorf("pod garbage collector: %w", err)
 		}
-		controllers = append(controllers, namedController{"podgc", podGCController.Run})
+		controllers = append(controllers, Controller{name: "podgc", run: podGCController.Run})
 	}
 	return controllers, nil
 }

@@ -10,10 +10,11 @@
 // The package is the read side every part shares: the controllers, the
 // node agent of the driver library and the node authorizer. It sits below
 // all of them, as upstream's k8s.io/dynamic-resource-allocation/resourceclaim
-// does, and so holds NodeSelectorMatches too (does a claim's allocation
-// reach this node). How controllers write into a pod (record generated
-// claims, place the pod on a node) differs between the modes; that one
-// switch, controllers/podmode, stays with the controllers.
+// does; its leaf nodeaffinity says whether a claim's allocation reaches a
+// node (NodeSelectorMatches), for them and the allocator. How controllers
+// write into a pod (record generated claims, place the pod on a node)
+// differs between the modes; that one switch, controllers/podmode, stays
+// with the controllers.
 package podclaims
 
 import (

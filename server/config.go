@@ -197,14 +197,24 @@ func (c CompletedConfig) New() (*Server, error) {
 			return nil, err
 		}
 	}
+	// The controller manager starts every in-process controller: those
+	// it is configured for and core-lite's, which run on every replica
+	// (with core-lite, a manager exists even when nothing else runs).
+	var manager *controllermanager.ControllerManager
+	if c.Extra.ControllerManager != nil || c.Extra.CoreLite != nil {
+		var config controllermanager.Config
+		if c.Extra.ControllerManager != nil {
+			config = *c.Extra.ControllerManager
+		}
+		manager = controllermanager.New(config)
+		manager.UseSharedInformers(&inProcess.informers)
+	}
 	if c.Extra.CoreLite != nil {
-		if err := c.Extra.CoreLite.install(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, c.Generic.Authorization.Authorizer); err != nil {
+		if err := c.Extra.CoreLite.install(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, c.Generic.Authorization.Authorizer, manager); err != nil {
 			return nil, err
 		}
 	}
-	if c.Extra.ControllerManager != nil {
-		manager := controllermanager.New(*c.Extra.ControllerManager)
-		manager.UseSharedInformers(&inProcess.informers)
+	if manager != nil {
 		if err := c.addControllerManager(generic, manager, inProcess); err != nil {
 			return nil, err
 		}
@@ -233,10 +243,21 @@ func (c CompletedConfig) New() (*Server, error) {
 	return s, nil
 }
 
-// addControllerManager runs the controllers and the simulator, as
-// configured, once the server serves.
+// addControllerManager runs the controllers that run on every replica,
+// and the leader-elected controllers and the simulator as configured,
+// once the server serves.
 func (c CompletedConfig) addControllerManager(generic *genericapiserver.GenericAPIServer, manager *controllermanager.ControllerManager, inProcess http.Handler) error {
+	for _, controller := range manager.EveryReplica() {
+		if err := generic.AddPostStartHook("start-"+controller.Name(), func(hook genericapiserver.PostStartHookContext) error {
+			return manager.StartEveryReplica(hook, controller)
+		}); err != nil {
+			return err
+		}
+	}
 	config := c.Extra.ControllerManager
+	if config == nil {
+		return nil
+	}
 	// Leader-elected work stops, and hands back its leases, before the
 	// server stops serving: pre-shutdown hooks run while it still does.
 	if err := generic.AddPreShutdownHook("release-leader-leases", func() error {

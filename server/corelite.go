@@ -27,6 +27,7 @@ import (
 	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/controllers/namespace"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/inprocess"
 	"github.com/draplane/draplane/registry/core"
 )
 
@@ -61,11 +62,11 @@ type CoreLite struct {
 // of resourceslices and resourceclaims/status (ExtraConfig.NodeRestriction).
 // Everything core-lite watches comes from shared, the process's shared
 // informers (InProcess.Informers).
-func NewCoreLite(loopback *rest.Config, shared *controllermanager.Informers, nodeRestriction *node.Admission) (*CoreLite, admission.Interface, error) {
+func NewCoreLite(loopback *rest.Config, shared *inprocess.Informers, nodeRestriction *node.Admission) (*CoreLite, admission.Interface, error) {
 	// Protobuf without gzip, as the other clients in the process (the
 	// namespace and ClusterRole aggregation controllers, bootstrap, the
 	// NamespaceLifecycle plugin's lookups).
-	loopback = controllermanager.InProcessConfig(loopback)
+	loopback = inprocess.InProcessConfig(loopback)
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return nil, nil, fmt.Errorf("loopback client: %w", err)
@@ -107,10 +108,11 @@ func (l namespaceLifecycle) Handles(operation admission.Operation) bool {
 // install serves core/v1, coordination.k8s.io/v1, scheduling.k8s.io (v1
 // PriorityClasses and, with the GenericWorkload gate, v1beta1 PodGroups)
 // and the RBAC and self review groups (installAuth; authz is the server's
-// whole authorizer) and adds the hooks that start the informers, create
-// the bootstrap namespaces and the system priority classes and run the
-// namespace controller.
-func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, authz authorizer.Authorizer) error {
+// whole authorizer) and adds the hooks that start the informers and
+// create the bootstrap namespaces and the system priority classes. Its
+// controllers, the namespace and ClusterRole aggregation controllers, go
+// to manager, which runs them on every replica.
+func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, authz authorizer.Authorizer, manager *controllermanager.ControllerManager) error {
 	legacy, err := core.NewLegacyStorage(optsGetter)
 	if err != nil {
 		return fmt.Errorf("core/v1 storage: %w", err)
@@ -136,13 +138,16 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 		return err
 	}
 
-	if err := c.installAuth(s, scheme, codecs, optsGetter, authz); err != nil {
+	if err := c.installAuth(s, scheme, codecs, optsGetter, authz, manager); err != nil {
 		return err
 	}
 
 	// The controller asks for its informer before the factory starts.
 	namespaceInformer := c.informers.Core().V1().Namespaces()
 	controller := namespace.NewController(klog.Background(), c.client, c.dynamicClient, c.client.Discovery(), namespaceInformer)
+	// Not leader-elected: every replica deletes what is in a deleted
+	// namespace, and their deletions of the same objects are idempotent.
+	manager.AddEveryReplica("namespace-controller", 2, controller.Run)
 
 	if err := s.AddPostStartHook("start-core-lite-informers", func(hook genericapiserver.PostStartHookContext) error {
 		c.informers.Start(hook.Done())
@@ -151,14 +156,7 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 	}); err != nil {
 		return err
 	}
-	if err := s.AddPostStartHook("bootstrap-namespaces", c.createBootstrapNamespaces); err != nil {
-		return err
-	}
-	return s.AddPostStartHook("start-namespace-controller", func(hook genericapiserver.PostStartHookContext) error {
-		ctx := klog.NewContext(hook, klog.Background().WithName("namespace-controller"))
-		go controller.Run(ctx, 2)
-		return nil
-	})
+	return s.AddPostStartHook("bootstrap-namespaces", c.createBootstrapNamespaces)
 }
 
 // createBootstrapNamespaces creates default and kube-system. /readyz waits

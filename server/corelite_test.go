@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/draplane/draplane/auth/node"
-	"github.com/draplane/draplane/controllermanager"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/inprocess"
 )
 
 // TestCoreLiteAdmission checks which operations the admission chain
@@ -24,7 +24,7 @@ import (
 // out of NamespaceLifecycle: the plugin allows any update, even in a
 // namespace it has never seen.
 func TestCoreLiteAdmission(t *testing.T) {
-	shared := &controllermanager.Informers{
+	shared := &inprocess.Informers{
 		Kube:     informers.NewSharedInformerFactory(kubefake.NewClientset(), 0),
 		Resource: resourceinformers.NewSharedInformerFactory(resourcefake.NewSimpleClientset(), 0),
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/draplane/draplane/auth/node"
 	"github.com/draplane/draplane/auth/rbac"
+	"github.com/draplane/draplane/controllermanager"
 	"github.com/draplane/draplane/controllers/clusterroleaggregation"
 	"github.com/draplane/draplane/registry/core"
 	"github.com/draplane/draplane/server/pki"
@@ -92,9 +93,10 @@ func (adminRules) RulesFor(_ context.Context, u user.Info, _ string) ([]authoriz
 
 // installAuth serves rbac.authorization.k8s.io/v1 and the self reviews
 // (authorization.k8s.io/v1, authentication.k8s.io/v1), keeps the default
-// roles and bindings and runs the ClusterRole aggregation controller.
-// authz is the server's whole authorizer.
-func (c *CoreLite) installAuth(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, authz authorizer.Authorizer) error {
+// roles and bindings and gives manager the ClusterRole aggregation
+// controller, which runs on every replica. authz is the server's whole
+// authorizer.
+func (c *CoreLite) installAuth(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, authz authorizer.Authorizer, manager *controllermanager.ControllerManager) error {
 	install := func(group string, storage map[string]rest.Storage) error {
 		info := newAPIGroupInfo(group, scheme, codecs)
 		info.VersionedResourcesStorageMap["v1"] = storage
@@ -146,9 +148,6 @@ func (c *CoreLite) installAuth(s *genericapiserver.GenericAPIServer, scheme *run
 	}); err != nil {
 		return err
 	}
-	return s.AddPostStartHook("start-clusterrole-aggregation", func(hook genericapiserver.PostStartHookContext) error {
-		ctx := klog.NewContext(hook, klog.Background().WithName(clusterroleaggregation.ControllerName))
-		go aggregation.Run(ctx, 1)
-		return nil
-	})
+	manager.AddEveryReplica(clusterroleaggregation.ControllerName, 1, aggregation.Run)
+	return nil
 }

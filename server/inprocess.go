@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/draplane/draplane/controllermanager"
+	"github.com/draplane/draplane/inprocess"
 )
 
 // InProcess carries the requests of the clients inside the process to the
@@ -21,7 +21,7 @@ import (
 // earlier is answered 503.
 type InProcess struct {
 	handler   atomic.Pointer[http.Handler]
-	informers controllermanager.SharedInformers
+	informers inprocess.SharedInformers
 }
 
 // NewInProcess returns an InProcess whose handler New sets.
@@ -46,7 +46,7 @@ func (p *InProcess) WatchHost(host *rest.Config) { p.informers.Host = host }
 // Informers returns the process's shared informers, on loopback's
 // credentials and served in process. The first call creates them; later
 // calls return the same ones.
-func (p *InProcess) Informers(loopback *rest.Config) (*controllermanager.Informers, error) {
+func (p *InProcess) Informers(loopback *rest.Config) (*inprocess.Informers, error) {
 	return p.informers.Get(inProcessConfig(loopback, p))
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/podclaims/nodeaffinity"
 )
 
 // randomScenario builds a small cluster: 1-3 nodes of 1-4 devices, maybe
@@ -38,7 +38,7 @@ func randomScenario(t testing.TB, rng *rand.Rand, network bool) *scenario {
 		case len(claims) > 0 && rng.IntN(4) == 0:
 			use = claims[rng.IntN(len(claims))]
 			// A claim allocated on another node's devices cannot be used here.
-			if sel := use.Status.Allocation.NodeSelector; sel != nil && !podclaims.NodeSelectorMatches(sel, node(n)) {
+			if sel := use.Status.Allocation.NodeSelector; sel != nil && !nodeaffinity.NodeSelectorMatches(sel, node(n)) {
 				continue
 			}
 		default:

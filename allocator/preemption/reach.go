@@ -6,7 +6,7 @@ import (
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/podclaims/nodeaffinity"
 )
 
 // reachability says from which nodes a device is usable, as its slice (or,
@@ -50,7 +50,7 @@ func (r reachability) addUsableNodes(id allocator.DeviceID, nodes []*corev1.Node
 			usable[where.nodeName] = true
 		case where.selector != nil:
 			for _, node := range nodes {
-				if podclaims.NodeSelectorMatches(where.selector, node) {
+				if nodeaffinity.NodeSelectorMatches(where.selector, node) {
 					usable[node.Name] = true
 				}
 			}

@@ -16,7 +16,7 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/auth/rbac"
-	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/podclaims/nodeaffinity"
 )
 
 // Identify returns the node of a node-bound identity.
@@ -58,5 +58,5 @@ func claimOnNode(claim *resourcev1.ResourceClaim, node string) bool {
 	if allocation.NodeSelector == nil {
 		return true
 	}
-	return podclaims.NodeSelectorMatches(allocation.NodeSelector, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
+	return nodeaffinity.NodeSelectorMatches(allocation.NodeSelector, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
 }

@@ -307,9 +307,24 @@ func NewController(
 	if err := podclaims.AddPodsByClaimIndex(podInformer.Informer()); err != nil {
 		return nil, fmt.Errorf("add pod indexer: %w", err)
 	}
+	if err := c.useOptionalInformers(logger, podInformer, opts); err != nil {
+		return nil, err
+	}
+
+	if err := c.addEventHandlers(logger, podInformer, nodeInformer, claimInformer, classInformer, sliceInformer, taintRuleInformer); err != nil {
+		return nil, err
+	}
+
+	setupMetrics()
+	return c, nil
+}
+
+// useOptionalInformers watches the informers of Options that may be nil:
+// PodGroups (gangs, group claims) and Namespaces (admin access).
+func (c *Controller) useOptionalInformers(logger klog.Logger, podInformer coreinformers.PodInformer, opts Options) error {
 	if opts.PodGroups != nil {
 		if err := podclaims.AddPodsByGroupIndex(podInformer.Informer()); err != nil {
-			return nil, fmt.Errorf("add pod indexer: %w", err)
+			return fmt.Errorf("add pod indexer: %w", err)
 		}
 		c.podGroupLister = opts.PodGroups.Lister()
 		c.synced = append(c.synced, opts.PodGroups.Informer().HasSynced)
@@ -318,7 +333,7 @@ func NewController(
 			UpdateFunc: func(_, obj any) { c.onPodGroup(logger, obj) },
 			DeleteFunc: func(obj any) { c.onPodGroup(logger, obj) },
 		}, cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("add PodGroup event handler: %w", err)
+			return fmt.Errorf("add PodGroup event handler: %w", err)
 		}
 	}
 	if opts.Namespaces != nil {
@@ -328,16 +343,10 @@ func NewController(
 			AddFunc:    func(obj any) { c.onNamespaceUpdate(logger, &corev1.Namespace{}, obj) },
 			UpdateFunc: func(oldObj, obj any) { c.onNamespaceUpdate(logger, oldObj, obj) },
 		}, cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("add namespace event handler: %w", err)
+			return fmt.Errorf("add namespace event handler: %w", err)
 		}
 	}
-
-	if err := c.addEventHandlers(logger, podInformer, nodeInformer, claimInformer, classInformer, sliceInformer, taintRuleInformer); err != nil {
-		return nil, err
-	}
-
-	setupMetrics()
-	return c, nil
+	return nil
 }
 
 // useTaintRules sets up the DeviceTaintRule lister and returns the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/podclaims/nodeaffinity"
 )
 
 func TestAllocationTracker(t *testing.T) {
@@ -308,7 +308,7 @@ func TestNodeSelectorMatches(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := podclaims.NodeSelectorMatches(&corev1.NodeSelector{NodeSelectorTerms: tc.terms}, node); got != tc.match {
+			if got := nodeaffinity.NodeSelectorMatches(&corev1.NodeSelector{NodeSelectorTerms: tc.terms}, node); got != tc.match {
 				t.Errorf("expected match=%v, got %v", tc.match, got)
 			}
 		})

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
-	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/podclaims/nodeaffinity"
 )
 
 // nodeFilter is why nodes were not candidates for a pod, for messages.
@@ -80,13 +80,13 @@ func podMatchesNode(pod *corev1.Pod, node *corev1.Node) bool {
 	if required == nil {
 		return true
 	}
-	return podclaims.NodeSelectorMatches(required, node)
+	return nodeaffinity.NodeSelectorMatches(required, node)
 }
 
 func matchesAllocations(selectors []*corev1.NodeSelector, node *corev1.Node) bool {
 	for _, selector := range selectors {
 		// An allocation without node selector is usable everywhere.
-		if selector != nil && !podclaims.NodeSelectorMatches(selector, node) {
+		if selector != nil && !nodeaffinity.NodeSelectorMatches(selector, node) {
 			return false
 		}
 	}

@@ -46,6 +46,7 @@ import (
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
 	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/podclaims/nodeaffinity"
 	"github.com/draplane/draplane/worker"
 )
 
@@ -880,7 +881,7 @@ func allocatedForNode(allocation *resourcev1.AllocationResult, nodeName string) 
 			return false
 		}
 	}
-	return podclaims.NodeSelectorMatches(selector, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
+	return nodeaffinity.NodeSelectorMatches(selector, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
 }
 
 // reserveFor adds the consumer (a pod, or a PodGroup) to reservedFor with

@@ -22,6 +22,7 @@ import (
 	"github.com/draplane/draplane/driver"
 	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/podclaims/nodeaffinity"
 )
 
 var everything = labels.Everything()
@@ -163,7 +164,7 @@ func (a *Agent) readyClaims(ctx context.Context, pod *corev1.Pod) ([]*resourcev1
 		if claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim) {
 			return nil, fmt.Sprintf("claim %s not allocated and reserved for the pod yet", *name)
 		}
-		if selector := claim.Status.Allocation.NodeSelector; selector != nil && !podclaims.NodeSelectorMatches(selector, a.kubeletNode(pod.Spec.NodeName)) {
+		if selector := claim.Status.Allocation.NodeSelector; selector != nil && !nodeaffinity.NodeSelectorMatches(selector, a.kubeletNode(pod.Spec.NodeName)) {
 			// Its devices are attached elsewhere: no driver on this
 			// node could prepare them, whoever reserved the claim.
 			return nil, fmt.Sprintf("claim %s is allocated for other nodes than %s", *name, pod.Spec.NodeName)

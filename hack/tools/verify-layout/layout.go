@@ -21,6 +21,7 @@ var layers = [][]string{
 	{"cmd"},
 	{"server"},
 	{"controllermanager", "registry"},
+	{"inprocess"},
 	{"simulator", "auth"},
 	{"controllers"},
 	{"allocator", "driver", "resourceclient"},
@@ -35,7 +36,7 @@ var layers = [][]string{
 // generated code and types. Tests of a package in it may import any other
 // package in it (round-trip and compatibility tests exercise the types
 // through generated code and validation together).
-const apiTier = 7
+const apiTier = 8
 
 // Outside the layers: tests (test/) and tools (hack/) may import anything,
 // and only tests may import them. internal/testing holds helpers for tests:

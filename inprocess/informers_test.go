@@ -1,4 +1,4 @@
-package controllermanager
+package inprocess
 
 import (
 	"context"

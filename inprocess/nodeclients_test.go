@@ -1,4 +1,4 @@
-package controllermanager
+package inprocess
 
 import (
 	"context"
@@ -30,11 +30,11 @@ func TestNodeClients(t *testing.T) {
 		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
 	}))
 	defer srv.Close()
-	c := newNodeClients(&rest.Config{Host: srv.URL, BearerToken: "loopback"}, "gpu.sim.example.com")
-	kube, resource := c.get("sim-node-3")
+	c := NewNodeClients(&rest.Config{Host: srv.URL, BearerToken: "loopback"}, "gpu.sim.example.com")
+	kube, resource := c.Get("sim-node-3")
 	_, _ = kube.CoreV1().Nodes().Get(context.Background(), "sim-node-3", metav1.GetOptions{})
 	_, _ = resource.ResourceV1().ResourceClaims("ns").Get(context.Background(), "c", metav1.GetOptions{})
-	if again, _ := c.get("sim-node-3"); again != kube {
+	if again, _ := c.Get("sim-node-3"); again != kube {
 		t.Error("a node's clients are made anew on each call")
 	}
 	mu.Lock()

@@ -1,4 +1,4 @@
-package podclaims
+package nodeaffinity
 
 import (
 	"testing"

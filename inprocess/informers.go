@@ -1,4 +1,11 @@
-package controllermanager
+// Package inprocess is the plumbing of what runs inside the API server's
+// process against it: the client config of in-process clients, the
+// informers every watcher in the process shares (the server's views and
+// admission, the controllers, the simulator), the informers of one term of
+// leadership on top of them, and the simulator's runner with the clients of
+// its simulated nodes. It sits below both the server and the controller
+// manager, which both use the shared informers.
+package inprocess
 
 import (
 	"context"
@@ -174,32 +181,33 @@ type registration struct {
 	handle   cache.ResourceEventHandlerRegistration
 }
 
-// termInformers are the informers one term of leadership watches
+// TermInformers are the informers one term of leadership watches
 // through: the shared ones where the process has them, else factories of
 // the term's own.
-type termInformers struct {
+type TermInformers struct {
 	Core     corev1informers.Interface
 	Resource resourcev1informers.Interface
 
-	own    *Informers
+	// Own are the factories of the term itself.
+	Own    *Informers
 	shared *Informers
 	term   *term
 	stop   <-chan struct{}
 }
 
-// newTermInformers picks the informers of a term. sharedCore says whether
+// NewTermInformers picks the informers of a term. sharedCore says whether
 // core/v1 may come from the shared informers too (not when pods, nodes and
 // namespaces are a host cluster's).
-func newTermInformers(kubeClient kubernetes.Interface, resourceClient versioned.Interface, shared *Informers, stop <-chan struct{}, sharedCore bool) *termInformers {
-	ti := &termInformers{
-		own: &Informers{
+func NewTermInformers(kubeClient kubernetes.Interface, resourceClient versioned.Interface, shared *Informers, stop <-chan struct{}, sharedCore bool) *TermInformers {
+	ti := &TermInformers{
+		Own: &Informers{
 			Kube:     informers.NewSharedInformerFactory(kubeClient, 0),
 			Resource: resourceinformers.NewSharedInformerFactory(resourceClient, 0),
 		},
 		shared: shared,
 		stop:   stop,
 	}
-	ti.Core, ti.Resource = ti.own.Kube.Core().V1(), ti.own.Resource.Resource().V1()
+	ti.Core, ti.Resource = ti.Own.Kube.Core().V1(), ti.Own.Resource.Resource().V1()
 	if shared != nil {
 		ti.term = newTerm(shared, stop)
 		ti.Resource = ti.term.Resource()
@@ -210,19 +218,19 @@ func newTermInformers(kubeClient kubernetes.Interface, resourceClient versioned.
 	return ti
 }
 
-// start starts the informers asked for so far: the term's own until ctx
+// Start starts the informers asked for so far: the term's own until ctx
 // is done, the shared ones until the process's stop.
-func (ti *termInformers) start(ctx context.Context) {
-	ti.own.Start(ctx.Done())
+func (ti *TermInformers) Start(ctx context.Context) {
+	ti.Own.Start(ctx.Done())
 	if ti.shared != nil {
 		ti.shared.Start(ti.stop)
 	}
 }
 
-// end shuts the term's own informers down and removes what the term
+// End shuts the term's own informers down and removes what the term
 // registered on the shared ones (those are the server's to shut down).
-func (ti *termInformers) end() {
-	ti.own.Shutdown()
+func (ti *TermInformers) End() {
+	ti.Own.Shutdown()
 	if ti.term != nil {
 		ti.term.end()
 	}

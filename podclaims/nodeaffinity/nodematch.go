@@ -1,4 +1,11 @@
-package podclaims
+// Package nodeaffinity says whether a node selector selects a node, with
+// the semantics of required node affinity: where a claim's allocation may
+// be used. It is a leaf of podclaims so that the allocator, which matches
+// its devices' and allocations' node selectors, imports it without the
+// rest of the pod and claim vocabulary and its informer indexes (as
+// upstream keeps k8s.io/component-helpers/scheduling/corev1/nodeaffinity
+// apart).
+package nodeaffinity
 
 import (
 	"slices"
