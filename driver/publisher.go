@@ -366,8 +366,8 @@ func (p *Publisher) syncPoolByName(ctx context.Context, name string, pools map[s
 // manages says whether a listed slice is the publisher's to keep or
 // remove. The API does not let two drivers share a slice, and pool names
 // are the driver's own; a node agent manages the slices of its node, a
-// cluster-wide publisher the ones without a node name and those of its
-// pools.
+// cluster-wide publisher those of its pools and the ones without a node
+// name that it published.
 func (p *Publisher) manages(slice *resourcev1.ResourceSlice, pools map[string]Pool) bool {
 	if slice.Spec.Driver != p.opts.DriverName {
 		return false
@@ -376,8 +376,11 @@ func (p *Publisher) manages(slice *resourcev1.ResourceSlice, pools map[string]Po
 	if p.opts.NodeName != "" {
 		return nodeName == p.opts.NodeName
 	}
+	// A slice for no node is the publisher's when it is of a pool it
+	// publishes, or one it published before (its label): a repair must not
+	// delete a network-attached slice of the driver that someone else made.
 	_, desired := pools[slice.Spec.Pool.Name]
-	return nodeName == "" || desired
+	return desired || nodeName == "" && slice.Labels[LabelPublishedBy] == p.label()
 }
 
 // syncPool writes the fewest changes that turn the pool's existing slices
