@@ -292,6 +292,42 @@ func TestPublisherRemovesUndesiredPools(t *testing.T) {
 	}
 }
 
+// A cluster-wide publisher (no NodeName) removes the node-less slices it
+// published for a pool it no longer publishes, and leaves alone a
+// node-less slice of its driver that someone else made (a network-attached
+// device published by hand, or by another component of the driver).
+func TestPublisherLeavesOthersNodelessSlices(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	nodeless := func(name, pool string, labels map[string]string) *resourcev1.ResourceSlice {
+		return &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: resourcev1.ResourceSliceSpec{Driver: testDriver, AllNodes: ptr.To(true),
+				Pool: resourcev1.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1}},
+		}
+	}
+	client := newCountingClient()
+	p, _ := NewPublisher(client, Options{DriverName: testDriver})
+	ours := nodeless("ours", "gone", map[string]string{LabelPublishedBy: p.label()})
+	theirs := nodeless("fabric", "fabric", nil)
+	for _, s := range []*resourcev1.ResourceSlice{ours, theirs} {
+		if _, err := client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Update(nodePool(4, "a"))
+	if _, err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range client.slices(t) {
+		names = append(names, s.Name)
+	}
+	want := []string{"fabric", SliceNamePrefix(testDriver, "node-a") + "0"}
+	if fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Errorf("slices %v, want %v", names, want)
+	}
+}
+
 // A conflicting write fails the pass and reports it; the next pass
 // finishes the job from what it finds, without duplicates.
 func TestPublisherConflict(t *testing.T) {
