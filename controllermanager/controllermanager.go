@@ -240,7 +240,8 @@ func (m *ControllerManager) clusterMode() bool {
 }
 
 // newClusterControllers builds what runs in cluster mode: the allocation
-// controller alone, on the host's objects. The host's
+// controller, and the resource claim controller only for the claims of
+// extended resources, on the host's objects. The host's
 // kube-controller-manager generates claims from templates, releases the
 // claims of pods that are done and evicts for device taints; its kubelets
 // finish pods and its garbage collectors remove what deleted nodes leave.
@@ -254,16 +255,30 @@ func (m *ControllerManager) newClusterControllers(logger klog.Logger, kubeClient
 		logger.Info("The host cluster does not serve resource.k8s.io/v1 DeviceTaintRules: they taint no device", "err", err)
 		taintRules = nil
 	}
+	// Extended resources backed by devices: kube-scheduler makes their
+	// claim for the pods it places, so here the claim for ours is made
+	// by the resource claim controller limited to that.
+	extendedResources := features.Enabled(features.DRAExtendedResource)
 	allocationController, err := allocation.NewController(logger.WithName("allocation"), kubeClient, resourceClient,
 		core.Pods(), core.Nodes(), resource.ResourceClaims(), resource.DeviceClasses(), resource.ResourceSlices(), taintRules,
-		allocation.Options{Mode: m.config.PodMode, Namespaces: core.Namespaces(),
+		allocation.Options{Mode: m.config.PodMode, Namespaces: core.Namespaces(), ExtendedResources: extendedResources,
 			BindingTimeout: m.config.BindingTimeout, PodGroups: podGroups,
 			GangBudget: m.config.GangBudget, GangGreedy: m.config.GangGreedy,
 			FitNodeResources: true, Finalizer: podmode.UpstreamFinalizer, OwnerTaintKey: m.config.OwnerTaintKey})
 	if err != nil {
 		return nil, fmt.Errorf("allocation controller: %w", err)
 	}
-	return []Controller{{name: "allocation", run: allocationController.Run}}, nil
+	controllers := []Controller{{name: "allocation", run: allocationController.Run}}
+	if extendedResources {
+		claimController, err := resourceclaim.NewControllerWithOptions(logger.WithName("resourceclaim"), kubeClient, resourceClient,
+			core.Pods(), resource.ResourceClaims(), nil,
+			resourceclaim.Options{Mode: m.config.PodMode, Classes: resource.DeviceClasses(), ExtendedResourcesOnly: true})
+		if err != nil {
+			return nil, fmt.Errorf("resource claim controller: %w", err)
+		}
+		controllers = append(controllers, Controller{name: "resourceclaim", run: claimController.Run})
+	}
+	return controllers, nil
 }
 
 // newControllers builds the leader-elected controllers; each asks the

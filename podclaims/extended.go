@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcevalidation "github.com/draplane/draplane/apis/resource/validation"
@@ -127,6 +128,20 @@ func ExtendedResourceClaimName(pod *corev1.Pod) string {
 		return ""
 	}
 	return pod.Status.ExtendedResourceClaimStatus.ResourceClaimName
+}
+
+// ExtendedResourcesFromDevices are the extended resources that the
+// pod's recorded claim for extended resources covers: devices serve
+// them, not a node's allocatable.
+func ExtendedResourcesFromDevices(pod *corev1.Pod) sets.Set[corev1.ResourceName] {
+	if pod.Status.ExtendedResourceClaimStatus == nil {
+		return nil
+	}
+	names := sets.New[corev1.ResourceName]()
+	for _, mapping := range pod.Status.ExtendedResourceClaimStatus.RequestMappings {
+		names.Insert(corev1.ResourceName(mapping.ResourceName))
+	}
+	return names
 }
 
 // IsExtendedResourceClaim tells whether the claim was made for a pod's

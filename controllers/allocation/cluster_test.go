@@ -52,6 +52,9 @@ func TestSyncPodCluster(t *testing.T) {
 	busyDone := makePod("busy", withSchedulerName("default-scheduler"), withNodeName("node-a"), withRequests("3", "1Gi"))
 	busyDone.Status.Phase = corev1.PodSucceeded
 	crowded := []*corev1.Node{makeNode("node-a", withAllocatable("4", "8Gi", 1)), makeNode("node-b", big)}
+	// Without claims: placed by node fit alone when it names draplane.
+	plain := makePod("pod-1", withSchedulerName("draplane"), withRequests("2", "1Gi"))
+	plainTheirs := makePod("pod-1", withSchedulerName("default-scheduler"), withRequests("2", "1Gi"))
 
 	tests := map[string]testCase{
 		"pod of draplane: allocated with upstream's finalizer, reserved and bound": {
@@ -110,6 +113,33 @@ func TestSyncPodCluster(t *testing.T) {
 			expectedEvents:      []string{"Normal Scheduled"},
 			expectedPending:     1,
 			expectedAttempts:    map[string]int{resultPlaced: 1},
+		},
+		"pod of draplane without claims: bound where it fits": {
+			mode: mode, fitNodeResources: true, finalizer: podmode.UpstreamFinalizer,
+			nodes:            nodes,
+			pods:             []*corev1.Pod{busy, plain},
+			keys:             []string{podKey(plain)},
+			expectedNodes:    map[string]string{"pod-1": "node-b", "busy": "node-a"},
+			expectedEvents:   []string{"Normal Scheduled"},
+			expectedAttempts: map[string]int{resultPlaced: 1},
+		},
+		"pod of draplane without claims that fits nowhere: pending": {
+			mode: mode, fitNodeResources: true, finalizer: podmode.UpstreamFinalizer,
+			nodes:                 []*corev1.Node{nodes[0]},
+			pods:                  []*corev1.Pod{busy, plain},
+			keys:                  []string{podKey(plain)},
+			expectedNodes:         map[string]string{"pod-1": "", "busy": "node-a"},
+			expectedUnschedulable: map[string]string{"pod-1": "1 Insufficient cpu"},
+			expectedErrors:        []string{"unschedulable"},
+			expectedEvents:        []string{"Warning FailedScheduling"},
+			expectedAttempts:      map[string]int{resultUnschedulable: 1},
+		},
+		"pod of another scheduler without claims: left alone": {
+			mode: mode, fitNodeResources: true, finalizer: podmode.UpstreamFinalizer,
+			nodes:         nodes,
+			pods:          []*corev1.Pod{plainTheirs},
+			keys:          []string{podKey(plainTheirs)},
+			expectedNodes: map[string]string{"pod-1": ""},
 		},
 		"a node full of pods: the other one": {
 			mode: mode, fitNodeResources: true, finalizer: podmode.UpstreamFinalizer,

@@ -476,7 +476,7 @@ func (c *Controller) onPod(logger klog.Logger, obj any, deleted bool) {
 		logger.Error(nil, "Unexpected object in pod event handler", "type", fmt.Sprintf("%T", obj))
 		return
 	}
-	if !podclaims.HasClaims(pod) {
+	if !c.handles(pod) {
 		return
 	}
 	key := podKey(pod)

@@ -113,7 +113,7 @@ func (c *Controller) syncGroup(ctx context.Context, key string) error {
 	var bound, pending []*corev1.Pod
 	for _, obj := range objs {
 		pod := obj.(*corev1.Pod)
-		if !podclaims.HasClaims(pod) || podclaims.IsDone(pod) || pod.DeletionTimestamp != nil {
+		if !c.handles(pod) || podclaims.IsDone(pod) || pod.DeletionTimestamp != nil {
 			continue
 		}
 		if pod.Spec.NodeName != "" {

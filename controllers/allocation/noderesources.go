@@ -2,6 +2,7 @@ package allocation
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	resourcevalidation "github.com/draplane/draplane/apis/resource/validation"
 	"github.com/draplane/draplane/podclaims"
 )
 
@@ -30,16 +32,31 @@ var fittedResources = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceM
 // nodeFilter.insufficient: fittedResources, then pods.
 var insufficientNames = [...]string{"cpu", "memory", "ephemeral-storage", "pods"}
 
+// demand is what one pod asks of a node.
+type demand struct {
+	// requests in the units of fittedResources: milli-cpu, bytes, bytes.
+	requests [3]int64
+	// scalar are the other resources a node's allocatable lists:
+	// extended resources of device plugins, hugepages. Extended
+	// resources that the pod's claim for extended resources covers come
+	// from devices and are not counted here.
+	scalar map[corev1.ResourceName]int64
+}
+
+func (d demand) equal(other demand) bool {
+	return d.requests == other.requests && maps.Equal(d.scalar, other.scalar)
+}
+
 // podUsage is what one pod takes of its node.
 type podUsage struct {
 	node string
-	// requests in the units of fittedResources: milli-cpu, bytes, bytes.
-	requests [3]int64
+	demand
 }
 
 // nodeUsage is the sum over the pods of one node.
 type nodeUsage struct {
 	requests [3]int64
+	scalar   map[corev1.ResourceName]int64
 	pods     int
 }
 
@@ -58,18 +75,35 @@ func newNodeRequests() *nodeRequests {
 
 // requestsOf sums a pod's requests as the scheduler does (init and
 // sidecar containers, overhead, pod-level resources).
-func requestsOf(pod *corev1.Pod) [3]int64 {
+func requestsOf(pod *corev1.Pod) demand {
 	list := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	var r [3]int64
+	var d demand
 	for i, name := range fittedResources {
 		quantity := list[name]
 		if name == corev1.ResourceCPU {
-			r[i] = quantity.MilliValue()
+			d.requests[i] = quantity.MilliValue()
 		} else {
-			r[i] = quantity.Value()
+			d.requests[i] = quantity.Value()
 		}
 	}
-	return r
+	fromDevices := podclaims.ExtendedResourcesFromDevices(pod)
+	for name, quantity := range list {
+		if !isScalarResource(name) || quantity.IsZero() || fromDevices.Has(name) {
+			continue
+		}
+		if d.scalar == nil {
+			d.scalar = map[corev1.ResourceName]int64{}
+		}
+		d.scalar[name] = quantity.Value()
+	}
+	return d
+}
+
+// isScalarResource: a resource counted against allocatable beside cpu,
+// memory and ephemeral storage, as kube-scheduler's ScalarResources.
+func isScalarResource(name corev1.ResourceName) bool {
+	return resourcevalidation.IsExtendedResourceName(name) || strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) ||
+		strings.HasPrefix(string(name), corev1.ResourceAttachableVolumesPrefix)
 }
 
 // handler keeps the accounting current from pod events.
@@ -100,20 +134,20 @@ func (n *nodeRequests) observe(obj any) {
 	case podclaims.IsDone(pod):
 		n.forget(pod.UID)
 	case pod.Spec.NodeName != "":
-		n.set(pod.UID, podUsage{node: pod.Spec.NodeName, requests: requestsOf(pod)})
+		n.set(pod.UID, podUsage{node: pod.Spec.NodeName, demand: requestsOf(pod)})
 	}
 }
 
 // assume counts a pod this controller just bound.
 func (n *nodeRequests) assume(pod *corev1.Pod, node string) {
-	n.set(pod.UID, podUsage{node: node, requests: requestsOf(pod)})
+	n.set(pod.UID, podUsage{node: node, demand: requestsOf(pod)})
 }
 
 func (n *nodeRequests) set(uid types.UID, usage podUsage) {
 	n.mutex.Lock()
 	defer n.mutex.Unlock()
 	if old, ok := n.pods[uid]; ok {
-		if old == usage {
+		if old.node == usage.node && old.equal(usage.demand) {
 			return
 		}
 		n.removeLocked(old)
@@ -126,6 +160,12 @@ func (n *nodeRequests) set(uid types.UID, usage podUsage) {
 	}
 	for i := range sum.requests {
 		sum.requests[i] += usage.requests[i]
+	}
+	for name, value := range usage.scalar {
+		if sum.scalar == nil {
+			sum.scalar = map[corev1.ResourceName]int64{}
+		}
+		sum.scalar[name] += value
 	}
 	sum.pods++
 }
@@ -147,32 +187,40 @@ func (n *nodeRequests) removeLocked(usage podUsage) {
 	for i := range sum.requests {
 		sum.requests[i] -= usage.requests[i]
 	}
+	for name, value := range usage.scalar {
+		sum.scalar[name] -= value
+		if sum.scalar[name] == 0 {
+			delete(sum.scalar, name)
+		}
+	}
 	sum.pods--
 	if sum.pods <= 0 {
 		delete(n.nodes, usage.node)
 	}
 }
 
-// insufficient names what the node lacks for pods that request requests
-// each (one pod per entry), beside what is bound to it already: "cpu",
-// "memory", "ephemeral-storage" or "pods", as kube-scheduler's
-// "Insufficient <resource>" and "Too many pods" name them.
-func (n *nodeRequests) insufficient(node *corev1.Node, requests ...[3]int64) []string {
+// insufficient names what the node lacks for pods that ask demands each
+// (one pod per entry), beside what is bound to it already: "cpu",
+// "memory", "ephemeral-storage", "pods" or a scalar resource's name, as
+// kube-scheduler's "Insufficient <resource>" and "Too many pods" name
+// them.
+func (n *nodeRequests) insufficient(node *corev1.Node, demands ...demand) []string {
 	n.mutex.Lock()
 	var used nodeUsage
 	if sum := n.nodes[node.Name]; sum != nil {
 		used = *sum
+		used.scalar = maps.Clone(sum.scalar)
 	}
 	n.mutex.Unlock()
 	var lacking []string
 	allocatable := node.Status.Allocatable
-	if pods := allocatable[corev1.ResourcePods]; int64(used.pods+len(requests)) > pods.Value() {
+	if pods := allocatable[corev1.ResourcePods]; int64(used.pods+len(demands)) > pods.Value() {
 		lacking = append(lacking, string(corev1.ResourcePods))
 	}
 	for i, name := range fittedResources {
 		var want int64
-		for _, r := range requests {
-			want += r[i]
+		for _, d := range demands {
+			want += d.requests[i]
 		}
 		if want == 0 {
 			continue
@@ -186,6 +234,26 @@ func (n *nodeRequests) insufficient(node *corev1.Node, requests ...[3]int64) []s
 			lacking = append(lacking, string(name))
 		}
 	}
+	return append(lacking, insufficientScalar(allocatable, used.scalar, demands)...)
+}
+
+// insufficientScalar names, sorted, the scalar resources of which the
+// node has less free than demands ask for together.
+func insufficientScalar(allocatable corev1.ResourceList, used map[corev1.ResourceName]int64, demands []demand) []string {
+	want := map[corev1.ResourceName]int64{}
+	for _, d := range demands {
+		for name, value := range d.scalar {
+			want[name] += value
+		}
+	}
+	var lacking []string
+	for name, value := range want {
+		quantity := allocatable[name]
+		if value > quantity.Value()-used[name] {
+			lacking = append(lacking, string(name))
+		}
+	}
+	sort.Strings(lacking)
 	return lacking
 }
 
@@ -203,7 +271,7 @@ func (n *nodeRequests) filterByResources(pod *corev1.Pod, nodes []*corev1.Node, 
 		filter.candidates--
 		filter.resources++
 		for _, name := range lacking {
-			filter.insufficient[slices.Index(insufficientNames[:], name)]++
+			filter.countInsufficient(name)
 		}
 	}
 	return kept
@@ -226,7 +294,7 @@ func (n *nodeRequests) gangOverflow(nodes map[string][]*corev1.Pod, nodeByName f
 		if err != nil {
 			return fmt.Sprintf("node %s: %v", name, err)
 		}
-		requests := make([][3]int64, 0, len(pods))
+		requests := make([]demand, 0, len(pods))
 		for _, pod := range pods {
 			requests = append(requests, requestsOf(pod))
 		}
@@ -237,18 +305,34 @@ func (n *nodeRequests) gangOverflow(nodes map[string][]*corev1.Pod, nodeByName f
 	return ""
 }
 
+// countInsufficient counts one node that lacks the resource.
+func (f *nodeFilter) countInsufficient(name string) {
+	if i := slices.Index(insufficientNames[:], name); i >= 0 {
+		f.insufficient[i]++
+		return
+	}
+	if f.insufficientScalar == nil {
+		f.insufficientScalar = map[string]int{}
+	}
+	f.insufficientScalar[name]++
+}
+
 // describeInsufficient says, for messages, how many nodes lacked what:
-// "2 Insufficient cpu, 1 Too many pods", as kube-scheduler words it.
-func describeInsufficient(counts [len(insufficientNames)]int) string {
+// "2 Insufficient cpu, 1 Too many pods, 1 Insufficient example.com/gpu",
+// as kube-scheduler words it.
+func (f nodeFilter) describeInsufficient() string {
 	var parts []string
 	for i, name := range insufficientNames {
 		switch {
-		case counts[i] == 0:
+		case f.insufficient[i] == 0:
 		case name == string(corev1.ResourcePods):
-			parts = append(parts, fmt.Sprintf("%d Too many pods", counts[i]))
+			parts = append(parts, fmt.Sprintf("%d Too many pods", f.insufficient[i]))
 		default:
-			parts = append(parts, fmt.Sprintf("%d Insufficient %s", counts[i], name))
+			parts = append(parts, fmt.Sprintf("%d Insufficient %s", f.insufficient[i], name))
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.insufficientScalar)) {
+		parts = append(parts, fmt.Sprintf("%d Insufficient %s", f.insufficientScalar[name], name))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -2,9 +2,11 @@ package allocation
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // TestNodeRequests: what a node lacks, with the pods bound to it counted
@@ -82,7 +84,7 @@ func TestNodeRequests(t *testing.T) {
 			if tc.events != nil {
 				tc.events(n)
 			}
-			var requests [][3]int64
+			var requests []demand
 			for _, cpu := range tc.requests {
 				requests = append(requests, requestsOf(pod("new", cpu)))
 			}
@@ -96,5 +98,63 @@ func TestNodeRequests(t *testing.T) {
 	placed := map[string][]*corev1.Pod{"node-a": {pod("m-0", "3"), pod("m-1", "2")}}
 	if got := n.gangOverflow(placed, func(string) (*corev1.Node, error) { return node, nil }); got != "the 2 members placed on node node-a do not fit there together: insufficient cpu" {
 		t.Errorf("gang overflow %q", got)
+	}
+}
+
+// TestNodeRequestsScalar: extended resources of device plugins are
+// counted against the node's allocatable, those that the pod's claim for
+// extended resources covers are not (devices serve them), and the
+// explanation names them as kube-scheduler does.
+func TestNodeRequestsScalar(t *testing.T) {
+	node := makeNode("node-a", withAllocatable("4", "8Gi", 110))
+	node.Status.Allocatable["example.com/fpga"] = resource.MustParse("2")
+	pod := func(name string, resources map[string]string, options ...podOption) *corev1.Pod {
+		p := makePod(name, append([]podOption{withRequests("100m", "1Gi")}, options...)...)
+		for resourceName, quantity := range resources {
+			p.Spec.Containers[0].Resources.Requests[corev1.ResourceName(resourceName)] = resource.MustParse(quantity)
+		}
+		return p
+	}
+	fromDevices := func(pod *corev1.Pod) {
+		pod.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "c",
+			RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: pod.Spec.Containers[0].Name, ResourceName: "example.com/gpu", RequestName: "r"}}}
+	}
+	tests := map[string]struct {
+		bound []*corev1.Pod
+		pod   *corev1.Pod
+		want  []string
+	}{
+		"device plugin resource fits":     {pod: pod("new", map[string]string{"example.com/fpga": "2"})},
+		"device plugin resource too much": {pod: pod("new", map[string]string{"example.com/fpga": "3"}), want: []string{"example.com/fpga"}},
+		"a bound pod holds some": {
+			bound: []*corev1.Pod{pod("a", map[string]string{"example.com/fpga": "1"}, withNodeName("node-a"))},
+			pod:   pod("new", map[string]string{"example.com/fpga": "2"}), want: []string{"example.com/fpga"},
+		},
+		"not on the node at all": {
+			pod: pod("new", map[string]string{"example.com/gpu": "1", "example.com/fpga": "3"}), want: []string{"example.com/fpga", "example.com/gpu"},
+		},
+		"served by devices": {pod: pod("new", map[string]string{"example.com/gpu": "1"}, fromDevices)},
+		"hugepages": {
+			pod: pod("new", map[string]string{"hugepages-2Mi": "4Mi"}), want: []string{"hugepages-2Mi"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := newNodeRequests()
+			for _, p := range tc.bound {
+				n.observe(p)
+			}
+			got := n.insufficient(node, requestsOf(tc.pod))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("insufficient %v, want %v", got, tc.want)
+			}
+			var filter nodeFilter
+			n.filterByResources(tc.pod, []*corev1.Node{node}, &filter)
+			for _, name := range tc.want {
+				if want := "1 Insufficient " + name; name != "pods" && !strings.Contains(filter.describeInsufficient(), want) {
+					t.Errorf("explanation %q does not say %q", filter.describeInsufficient(), want)
+				}
+			}
+		})
 	}
 }

@@ -20,6 +20,8 @@ type nodeFilter struct {
 	// resource.
 	resources    int
 	insufficient [len(insufficientNames)]int
+	// insufficientScalar counts the nodes per missing scalar resource.
+	insufficientScalar map[string]int
 	// candidates passed all checks.
 	candidates int
 }
@@ -28,7 +30,7 @@ func (f nodeFilter) String() string {
 	s := fmt.Sprintf("%d not ready, %d unschedulable, %d not matching the pod's node selector or affinity, %d with untolerated taints, %d not matching allocated claims",
 		f.notReady, f.unschedulable, f.selector, f.taint, f.allocation)
 	if f.resources > 0 {
-		s += ", " + describeInsufficient(f.insufficient)
+		s += ", " + f.describeInsufficient()
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package allocation
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -91,7 +92,7 @@ func TestCandidatesMatchListing(t *testing.T) {
 					if !slices.Equal(nodeNames(got), wantNames) {
 						t.Errorf("candidates %v, listing gives %v", nodeNames(got), wantNames)
 					}
-					if gotFilter != wantFilter {
+					if !reflect.DeepEqual(gotFilter, wantFilter) {
 						t.Errorf("filter %+v, listing gives %+v", gotFilter, wantFilter)
 					}
 				})

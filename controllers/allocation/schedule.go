@@ -92,7 +92,7 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("get pod %s from cache: %w", key, err)
 	}
-	if !podclaims.HasClaims(pod) || podclaims.IsDone(pod) || pod.DeletionTimestamp != nil {
+	if !c.handles(pod) || podclaims.IsDone(pod) || pod.DeletionTimestamp != nil {
 		c.dropNomination(logger, pod.UID)
 		return nil
 	}

@@ -131,6 +131,10 @@ type Controller struct {
 	// as deleted, so that their reservations can be dropped without
 	// asking the server.
 	deletedPods *uidSet
+
+	// extendedOnly: the controller only makes the claims of unbound
+	// pods' extended resources (Options.ExtendedResourcesOnly).
+	extendedOnly bool
 }
 
 // Options tune the controller. The zero value is standalone mode.
@@ -150,6 +154,15 @@ type Options struct {
 	// controller generate the claims of PodGroups' spec.resourceClaims
 	// and give them to the group's pods (groups.go).
 	PodGroups schedulinginformers.PodGroupInformer
+	// ExtendedResourcesOnly limits the controller to the claims for the
+	// extended resources of the pods that Mode says are ours and that
+	// are not bound yet (cluster mode, with Classes): a host cluster's
+	// kube-controller-manager generates claims from templates, releases
+	// and deletes claims, and would do all of that twice beside this
+	// one. Such a claim is created without a finalizer, as kube-scheduler
+	// creates it; the allocation controller adds upstream's when it
+	// allocates. The template informer may be nil.
+	ExtendedResourcesOnly bool
 }
 
 // NewController wires event handlers and indexers into the informers, so
@@ -177,21 +190,24 @@ func NewControllerWithOptions(
 	opts Options,
 ) (*Controller, error) {
 	c := &Controller{
-		mode:            podmode.OrStandalone(opts.Mode),
-		kubeClient:      kubeClient,
-		resourceClient:  resourceClient,
-		podLister:       podInformer.Lister(),
-		podIndexer:      podInformer.Informer().GetIndexer(),
-		podsSynced:      podInformer.Informer().HasSynced,
-		claimLister:     claimInformer.Lister(),
-		claimsSynced:    claimInformer.Informer().HasSynced,
-		templateLister:  templateInformer.Lister(),
-		templatesSynced: templateInformer.Informer().HasSynced,
+		mode:           podmode.OrStandalone(opts.Mode),
+		kubeClient:     kubeClient,
+		resourceClient: resourceClient,
+		podLister:      podInformer.Lister(),
+		podIndexer:     podInformer.Informer().GetIndexer(),
+		podsSynced:     podInformer.Informer().HasSynced,
+		claimLister:    claimInformer.Lister(),
+		claimsSynced:   claimInformer.Informer().HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "resource_claim"},
 		),
-		deletedPods: newUIDSet(deletedPodsCacheSize),
+		deletedPods:  newUIDSet(deletedPodsCacheSize),
+		extendedOnly: opts.ExtendedResourcesOnly,
+	}
+	if templateInformer != nil {
+		c.templateLister = templateInformer.Lister()
+		c.templatesSynced = templateInformer.Informer().HasSynced
 	}
 
 	if err := podclaims.AddPodsByClaimIndex(podInformer.Informer()); err != nil {
@@ -231,8 +247,10 @@ func NewControllerWithOptions(
 		return nil, fmt.Errorf("add claim event handler: %w", err)
 	}
 
-	if err := c.addWaitingPodHandlers(logger, templateInformer, opts.Namespaces); err != nil {
-		return nil, err
+	if templateInformer != nil {
+		if err := c.addWaitingPodHandlers(logger, templateInformer, opts.Namespaces); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Classes != nil {
 		if err := c.addExtendedResourceHandlers(logger, opts.Classes); err != nil {
@@ -285,7 +303,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer stopRecording()
 	c.recorder = recorder
 
-	synced := []cache.InformerSynced{c.podsSynced, c.claimsSynced, c.templatesSynced}
+	synced := []cache.InformerSynced{c.podsSynced, c.claimsSynced}
+	if c.templatesSynced != nil {
+		synced = append(synced, c.templatesSynced)
+	}
 	if c.namespacesSynced != nil {
 		synced = append(synced, c.namespacesSynced)
 	}
@@ -367,6 +388,13 @@ func (c *Controller) enqueuePod(logger klog.Logger, obj any, deleted bool) {
 		return
 	}
 	if !c.hasClaimWork(pod) {
+		return
+	}
+	if c.extendedOnly {
+		if !deleted && c.extendedResourceClaimNeeded(pod) {
+			logger.V(6).Info("Enqueueing pod for its extended resources", "pod", klog.KObj(pod))
+			c.queue.Add(podKeyPrefix + pod.Namespace + "/" + pod.Name)
+		}
 		return
 	}
 
@@ -461,7 +489,9 @@ func (c *Controller) enqueueClaim(logger klog.Logger, obj any, deleted bool) {
 		c.claimCache.OnDelete(claim)
 	} else {
 		c.claimCache.OnAddOrUpdate(claim)
-		c.queue.Add(claimKeyPrefix + claim.Namespace + "/" + claim.Name)
+		if !c.extendedOnly {
+			c.queue.Add(claimKeyPrefix + claim.Namespace + "/" + claim.Name)
+		}
 	}
 
 	pods, err := c.podIndexer.ByIndex(podclaims.PodsByClaimIndex, claim.Namespace+"/"+claim.Name)
@@ -493,6 +523,12 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string) error 
 		// Generating claims now would only produce garbage.
 		logger.V(5).Info("Pod will not run, nothing to do")
 		return nil
+	}
+	if c.extendedOnly {
+		if pod.Spec.NodeName != "" || !podmode.Ours(c.mode, pod) {
+			return nil
+		}
+		return c.syncExtendedResourceClaim(ctx, pod)
 	}
 
 	// errs need a retry; waiting are the pod claims that wait for a

@@ -337,6 +337,9 @@ type testCase struct {
 	// status.extendedResourceClaimStatus; pods not listed must have the
 	// one they started with.
 	expectedExtendedStatuses map[string]*corev1.PodExtendedResourceClaimStatus
+	// extendedOnly sets Options.ExtendedResourcesOnly, without a
+	// template informer.
+	extendedOnly bool
 }
 
 func TestSync(t *testing.T) {
@@ -860,7 +863,7 @@ func runSyncTest(t *testing.T, tc testCase) {
 	claimInformer := resourceInformers.Resource().V1().ResourceClaims()
 	templateInformer := resourceInformers.Resource().V1().ResourceClaimTemplates()
 
-	options := Options{Mode: tc.mode}
+	options := Options{Mode: tc.mode, ExtendedResourcesOnly: tc.extendedOnly}
 	if tc.classes != nil {
 		options.Classes = resourceInformers.Resource().V1().DeviceClasses()
 		for _, class := range tc.classes {
@@ -874,7 +877,11 @@ func runSyncTest(t *testing.T, tc testCase) {
 			mustAdd(t, options.PodGroups.Informer().GetStore(), group)
 		}
 	}
-	c, err := NewControllerWithOptions(logger, kubeClient, resourceClient, podInformer, claimInformer, templateInformer, options)
+	controllerTemplates := templateInformer
+	if tc.extendedOnly {
+		controllerTemplates = nil
+	}
+	c, err := NewControllerWithOptions(logger, kubeClient, resourceClient, podInformer, claimInformer, controllerTemplates, options)
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+	"github.com/draplane/draplane/controllers/podmode"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	"github.com/draplane/draplane/podclaims"
 )
@@ -79,6 +80,21 @@ func (c *Controller) classResolver() (*podclaims.ClassResolver, error) {
 		return nil, fmt.Errorf("list device classes from cache: %w", err)
 	}
 	return podclaims.NewClassResolver(classes), nil
+}
+
+// extendedResourceClaimNeeded decides, for ExtendedResourcesOnly, from
+// the caches alone: the pod is ours, unbound and alive, and its claim
+// for extended resources is not recorded or the recorded one is gone.
+func (c *Controller) extendedResourceClaimNeeded(pod *corev1.Pod) bool {
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || podclaims.IsDone(pod) || !podmode.Ours(c.mode, pod) {
+		return false
+	}
+	name := podclaims.ExtendedResourceClaimName(pod)
+	if name == "" {
+		return c.extendedResourceClaimMissing(pod)
+	}
+	claim, err := c.cachedClaim(pod.Namespace, name)
+	return err != nil || claim == nil
 }
 
 // syncExtendedResourceClaim makes sure that the claim for the pod's
@@ -168,6 +184,9 @@ func (c *Controller) createExtendedResourceClaim(ctx context.Context, pod *corev
 			Finalizers:      generatedClaimFinalizers(),
 		},
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: requests}},
+	}
+	if c.extendedOnly {
+		claim.Finalizers = nil
 	}
 	created, err := c.resourceClient.ResourceV1().ResourceClaims(pod.Namespace).Create(ctx, claim, metav1.CreateOptions{})
 	if err != nil {

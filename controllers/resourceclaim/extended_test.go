@@ -15,6 +15,7 @@ import (
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/controllers/podmode"
 	"github.com/draplane/draplane/podclaims"
 )
 
@@ -160,6 +161,59 @@ func TestSyncExtendedResources(t *testing.T) {
 		"deleted when the pod is done": {
 			keys: []string{claimKeyPrefix + testNamespace + "/" + existing.Name}, pods: []*corev1.Pod{donePod}, classes: classes,
 			claims: []*resourcev1.ResourceClaim{makeClaim(existing.Name, extendedClaimFor(pod), allocatedFor("node-1"), reservedFor(donePod))},
+		},
+	} {
+		t.Run(name, func(t *testing.T) { runSyncTest(t, tc) })
+	}
+}
+
+// TestSyncExtendedResourcesOnly: in cluster mode the controller only
+// makes the claims for the extended resources of the unbound pods that
+// name draplane's scheduler, without a finalizer (the allocation adds
+// upstream's), and leaves templates and reservations to the host's
+// kube-controller-manager.
+func TestSyncExtendedResourcesOnly(t *testing.T) {
+	gpuClass := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.example.com"}}
+	gpuClass.Spec.ExtendedResourceName = new("example.com/gpu")
+	classes := []*resourcev1.DeviceClass{gpuClass}
+	mode := podmode.Cluster{SchedulerName: "draplane"}
+	ours := func(pod *corev1.Pod) { pod.Spec.SchedulerName = "draplane" }
+
+	pod := makePod("pod-x", "uid-x", ours, withExtendedResource("ctr", "example.com/gpu", "2"))
+	created := expectedExtendedClaim(pod, 1)
+	created.Finalizers = nil
+	mixedPod := makePod("pod-x", "uid-x", ours, withExtendedResource("ctr", "example.com/gpu", "2"), withTemplateClaim("nic", "nic-template"))
+	mixedCreated := expectedExtendedClaim(mixedPod, 1)
+	mixedCreated.Finalizers = nil
+	existing := makeClaim("pod-x-extended-resources-abcde", extendedClaimFor(pod), allocatedFor("node-1"))
+	boundPod := makePod("pod-x", "uid-x", ours, withNodeName("node-1"), withPhase(corev1.PodRunning),
+		withExtendedResource("ctr", "example.com/gpu", "2"), withExtendedClaimStatus(existing.Name))
+
+	podKey := podKeyPrefix + testNamespace + "/pod-x"
+	for name, tc := range map[string]testCase{
+		"claim made without a finalizer and recorded": {
+			keys: []string{podKey}, pods: []*corev1.Pod{pod}, classes: classes, mode: mode, extendedOnly: true,
+			expectedClaims:           []*resourcev1.ResourceClaim{created},
+			expectedExtendedStatuses: map[string]*corev1.PodExtendedResourceClaimStatus{"pod-x": gpuMapping(created.Name)},
+			expectedEvents:           []string{"Normal CreatedExtendedResourceClaim"},
+			expectedCreates:          map[string]int{createSuccess: 1},
+		},
+		"another scheduler's pod": {
+			keys: []string{podKey}, pods: []*corev1.Pod{makePod("pod-x", "uid-x", withExtendedResource("ctr", "example.com/gpu", "2"))},
+			classes: classes, mode: mode, extendedOnly: true,
+		},
+		"no claim from a template": {
+			keys: []string{podKey}, pods: []*corev1.Pod{mixedPod}, classes: classes, mode: mode, extendedOnly: true,
+			templates:                []*resourcev1.ResourceClaimTemplate{makeTemplate("nic-template")},
+			expectedClaims:           []*resourcev1.ResourceClaim{mixedCreated},
+			expectedExtendedStatuses: map[string]*corev1.PodExtendedResourceClaimStatus{"pod-x": gpuMapping(mixedCreated.Name)},
+			expectedEvents:           []string{"Normal CreatedExtendedResourceClaim"},
+			expectedCreates:          map[string]int{createSuccess: 1},
+		},
+		"no reservation for a bound pod": {
+			keys: []string{podKey}, pods: []*corev1.Pod{boundPod}, classes: classes, mode: mode, extendedOnly: true,
+			claims:         []*resourcev1.ResourceClaim{existing},
+			expectedClaims: []*resourcev1.ResourceClaim{existing},
 		},
 	} {
 		t.Run(name, func(t *testing.T) { runSyncTest(t, tc) })

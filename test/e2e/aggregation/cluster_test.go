@@ -27,6 +27,9 @@ const (
 	clusterGates      = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
 	draplaneScheduler = "draplane"
 	ownerTaintKey     = "resource.draplane.dev/scheduler"
+	// extendedGPU is the extended resource that DeviceClass
+	// gpu-extended backs.
+	extendedGPU = "example.com/gpu"
 )
 
 var clusterNodes = []string{"node-1", "node-2"}
@@ -53,6 +56,7 @@ func TestClusterScheduling(t *testing.T) {
 	}
 	c := setUpCluster(t, true)
 	t.Run("a pod with a template claim", c.testTemplateClaim)
+	t.Run("extended resources", c.testExtendedResources)
 	t.Run("devices on one node, cpu on the other", c.testDevicesButNotCPU)
 	t.Run("gangs", c.testGangs)
 	t.Run("preemption through the Eviction API", c.testPreemption)
@@ -134,6 +138,19 @@ spec:
   - cel:
       expression: device.driver == %q
 `, clusterDriver)
+	// The same devices as example.com/gpu, for containers that ask
+	// for an extended resource.
+	fmt.Fprintf(&objects, `---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata:
+  name: gpu-extended
+spec:
+  extendedResourceName: %s
+  selectors:
+  - cel:
+      expression: device.driver == %q
+`, extendedGPU, clusterDriver)
 	for n := 1; n <= 4; n++ {
 		fmt.Fprintf(&objects, `---
 apiVersion: resource.k8s.io/v1
@@ -437,6 +454,75 @@ func (c *clusterEnv) testTemplateClaim(t *testing.T) {
 
 	c.mustKubectl(t, "", "delete", "pod", "one", "-n", "default", "--timeout=2m")
 	c.waitGone(t, "resourceclaim.resource.k8s.io/"+claim)
+	if n := c.calls("UNPREPARE", claim); n != 1 {
+		t.Errorf("%d NodeUnprepareResources calls with claim %s, want 1", n, claim)
+	}
+}
+
+// extendedPod is a pod of draplane's without claims whose container asks
+// for count of the extended resource.
+func extendedPod(name, resource string, count int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: default
+spec:
+  schedulerName: %s
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      requests:
+        cpu: 100m
+        %s: %d
+      limits:
+        %s: %d
+`, name, draplaneScheduler, resource, count, resource, count)
+}
+
+// testExtendedResources: a pod that asks for two example.com/gpu, which
+// a DeviceClass backs, gets a claim for them, made as kube-scheduler
+// makes it (owned by the pod, recorded in
+// status.extendedResourceClaimStatus), allocated with two devices of its
+// node and reserved for it; the plugin prepares it once, the pod runs;
+// when it is deleted, the claim is unprepared once and goes with it. A
+// pod that asks for an extended resource no class backs and no node has
+// (a device plugin's) stays Pending, and the explanation names it.
+func (c *clusterEnv) testExtendedResources(t *testing.T) {
+	c.mustKubectl(t, extendedPod("ext", extendedGPU, 2)+"---\n"+extendedPod("plugin-only", "example.com/fpga", 1), "apply", "-f", "-")
+	c.waitFor(t, "pod/ext", "{.status.phase}", "Running")
+	claim := c.get(t, "pod/ext", "{.status.extendedResourceClaimStatus.resourceClaimName}")
+	if !strings.HasPrefix(claim, "ext-extended-resources-") {
+		t.Fatalf("pod/ext status.extendedResourceClaimStatus names claim %q", claim)
+	}
+	if got := c.get(t, "pod/ext", "{.status.extendedResourceClaimStatus.requestMappings[0].resourceName}"); got != extendedGPU {
+		t.Errorf("pod/ext request mapping for %q, want %s", got, extendedGPU)
+	}
+	node := c.get(t, "pod/ext", "{.spec.nodeName}")
+	object := "resourceclaim.resource.k8s.io/" + claim
+	if got := c.get(t, object, "{.metadata.ownerReferences[0].name}/{.metadata.annotations.resource\\.kubernetes\\.io/extended-resource-claim}"); got != "ext/true" {
+		t.Errorf("claim %s owner/annotation %q, want ext/true", claim, got)
+	}
+	if got := c.get(t, object, "{.status.allocation.devices.results[*].pool}"); got != node+" "+node {
+		t.Errorf("claim %s allocated from pools %q, want two devices of %s", claim, got, node)
+	}
+	if got := c.get(t, object, "{.status.reservedFor[*].name}"); got != "ext" {
+		t.Errorf("claim %s reserved for %q, want the pod", claim, got)
+	}
+	if n := c.calls("PREPARE", claim); n != 1 {
+		t.Errorf("%d NodePrepareResources calls with claim %s, want 1", n, claim)
+	}
+	var message string
+	poll(t, "pod/plugin-only PodScheduled=False", func() (bool, error) {
+		message = c.get(t, "pod/plugin-only", `{.status.conditions[?(@.type=="PodScheduled")].message}`)
+		return message != "", nil
+	}, c.env)
+	if !strings.Contains(message, "2 Insufficient example.com/fpga") {
+		t.Errorf("pod/plugin-only PodScheduled=False message %q, want both nodes lacking example.com/fpga", message)
+	}
+	c.mustKubectl(t, "", "delete", "pod", "ext", "plugin-only", "-n", "default", "--timeout=2m")
+	c.waitGone(t, object)
 	if n := c.calls("UNPREPARE", claim); n != 1 {
 		t.Errorf("%d NodeUnprepareResources calls with claim %s, want 1", n, claim)
 	}

@@ -110,6 +110,7 @@ var clusterSchedulerUses = []use{
 	{verb: "watch", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "claim informer (the host's claims)"},
 	{verb: "get", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "read a claim again after a conflicting write",
 		notReached: "only after a write that conflicts"},
+	{verb: "create", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "the claim for a pod's extended resources that devices back"},
 	{verb: "update", group: "resource.k8s.io", resource: "resourceclaims", namespace: "default", why: "add upstream's finalizer before the allocation"},
 	{verb: "update", group: "resource.k8s.io", resource: "resourceclaims", subresource: "status", namespace: "default", why: "allocation and reservedFor in one write"},
 	{verb: "patch", group: "resource.k8s.io", resource: "resourceclaims", subresource: "status", namespace: "default", why: "add a pod to a shared claim's reservedFor",
