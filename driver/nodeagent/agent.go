@@ -153,6 +153,10 @@ type Agent struct {
 	mu sync.Mutex
 	// prepared are the pods whose claims are prepared, by key.
 	prepared map[string]preparedPod
+	// holders counts the records of prepared that hold each claim
+	// (shared.go); claimLocks serialize the pods of one claim.
+	holders    map[holderKey]int
+	claimLocks claimLocks
 	// health is the last reported health of devices, by driver, pool and
 	// device (health.go).
 	health map[deviceID]deviceHealth
@@ -162,7 +166,10 @@ type Agent struct {
 // and created again under the same name is another pod) and the claims
 // prepared for it, by driver.
 type preparedPod struct {
-	UID    string      `json:"uid"`
+	UID string `json:"uid"`
+	// Node is the pod's node (empty in records written before this
+	// field: those are of an agent of one node).
+	Node   string      `json:"node,omitempty"`
 	Claims []heldClaim `json:"claims"`
 	// Complete: every claim of the pod is prepared; the pod may start.
 	Complete bool `json:"complete,omitempty"`
@@ -211,6 +218,7 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface,
 		clock:    opts.Clock,
 		nodes:    make(map[string]bool, len(opts.Nodes)),
 		prepared: map[string]preparedPod{},
+		holders:  map[holderKey]int{},
 		health:   map[deviceID]deviceHealth{},
 	}
 	if a.clock == nil {

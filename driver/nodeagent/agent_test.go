@@ -337,3 +337,53 @@ func TestDeviceHealth(t *testing.T) {
 		t.Errorf("allocatedResourcesStatus %+v, want %+v", status, want)
 	}
 }
+
+// TestSharedClaim: as the kubelet, a claim that several pods of the node
+// use is prepared once, by the first of them, and unprepared once, when
+// the last of them is gone, also across a restart from the checkpoint.
+func TestSharedClaim(t *testing.T) {
+	checkpoint := filepath.Join(t.TempDir(), "checkpoint.json")
+	p1, p2, p3 := testPod("p1", "own", "shared"), testPod("p2", "shared"), testPod("p3", "shared")
+	claims := []*resourcev1.ResourceClaim{testClaim("own", []string{gpus}, p1), testClaim("shared", []string{gpus}, p1, p2, p3)}
+	gpu := &drivertesting.RecordingPreparer{Driver: gpus}
+	h := newHarness(t, Options{Drivers: DriverMap{gpus: gpu}, Checkpoint: checkpoint}, p1, p2, p3)
+	h.addClaims(t, claims...)
+	for _, key := range []string{"ns/p1", "ns/p2", "ns/p3"} {
+		if err := h.sync(t, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := gpu.PrepareCalls(), [][]string{{"own", "shared"}}; !equalCalls(got, want) {
+		t.Errorf("prepare calls %q, want %q (the shared claim once)", got, want)
+	}
+	for _, name := range []string{"p1", "p2", "p3"} {
+		if got := h.phase(t, name); got != corev1.PodRunning {
+			t.Errorf("pod %s: phase %q, want Running", name, got)
+		}
+	}
+	for _, pod := range []*corev1.Pod{p1, p2} {
+		if err := h.pods.Delete(pod); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.sync(t, "ns/"+pod.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := gpu.UnprepareCalls(), [][]string{{"own"}}; !equalCalls(got, want) {
+		t.Errorf("unprepare calls with p3 left %q, want %q (the shared claim stays prepared)", got, want)
+	}
+
+	// A restarted agent knows from the checkpoint that p3 holds it; p3
+	// goes while it is down.
+	second := &drivertesting.RecordingPreparer{Driver: gpus}
+	h2 := newHarness(t, Options{Drivers: DriverMap{gpus: second}, Checkpoint: checkpoint})
+	if err := h2.sync(t, "ns/p3"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := second.UnprepareCalls(), [][]string{{"shared"}}; !equalCalls(got, want) {
+		t.Errorf("unprepare calls once the last pod is gone %q, want %q", got, want)
+	}
+	if got := second.PrepareCalls(); len(got) != 0 {
+		t.Errorf("prepare calls after the restart %q, want none", got)
+	}
+}

@@ -43,6 +43,7 @@ func (a *Agent) loadCheckpoint() error {
 	}
 	for key, pod := range c.Pods {
 		a.prepared[key] = pod
+		a.addHoldersLocked(pod, 1)
 	}
 	return nil
 }
@@ -60,7 +61,11 @@ func (a *Agent) completed(key string, pod *corev1.Pod) bool {
 func (a *Agent) record(key string, pod preparedPod) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if old, ok := a.prepared[key]; ok {
+		a.addHoldersLocked(old, -1)
+	}
 	a.prepared[key] = pod
+	a.addHoldersLocked(pod, 1)
 	return a.saveLocked()
 }
 
@@ -69,6 +74,9 @@ func (a *Agent) record(key string, pod preparedPod) error {
 func (a *Agent) forget(key string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if old, ok := a.prepared[key]; ok {
+		a.addHoldersLocked(old, -1)
+	}
 	delete(a.prepared, key)
 	return a.saveLocked()
 }

@@ -204,6 +204,11 @@ func (a *Agent) prepare(ctx context.Context, key string, pod *corev1.Pod, claims
 		// Prepared before a restart, not marked Running yet.
 		return nil
 	}
+	uids := make([]types.UID, 0, len(claims))
+	for _, claim := range claims {
+		uids = append(uids, claim.UID)
+	}
+	defer a.claimLocks.lock(uids)()
 	byDriver := map[string]*driverClaims{}
 	var failed []driverError
 	for _, claim := range claims {
@@ -243,16 +248,20 @@ func (a *Agent) prepare(ctx context.Context, key string, pod *corev1.Pod, claims
 	if len(failed) == 0 {
 		for _, driverName := range sortedKeys(byDriver) {
 			dc := byDriver[driverName]
-			results, claimErrs := driver.Prepare(ctx, dc.preparer, dc.toPrepare)
+			// A claim that another pod of the node holds is prepared.
+			call := slices.DeleteFunc(slices.Clone(dc.toPrepare), func(c *resourcev1.ResourceClaim) bool {
+				return a.heldByOthers(key, pod.Spec.NodeName, heldClaim{Driver: driverName, UID: string(c.UID)})
+			})
+			results, claimErrs := driver.Prepare(ctx, dc.preparer, call)
 			for _, f := range claimErrs {
 				failed = append(failed, driverError{driverName, f})
 			}
 			for _, h := range dc.held {
-				if _, ok := results[types.UID(h.UID)]; ok || !slices.ContainsFunc(dc.toPrepare, func(c *resourcev1.ResourceClaim) bool { return string(c.UID) == h.UID }) {
+				if _, ok := results[types.UID(h.UID)]; ok || !slices.ContainsFunc(call, func(c *resourcev1.ResourceClaim) bool { return string(c.UID) == h.UID }) {
 					held = append(held, h)
 				}
 			}
-			shown = append(shown, describePrepared(driverName, dc.toPrepare, results)...)
+			shown = append(shown, describePrepared(driverName, call, results)...)
 		}
 	}
 	complete := len(failed) == 0
@@ -260,7 +269,7 @@ func (a *Agent) prepare(ctx context.Context, key string, pod *corev1.Pod, claims
 	// with no claim of a driver on this node has nothing to unprepare or
 	// to keep from being prepared twice, and costs no checkpoint write.
 	if len(held) > 0 || (complete && len(byDriver) > 0) {
-		if err := a.record(key, preparedPod{UID: string(pod.UID), Claims: held, Complete: complete}); err != nil {
+		if err := a.record(key, preparedPod{UID: string(pod.UID), Node: pod.Spec.NodeName, Claims: held, Complete: complete}); err != nil {
 			return err
 		}
 	}
@@ -336,8 +345,18 @@ func (a *Agent) unprepare(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
+	uids := make([]types.UID, 0, len(held.Claims))
+	for _, c := range held.Claims {
+		uids = append(uids, types.UID(c.UID))
+	}
+	defer a.claimLocks.lock(uids)()
 	byDriver := map[string][]driver.NamespacedObject{}
 	for _, c := range held.Claims {
+		if a.heldByOthers(key, held.Node, c) {
+			// Another pod of the node still uses it: released here,
+			// unprepared by the last one.
+			continue
+		}
 		byDriver[c.Driver] = append(byDriver[c.Driver], driver.NamespacedObject{
 			NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, UID: types.UID(c.UID)})
 	}

@@ -18,7 +18,7 @@ var helpFlag = regexp.MustCompile(`(?m)^\s+(?:-[a-zA-Z], )?--([a-z0-9][a-z0-9_-]
 func TestSubcommandHelp(t *testing.T) {
 	logging := []string{"log-flush-frequency", "logging-format", "v", "vmodule"}
 	tests := map[string][]string{
-		"node-agent": append([]string{"allocatable", "checkpoint", "data-dir", "deregistration-grace-period", "driver", "kubeconfig",
+		"node-agent": append([]string{"allocatable", "checkpoint", "data-dir", "deregistration-grace-period", "driver", "feature-gates", "kubeconfig",
 			"node-name", "plugin-registration-dir", "resource-api", "workers"}, logging...),
 		"client-kubeconfig": {"data-dir", "group", "output", "server", "user"},
 		"version":           {"output"},

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -112,9 +113,13 @@ to the node's objects, and gets the claims of its pods by name.`,
 	fs.StringVar(&o.ResourceAPI, "resource-api", o.ResourceAPI, "API group of the claims the node prepares: resource.draplane.dev (a dra-apiserver's own), resource.k8s.io (any kube-apiserver's, for example a cluster whose pods draplane or kube-scheduler places; the agent then also removes its deleted pods once their claims are unprepared, as a kubelet does), or empty for resource.draplane.dev where the server serves it, else resource.k8s.io")
 	fs.StringToStringVar(&o.Allocatable, "allocatable", nil, "capacity and allocatable the node reports, for schedulers that check pods' requests, for example cpu=8,memory=32Gi,pods=110 (default: the machine's cpus and memory, 110 pods)")
 	fs.DurationVar(&o.DeregistrationGracePeriod, "deregistration-grace-period", o.DeregistrationGracePeriod, "how long a driver may have no registered plugin before the node's slices of it are removed, as the kubelet does; a plugin back in time keeps its slices as they are")
+	// As a kubelet's: DRAWorkloadResourceClaims (with GenericWorkload)
+	// makes a claim reserved for a pod's PodGroup one of the pod's.
+	utilfeature.DefaultMutableFeatureGate.AddFlag(fss.FlagSet("feature gates"))
 	logFlags := fss.FlagSet("logging")
-	// The agent has no feature gates: the logging flags that need
-	// LoggingAlphaOptions or LoggingBetaOptions would only be refused.
+	// Logging is validated without feature gates: the logging flags that
+	// need LoggingAlphaOptions or LoggingBetaOptions would only be
+	// refused.
 	all := pflag.NewFlagSet("logging", pflag.ContinueOnError)
 	logsapi.AddFlags(o.Logs, all)
 	all.VisitAll(func(f *pflag.Flag) {
