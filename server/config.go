@@ -190,10 +190,17 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// In cluster mode the owner mark of draplane's devices is no taint
+	// to the pool view and the device map.
+	ownerMark := ""
+	if inProcess.informers.OnHost() && c.Extra.ControllerManager != nil {
+		ownerMark = c.Extra.ControllerManager.OwnerTaintKey
+		pools.Tracker().SetOwnerMark(context.Background(), ownerMark)
+	}
 	if c.Extra.DeviceMap {
 		// Pods where the shared informers see them: core-lite's, or the
 		// host's in cluster mode.
-		if err := installDeviceMap(generic, pools.Tracker(), inProcess, c.Extra.CoreLite != nil || inProcess.informers.OnHost()); err != nil {
+		if err := installDeviceMap(generic, pools.Tracker(), inProcess, c.Extra.CoreLite != nil || inProcess.informers.OnHost(), ownerMark); err != nil {
 			return nil, err
 		}
 	}

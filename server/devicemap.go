@@ -15,9 +15,11 @@ import (
 // as the non-resource path /devicemap/*), fed by the process's shared
 // informers once the server serves. Pending pods are shown when the
 // informers see pods: core-lite's, or a host cluster's in cluster mode.
-func installDeviceMap(generic *genericapiserver.GenericAPIServer, tracker *capacity.Tracker, inProcess *InProcess, pods bool) error {
+// ownerMark, in cluster mode, is the taint key of draplane's devices.
+func installDeviceMap(generic *genericapiserver.GenericAPIServer, tracker *capacity.Tracker, inProcess *InProcess, pods bool, ownerMark string) error {
 	devicemap.RegisterMetrics()
 	m := devicemap.New(tracker)
+	m.SetOwnerMark(ownerMark)
 	stop := make(chan struct{})
 	handler := m.Handler(stop)
 	generic.Handler.NonGoRestfulMux.Handle(devicemap.Path[:len(devicemap.Path)-1], handler)

@@ -41,6 +41,8 @@ type Tracker struct {
 	mu      sync.RWMutex
 	classes map[string]*resourceapi.DeviceClass
 	rules   map[string]*resourceapi.DeviceTaintRule
+	// ownerMark: see SetOwnerMark.
+	ownerMark string
 	// slices by pool and slice name; slicePool remembers each slice's pool.
 	slices    map[allocator.PoolID]map[string]*resourceapi.ResourceSlice
 	slicePool map[string]allocator.PoolID
@@ -421,15 +423,45 @@ func (t *Tracker) prepare(byName map[string]*resourceapi.ResourceSlice, g gates)
 		}
 	}
 	slices.SortFunc(rules, func(a, b *resourceapi.DeviceTaintRule) int { return strings.Compare(a.Name, b.Name) })
+	if t.ownerMark != "" {
+		rules = slices.DeleteFunc(rules, func(r *resourceapi.DeviceTaintRule) bool { return r.Spec.Taint.Key == t.ownerMark })
+	}
 	snap := allocator.Snapshot{Classes: t.classes, TaintRules: rules,
 		WithoutBindingConditions: !g.bindingConditions,
 		WithoutDeviceTaints:      !g.taints,
 		WholeUnitCapacitySteps:   !g.fractionalCapacity}
 	for _, s := range byName {
-		snap.Slices = append(snap.Slices, s)
+		snap.Slices = append(snap.Slices, withoutMark(s, t.ownerMark))
 	}
 	t.prepares++
 	return t.alloc.Prepare(snap)
+}
+
+// SetOwnerMark names the taint key that marks the devices draplane
+// places beside another scheduler (cluster mode). The mark keeps the
+// other scheduler off a device; it is no taint of the device, so the
+// usage does not count it as one.
+func (t *Tracker) SetOwnerMark(ctx context.Context, key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ownerMark = key
+	clear(t.inventories)
+	t.recomputeAll(ctx)
+}
+
+// withoutMark is the slice without the taints of key on its devices: the
+// slice itself when none has one, else a copy.
+func withoutMark(s *resourceapi.ResourceSlice, key string) *resourceapi.ResourceSlice {
+	isMark := func(taint resourceapi.DeviceTaint) bool { return taint.Key == key }
+	if key == "" || !slices.ContainsFunc(s.Spec.Devices, func(d resourceapi.Device) bool { return slices.ContainsFunc(d.Taints, isMark) }) {
+		return s
+	}
+	out := *s
+	out.Spec.Devices = slices.Clone(s.Spec.Devices)
+	for i := range out.Spec.Devices {
+		out.Spec.Devices[i].Taints = slices.DeleteFunc(slices.Clone(out.Spec.Devices[i].Taints), isMark)
+	}
+	return &out
 }
 
 func (t *Tracker) notify(c Change) {

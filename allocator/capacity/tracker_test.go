@@ -258,3 +258,45 @@ func TestTrackerBoundsInventories(t *testing.T) {
 		t.Errorf("class gpu %+v, want %d devices, %d free", got, 2*pools, pools)
 	}
 }
+
+// TestTrackerOwnerMark: in cluster mode the taint that marks draplane's
+// devices, in a slice or through a DeviceTaintRule, is not counted as a
+// taint; other taints still are.
+func TestTrackerOwnerMark(t *testing.T) {
+	ctx := context.Background()
+	const mark = "resource.draplane.dev/scheduler"
+	marked := slice("node-a", "gpu-0", "gpu-1", "gpu-2")
+	marked.Spec.Devices[0].Taints = []resourceapi.DeviceTaint{{Key: mark, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	marked.Spec.Devices[2].Taints = []resourceapi.DeviceTaint{{Key: "broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	ruled := slice("node-b", "gpu-0", "gpu-1")
+	rule := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "owner"}, Spec: resourceapi.DeviceTaintRuleSpec{
+		DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: new(driver), Pool: new("node-b")},
+		Taint:          resourceapi.DeviceTaint{Key: mark, Effect: resourceapi.DeviceTaintEffectNoSchedule}}}
+	for _, tc := range []struct {
+		name           string
+		mark           string
+		taintedA, free int
+	}{
+		{"without an owner mark", "", 2, 1},
+		{"with the owner mark", mark, 1, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := New(allocator.New(allocator.Options{}))
+			tr.SetOwnerMark(ctx, tc.mark)
+			tr.SetSlice(ctx, marked)
+			tr.SetSlice(ctx, ruled)
+			tr.SetRule(ctx, rule)
+			a, _ := tr.Pool(allocator.PoolID{Driver: driver, Pool: "node-a"})
+			b, _ := tr.Pool(allocator.PoolID{Driver: driver, Pool: "node-b"})
+			if a.Tainted != tc.taintedA {
+				t.Errorf("node-a: %d tainted, want %d", a.Tainted, tc.taintedA)
+			}
+			if a.Free+b.Free != tc.free {
+				t.Errorf("%d free in node-a and node-b, want %d", a.Free+b.Free, tc.free)
+			}
+			if got := marked.Spec.Devices[0].Taints; len(got) != 1 {
+				t.Errorf("the cached slice was changed: %v", got)
+			}
+		})
+	}
+}

@@ -94,6 +94,20 @@ type Map struct {
 	updates uint64
 
 	subscribers map[*subscriber]struct{}
+
+	// ownerMark is the key of the taint that marks draplane's devices in
+	// cluster mode, or "".
+	ownerMark string
+}
+
+// SetOwnerMark names the taint key that marks the devices draplane
+// places beside another scheduler (cluster mode): such a taint keeps the
+// other scheduler off the device and is no taint for draplane, so the
+// map shows the device as owned, not tainted. Call it before Start.
+func (m *Map) SetOwnerMark(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ownerMark = key
 }
 
 type holder struct {
@@ -120,7 +134,10 @@ type Device struct {
 	Name   string   `json:"name"`
 	State  string   `json:"state"`
 	Taints []string `json:"taints,omitempty"`
-	Claims []Claim  `json:"claims,omitempty"`
+	// Owned: the device carries the owner mark (SetOwnerMark), which is
+	// not shown as a taint.
+	Owned  bool    `json:"owned,omitempty"`
+	Claims []Claim `json:"claims,omitempty"`
 	// Partition names the allocated devices that share a counter set
 	// with this one (partition in use).
 	Partition []string `json:"partition,omitempty"`
@@ -609,6 +626,10 @@ func (m *Map) deviceLocked(s *resourcev1.ResourceSlice, pk string, d *resourcev1
 	dev := Device{ID: pk + "/" + d.Name, Name: d.Name, State: StateFree}
 	noSchedule, noExecute := false, false
 	addTaint := func(t resourcev1.DeviceTaint, from string) {
+		if m.ownerMark != "" && t.Key == m.ownerMark {
+			dev.Owned = true
+			return
+		}
 		switch t.Effect {
 		case resourcev1.DeviceTaintEffectNoExecute:
 			noExecute = true

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/draplane/draplane/internal/testing/testenv"
 	"github.com/draplane/draplane/test/launcher"
@@ -61,6 +62,7 @@ func TestClusterScheduling(t *testing.T) {
 	t.Run("gangs", c.testGangs)
 	t.Run("a gang with a group claim and a topology constraint", c.testGroupClaimTopology)
 	t.Run("preemption through the Eviction API", c.testPreemption)
+	t.Run("binding conditions", c.testBindingConditions)
 	t.Run("beside kube-scheduler", c.testBesideKubeScheduler)
 	// Last: it reads what the server did in all of the above.
 	t.Run("rbac", c.testRBAC)
@@ -681,6 +683,95 @@ spec:
 		out, err := c.kubectl("get", "resourceclaims.resource.k8s.io", "-A", "-o", "name")
 		return err == nil && out == "", nil
 	}, c.env)
+}
+
+// testBindingConditions: a device of node-2 (draplane's, by the owner
+// mark in its slice) has a binding condition. The pod's claim is
+// allocated and reserved, but the pod is not bound while the condition is
+// not True, and PodScheduled says what it waits for. Once the device's
+// controller (here kubectl) reports it in the claim's device status, the
+// pod is bound to node-2.
+func (c *clusterEnv) testBindingConditions(t *testing.T) {
+	const attach = "attach.example.com"
+	objects := fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata:
+  name: attachable
+spec:
+  selectors:
+  - cel:
+      expression: device.driver == %[1]q
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata:
+  name: node-2-attach
+spec:
+  driver: %[1]s
+  nodeName: node-2
+  pool:
+    name: node-2
+    generation: 1
+    resourceSliceCount: 1
+  devices:
+  - name: dev-0
+    bindingConditions: ["example.com/attached"]
+    bindingFailureConditions: ["example.com/attach-failed"]
+    taints:
+    - key: %[2]s
+      value: draplane
+      effect: NoSchedule
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: attach
+  namespace: default
+spec:
+  devices:
+    requests:
+    - name: dev
+      exactly:
+        deviceClassName: attachable
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: attach
+  namespace: default
+spec:
+  schedulerName: %[3]s
+  resourceClaims:
+  - name: dev
+    resourceClaimName: attach
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      claims:
+      - name: dev
+`, attach, ownerTaintKey, draplaneScheduler)
+	c.mustKubectl(t, objects, "apply", "-f", "-")
+	var message string
+	poll(t, "pod/attach PodScheduled=False/BindingConditionsPending", func() (bool, error) {
+		message = c.get(t, "pod/attach", `{.status.conditions[?(@.reason=="BindingConditionsPending")].message}`)
+		return message != "", nil
+	}, c.env)
+	if !strings.Contains(message, "example.com/attached") || !strings.Contains(message, "node-2") {
+		t.Errorf("PodScheduled message %q, want the condition and the node", message)
+	}
+	if got := c.get(t, "resourceclaim.resource.k8s.io/attach", "{.status.reservedFor[*].name}/{.status.allocation.devices.results[0].bindingConditions[0]}"); got != "attach/example.com/attached" {
+		t.Errorf("claim attach reservedFor/bindingConditions %q, want the pod and the device's condition", got)
+	}
+	if got := c.get(t, "pod/attach", "{.spec.nodeName}"); got != "" {
+		t.Fatalf("pod/attach bound to %s before its device's binding condition is True", got)
+	}
+	status := fmt.Sprintf(`{"status":{"devices":[{"driver":%q,"pool":"node-2","device":"dev-0","conditions":[{"type":"example.com/attached","status":"True","reason":"Attached","message":"","lastTransitionTime":%q}]}]}}`,
+		attach, time.Now().UTC().Format(time.RFC3339))
+	c.mustKubectl(t, "", "patch", "resourceclaim.resource.k8s.io", "attach", "-n", "default", "--subresource=status", "--type=merge", "-p", status)
+	c.waitFor(t, "pod/attach", "{.spec.nodeName}", "node-2")
+	c.mustKubectl(t, "", "delete", "-n", "default", "pod/attach", "resourceclaim.resource.k8s.io/attach", "--timeout=2m")
+	c.mustKubectl(t, "", "delete", "resourceslice.resource.k8s.io/node-2-attach", "deviceclass.resource.k8s.io/attachable", "--timeout=2m")
 }
 
 // testPreemption: two low-priority pods hold all eight devices and a
