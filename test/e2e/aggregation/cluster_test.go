@@ -1,8 +1,12 @@
 package aggregation
 
 import (
+	"bufio"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +117,7 @@ func setUpCluster(t *testing.T, withNodes bool) *clusterEnv {
 		"--leader-elect-resource-namespace=draplane-system", "--leader-elect-retry-period=500ms",
 		"--shared-ca-secret=draplane-ca",
 		"--schedule-host-pods", "--scheduler-name=" + draplaneScheduler,
-		"--controller-client-qps=5000", "--controller-client-burst=5000",
+		"--controller-client-qps=5000", "--controller-client-burst=5000", "--device-map",
 		"--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,DRAWorkloadResourceClaims=true",
 		"--v=2",
 	}
@@ -121,7 +125,8 @@ func setUpCluster(t *testing.T, withNodes bool) *clusterEnv {
 	c.procs["dra-apiserver"] = startProcessP(t, "dra-apiserver", draBinary,
 		append([]string{"--data-dir=" + e.draDataDir, fmt.Sprintf("--secure-port=%d", e.draPort)}, e.replicaArgs...)...)
 	exited := c.procs["dra-apiserver"].Exited()
-	waitForFile(t, filepath.Join(e.draDataDir, "pki", "ca.crt"), exited)
+	e.draCA = x509.NewCertPool()
+	e.draCA.AppendCertsFromPEM(waitForFile(t, filepath.Join(e.draDataDir, "pki", "ca.crt"), exited))
 	poll(t, "APIService v1."+group+" Available", func() (bool, error) {
 		if err := exitedErr(exited); err != nil {
 			return false, err
@@ -459,10 +464,11 @@ func (c *clusterEnv) testTemplateClaim(t *testing.T) {
 	if n := c.calls("PREPARE", claim); n != 1 {
 		t.Errorf("%d NodePrepareResources calls with claim %s, want 1", n, claim)
 	}
-	pools := c.mustKubectl(t, "", "get", "resourcepools."+group, "-o", `jsonpath={range .items[*]}{.status.pool}={.status.devices.allocated}/{.status.devices.total}{"\n"}{end}`)
-	if !strings.Contains(pools, node+"=1/4") {
-		t.Errorf("resourcepools through the aggregated API:\n%s\nwant %s with 1 of 4 devices allocated", pools, node)
+	pools := c.mustKubectl(t, "", "get", "resourcepools."+group, "-o", `jsonpath={range .items[*]}{.status.pool}={.status.devices.allocated}/{.status.devices.total}/{.status.devices.tainted}{"\n"}{end}`)
+	if !strings.Contains(pools, node+"=1/4/0") {
+		t.Errorf("resourcepools through the aggregated API:\n%s\nwant %s with 1 of 4 devices allocated, none tainted (the owner mark is none)", pools, node)
 	}
+	c.checkDeviceMap(t, node, claim)
 
 	c.mustKubectl(t, "", "delete", "pod", "one", "-n", "default", "--timeout=2m")
 	c.waitGone(t, "resourceclaim.resource.k8s.io/"+claim)
@@ -537,6 +543,71 @@ func (c *clusterEnv) testExtendedResources(t *testing.T) {
 	c.waitGone(t, object)
 	if n := c.calls("UNPREPARE", claim); n != 1 {
 		t.Errorf("%d NodeUnprepareResources calls with claim %s, want 1", n, claim)
+	}
+}
+
+// checkDeviceMap reads the device map's first snapshot from draplane's
+// port (as the host's admin, through the front proxy's identity): the
+// node's four devices, owned (not tainted), one held by the claim of pod
+// one.
+func (c *clusterEnv) checkDeviceMap(t *testing.T, node, claim string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, c.draURL("/devicemap/events"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Remote-User", "admin")
+	req.Header.Set("X-Remote-Group", "system:masters")
+	resp, err := c.draClient(&c.frontProxyCert).Do(req)
+	if err != nil {
+		t.Fatalf("device map: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("device map: %s: %s", resp.Status, body)
+	}
+	var snapshot struct {
+		Nodes []struct {
+			Node    string
+			Devices []struct {
+				ID, State string
+				Owned     bool
+				Taints    []string
+				Claims    []struct {
+					Name string
+					Pods []string
+				}
+			}
+		}
+	}
+	scanner := bufio.NewScanner(resp.Body)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	for scanner.Scan() {
+		if data, ok := strings.CutPrefix(scanner.Text(), "data: "); ok {
+			if err := json.Unmarshal([]byte(data), &snapshot); err != nil {
+				t.Fatalf("device map snapshot: %v", err)
+			}
+			break
+		}
+	}
+	var seen []string
+	for _, row := range snapshot.Nodes {
+		if row.Node != node {
+			continue
+		}
+		for _, d := range row.Devices {
+			seen = append(seen, fmt.Sprintf("%s:%s:owned=%v:taints=%v:%v", d.ID, d.State, d.Owned, d.Taints, d.Claims))
+			if !strings.HasPrefix(d.ID, clusterDriver+"/"+node+"/") || !d.Owned || len(d.Taints) > 0 {
+				t.Errorf("device map: device %s of %s: owned=%v taints=%v, want an owned device without taints", d.ID, node, d.Owned, d.Taints)
+			}
+		}
+	}
+	held := slices.ContainsFunc(seen, func(s string) bool {
+		return strings.Contains(s, ":allocated:") && strings.Contains(s, "default/"+claim+" [default/one]")
+	})
+	if len(seen) != 4 || !held {
+		t.Errorf("device map of %s: %q, want 4 devices, one allocated to claim %s of pod one", node, seen, claim)
 	}
 }
 
