@@ -50,6 +50,10 @@ func (d demand) equal(other demand) bool {
 // podUsage is what one pod takes of its node.
 type podUsage struct {
 	node string
+	// generation is the pod's metadata.generation the demand was read
+	// at: requests come from the spec only, so a pod seen again at the
+	// same generation on the same node needs no new sum.
+	generation int64
 	demand
 }
 
@@ -134,13 +138,24 @@ func (n *nodeRequests) observe(obj any) {
 	case podclaims.IsDone(pod):
 		n.forget(pod.UID)
 	case pod.Spec.NodeName != "":
-		n.set(pod.UID, podUsage{node: pod.Spec.NodeName, demand: requestsOf(pod)})
+		if n.known(pod) {
+			return
+		}
+		n.set(pod.UID, podUsage{node: pod.Spec.NodeName, generation: pod.Generation, demand: requestsOf(pod)})
 	}
+}
+
+// known: the pod is counted on its node at its generation already.
+func (n *nodeRequests) known(pod *corev1.Pod) bool {
+	n.mutex.Lock()
+	defer n.mutex.Unlock()
+	old, ok := n.pods[pod.UID]
+	return ok && old.node == pod.Spec.NodeName && old.generation == pod.Generation && pod.Generation != 0
 }
 
 // assume counts a pod this controller just bound.
 func (n *nodeRequests) assume(pod *corev1.Pod, node string) {
-	n.set(pod.UID, podUsage{node: node, demand: requestsOf(pod)})
+	n.set(pod.UID, podUsage{node: node, generation: pod.Generation, demand: requestsOf(pod)})
 }
 
 func (n *nodeRequests) set(uid types.UID, usage podUsage) {
@@ -148,6 +163,7 @@ func (n *nodeRequests) set(uid types.UID, usage podUsage) {
 	defer n.mutex.Unlock()
 	if old, ok := n.pods[uid]; ok {
 		if old.node == usage.node && old.equal(usage.demand) {
+			n.pods[uid] = usage
 			return
 		}
 		n.removeLocked(old)

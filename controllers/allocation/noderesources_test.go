@@ -63,6 +63,18 @@ func TestNodeRequests(t *testing.T) {
 			events:   func(n *nodeRequests) { n.assume(pod("a", "3"), "node-a") },
 			requests: []string{"2"}, want: []string{"cpu"},
 		},
+		"a pod resized (a new generation) counts its new requests": {
+			events: func(n *nodeRequests) {
+				p := pod("a", "3", withNodeName("node-a"))
+				p.Generation = 1
+				n.observe(p)
+				n.observe(p)
+				resized := pod("a", "1", withNodeName("node-a"))
+				resized.Generation = 2
+				n.observe(resized)
+			},
+			requests: []string{"3"},
+		},
 		"an unbound pod counts for nothing": {
 			events:   func(n *nodeRequests) { n.observe(pod("a", "3")) },
 			requests: []string{"4"},
