@@ -157,27 +157,27 @@ func newNodeSet(generation int64, all []*corev1.Node) *nodeSet {
 }
 
 // nodeSetLocked returns the current node set, rebuilding it when a node
-// event made it stale. Callers hold the tracker mutex.
-func (c *Controller) nodeSetLocked() (*nodeSet, error) {
-	generation := c.nodesGeneration.Load()
-	if c.nodes != nil && c.nodes.generation == generation {
-		return c.nodes, nil
+// event made it stale. Callers hold the state's mutex.
+func (s *placementState) nodeSetLocked() (*nodeSet, error) {
+	generation := s.nodesGeneration.Load()
+	if s.nodes != nil && s.nodes.generation == generation {
+		return s.nodes, nil
 	}
-	all, err := c.nodeLister.List(labels.Everything())
+	all, err := s.nodeLister.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list nodes from cache: %w", err)
 	}
-	c.nodes = newNodeSet(generation, all)
-	return c.nodes, nil
+	s.nodes = newNodeSet(generation, all)
+	return s.nodes, nil
 }
 
 // candidatesLocked lists the nodes the pod may go to, sorted by name, as
 // candidateNode decides for each node: for a pod without node selector,
 // required node affinity or allocated claims and a cluster without
 // tainted nodes, that is the node set's plain list as it is. Callers hold
-// the tracker mutex and must not modify the list.
-func (c *Controller) candidatesLocked(logger klog.Logger, pod *corev1.Pod, allocated []*corev1.NodeSelector) ([]*corev1.Node, nodeFilter, error) {
-	set, err := c.nodeSetLocked()
+// the state's mutex and must not modify the list.
+func (s *placementState) candidatesLocked(logger klog.Logger, pod *corev1.Pod, allocated []*corev1.NodeSelector) ([]*corev1.Node, nodeFilter, error) {
+	set, err := s.nodeSetLocked()
 	if err != nil {
 		return nil, nodeFilter{}, err
 	}
