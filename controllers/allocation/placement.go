@@ -36,8 +36,10 @@ import (
 //
 // Its mutex is the critical section of the controller: a decision for
 // one pod or gang runs under it, so that the next one sees what the
-// previous one took. Methods whose names end in Locked expect it held;
-// the others take it.
+// previous one took. The operations the controller calls (decide,
+// decideGang, observe, the writes' outcomes, nominate and
+// dropNomination, restoreNomination) take it; the helpers they call
+// under it say so, most by a name that ends in Locked.
 type placementState struct {
 	placementInputs
 
@@ -394,7 +396,7 @@ func (s *placementState) candidateNodes(logger klog.Logger, pod *corev1.Pod, all
 }
 
 // currentInventoryLocked returns the prepared inventory, rebuilding it
-// after slices, classes or taint rules changed. Callers hold the tracker
+// after slices, classes or taint rules changed. Callers hold the state's
 // mutex.
 func (s *placementState) currentInventoryLocked(logger klog.Logger) (*allocator.Inventory, error) {
 	generation := s.snapshotGeneration.Load()
@@ -455,7 +457,7 @@ func (s *placementState) currentInventoryLocked(logger klog.Logger) (*allocator.
 }
 
 // addTaintRules adds the DeviceTaintRules to the snapshot; none while
-// their gate is off (the controller then has no lister).
+// their gate is off (the state then has no lister).
 func (s *placementState) addTaintRules(snapshot *allocator.Snapshot) error {
 	if s.taintRuleLister == nil {
 		return nil
