@@ -1,9 +1,13 @@
 package allocation
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -15,9 +19,9 @@ import (
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
 )
 
-// newTestPlacementState is the state of a cluster of one node with one
-// GPU, built from listers over plain indexers: no informers, no clients.
-func newTestPlacementState(t *testing.T) *placementState {
+// newTestPlacementState is the state of a cluster of the nodes, one GPU
+// each, built from listers over plain indexers: no informers, no clients.
+func newTestPlacementState(t *testing.T, nodeNames ...string) *placementState {
 	t.Helper()
 	index := func(objects ...any) cache.Indexer {
 		indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -26,14 +30,18 @@ func newTestPlacementState(t *testing.T) *placementState {
 		}
 		return indexer
 	}
+	var nodes, resourceSlices []any
+	for _, name := range nodeNames {
+		nodes, resourceSlices = append(nodes, makeNode(name)), append(resourceSlices, makeSlice(name, 1, "a100"))
+	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	return newPlacementState(placementInputs{
 		allocator:   allocator.New(allocator.Options{}),
 		podLister:   corelisters.NewPodLister(index()),
-		nodeLister:  corelisters.NewNodeLister(index(makeNode("node-a"))),
+		nodeLister:  corelisters.NewNodeLister(index(nodes...)),
 		claimLister: resourcelisters.NewResourceClaimLister(index()),
 		classLister: resourcelisters.NewDeviceClassLister(index(makeClass())),
-		sliceLister: resourcelisters.NewResourceSliceLister(index(makeSlice("node-a", 1, "a100"))),
+		sliceLister: resourcelisters.NewResourceSliceLister(index(resourceSlices...)),
 		waits:       newBindingWaits(),
 		bound:       newBoundPods(10),
 		now:         func() time.Time { return now },
@@ -94,7 +102,7 @@ func TestPlacementState(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			s := newTestPlacementState(t)
+			s := newTestPlacementState(t, "node-a")
 			for _, step := range tc.steps {
 				switch step.do {
 				case "allocated":
@@ -135,6 +143,71 @@ func TestPlacementState(t *testing.T) {
 			}
 			if got := s.nominationCount(); got != tc.wantNominations {
 				t.Errorf("nominations: %d, want %d", got, tc.wantNominations)
+			}
+		})
+	}
+}
+
+// TestPlacementStateGang: a gang of two pods with one GPU claim each is
+// placed all or nothing across two nodes of one GPU each.
+func TestPlacementStateGang(t *testing.T) {
+	gpu0 := &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+		Request: "gpu", Driver: testDriver, Pool: "node-b", Device: "gpu-0",
+	}}}}
+	tests := map[string]struct {
+		// allocated are the devices other claims hold, as the informer
+		// shows them.
+		allocated []*resourceapi.AllocationResult
+		minCount  int32
+		wantNodes []string
+	}{
+		"both GPUs free: both placed": {
+			minCount: 2, wantNodes: []string{"node-a", "node-b"},
+		},
+		"one GPU taken: none placed": {
+			allocated: []*resourceapi.AllocationResult{gpu0}, minCount: 2, wantNodes: []string{"", ""},
+		},
+		"one GPU taken, minCount 1: one placed": {
+			allocated: []*resourceapi.AllocationResult{gpu0}, minCount: 1, wantNodes: []string{"node-a", ""},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			s := newTestPlacementState(t, "node-a", "node-b")
+			for i, allocation := range tc.allocated {
+				s.observe(types.UID(fmt.Sprintf("uid-other-%d", i)), "5", allocation, false)
+			}
+			group := &schedulingv1beta1.PodGroup{
+				ObjectMeta: metav1.ObjectMeta{Name: "group", Namespace: testNamespace, UID: "uid-group"},
+				Spec: schedulingv1beta1.PodGroupSpec{
+					SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: tc.minCount}},
+				},
+			}
+			var members []*gangMember
+			for _, name := range []string{"pod-0", "pod-1"} {
+				pod := makePod(name, withGeneratedClaim("gpu"))
+				members = append(members, &gangMember{pod: pod, claims: []*resourcev1.ResourceClaim{generatedClaim(pod, "gpu")}, d: &decision{}})
+			}
+			result, err := s.decideGang(ctx, group, nil, members, int(tc.minCount), false)
+			if err != nil {
+				t.Fatalf("decideGang: %v", err)
+			}
+			var gotNodes []string
+			pending := 0
+			for _, m := range members {
+				gotNodes = append(gotNodes, m.d.node)
+				if m.d.node != "" {
+					pending++
+				}
+			}
+			slices.Sort(gotNodes)
+			want := slices.Sorted(slices.Values(tc.wantNodes))
+			if !slices.Equal(gotNodes, want) {
+				t.Errorf("nodes %q, want %q (%s)", gotNodes, want, result.Reason)
+			}
+			if got := s.pendingCount(); got != pending {
+				t.Errorf("pending allocations: %d, want one per placed member (%d)", got, pending)
 			}
 		})
 	}
