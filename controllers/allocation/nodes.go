@@ -106,9 +106,9 @@ func taintsTolerated(logger klog.Logger, tolerations []corev1.Toleration, taints
 	return true
 }
 
-// nodeSet is the controller's sorted view of the node informer, kept so
-// that placing a pod does not list, check and sort every node again. It
-// is rebuilt from the lister after a node event that can change which
+// nodeSet is the placement state's sorted view of the node informer,
+// kept so that placing a pod does not list, check and sort every node
+// again. It is rebuilt from the lister after a node event that can change which
 // nodes are candidates (see onNode); other updates, such as heartbeats,
 // change nothing it or the allocator reads of a node.
 type nodeSet struct {
@@ -181,7 +181,7 @@ func (s *placementState) candidatesLocked(logger klog.Logger, pod *corev1.Pod, a
 	if err != nil {
 		return nil, nodeFilter{}, err
 	}
-	if set.tainted == 0 && !podHasNodeConstraints(pod) && !slices.ContainsFunc(allocated, func(s *corev1.NodeSelector) bool { return s != nil }) {
+	if set.tainted == 0 && !podHasNodeConstraints(pod) && !slices.ContainsFunc(allocated, func(selector *corev1.NodeSelector) bool { return selector != nil }) {
 		filter := nodeFilter{notReady: set.notReady, unschedulable: set.unschedulable, candidates: len(set.plain)}
 		return set.plain[:len(set.plain):len(set.plain)], filter, nil
 	}

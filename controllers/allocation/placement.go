@@ -583,7 +583,8 @@ func (s *placementState) domainOf(bound []*corev1.Pod, key string) string {
 // whose binding conditions failed or timed out for it, then, when
 // nothing else fits, with them: the pod goes elsewhere if it can, and
 // tries the same device again if it must. The rejected nodes are only
-// explained when no node fits (ChooseNode).
+// explained when no node fits (ChooseNode). Callers hold the state's
+// mutex.
 func (s *placementState) selectNode(ctx context.Context, pod *corev1.Pod, inv *allocator.Inventory, claims []*resourceapi.ResourceClaim, nodes []*corev1.Node) (allocator.Selection, error) {
 	state := s.tracker.stateLocked(inv)
 	avoiding, ok := s.waits.addAvoided(pod.UID, s.tracker.inUseLocked())
@@ -599,6 +600,8 @@ func (s *placementState) selectNode(ctx context.Context, pod *corev1.Pod, inv *a
 	return s.allocator.ChooseNode(ctx, state, claims, nodes)
 }
 
+// convertedSlice is a slice in internal form, reused while its
+// resourceVersion stays.
 type convertedSlice struct {
 	resourceVersion string
 	slice           *resourceapi.ResourceSlice
