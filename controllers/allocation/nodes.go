@@ -108,9 +108,9 @@ func taintsTolerated(logger klog.Logger, tolerations []corev1.Toleration, taints
 
 // nodeSet is the placement state's sorted view of the node informer,
 // kept so that placing a pod does not list, check and sort every node
-// again. It is rebuilt from the lister after a node event that can change which
-// nodes are candidates (see onNode); other updates, such as heartbeats,
-// change nothing it or the allocator reads of a node.
+// again. It is rebuilt from the lister after a node event that can
+// change which nodes are candidates (see onNode); other updates, such as
+// heartbeats, change nothing it or the allocator reads of a node.
 type nodeSet struct {
 	// generation is the nodesGeneration it was built at.
 	generation int64
