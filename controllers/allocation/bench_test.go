@@ -36,13 +36,13 @@ func BenchmarkDecide(b *testing.B) {
 			claims := []*resourcev1.ResourceClaim{claim}
 			b.ReportAllocs()
 			for b.Loop() {
-				d, err := c.decide(ctx, pod, claims)
+				d, err := c.state.decide(ctx, pod, claims)
 				if err != nil || d.unschedulable {
 					b.Fatalf("decide: %v %s", err, d.summary)
 				}
 				// Forget the pending allocation: every round decides for
 				// the same cluster.
-				c.tracker.dropIfWriting(claim.UID)
+				c.state.dropIfWriting(claim.UID)
 			}
 		})
 	}
@@ -88,9 +88,9 @@ func BenchmarkDecidePreempting(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if !bc.remembered {
-					delete(c.noPreemption, pod.UID)
+					delete(c.state.noPreemption, pod.UID)
 				}
-				d, err := c.decide(ctx, pod, claims)
+				d, err := c.state.decide(ctx, pod, claims)
 				if err != nil || d.preemption == nil || (len(d.preemption.victims) == 1) != (bc.priority < 100) {
 					b.Fatalf("decide: %v %+v", err, d)
 				}

@@ -320,32 +320,12 @@ func (c *Controller) releaseClaim(ctx context.Context, key string, pod *corev1.P
 		return false, false, fmt.Errorf("release claim %s after its binding conditions gave up: %w", klog.KObj(pc.claim), err)
 	}
 	if deallocated {
-		c.tracker.drop(pc.claim.UID)
+		c.state.drop(pc.claim.UID)
 	}
 	if wrote {
 		klog.FromContext(ctx).V(2).Info("Released claim after its binding conditions gave up", "claim", klog.KObj(pc.claim), "deallocated", deallocated)
 	}
 	return wrote, deallocated, nil
-}
-
-// selectNode runs the allocator for the pod, first without the devices
-// whose binding conditions failed or timed out for it, then, when
-// nothing else fits, with them: the pod goes elsewhere if it can, and
-// tries the same device again if it must. The rejected nodes are only
-// explained when no node fits (ChooseNode).
-func (c *Controller) selectNode(ctx context.Context, pod *corev1.Pod, inv *allocator.Inventory, claims []*resourceapi.ResourceClaim, nodes []*corev1.Node) (allocator.Selection, error) {
-	state := c.tracker.stateLocked(inv)
-	avoiding, ok := c.waits.addAvoided(pod.UID, c.tracker.inUseLocked())
-	first := state
-	if ok {
-		first = inv.State(avoiding)
-	}
-	selection, err := c.allocator.ChooseNode(ctx, first, claims, nodes)
-	if !ok || err != nil || selection.Chosen != nil {
-		return selection, err
-	}
-	klog.FromContext(ctx).V(4).Info("Nothing fits without the devices whose binding conditions failed, trying them again")
-	return c.allocator.ChooseNode(ctx, state, claims, nodes)
 }
 
 // bindingWaits is the controller's memory of pods and claims waiting for

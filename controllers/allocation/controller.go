@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -141,21 +140,14 @@ type Controller struct {
 	mode           podmode.Mode
 	kubeClient     kubernetes.Interface
 	resourceClient versioned.Interface
-	allocator      *allocator.Allocator
 
-	podLister       corelisters.PodLister
-	podIndexer      cache.Indexer
-	nodeLister      corelisters.NodeLister
-	claimLister     resourcelisters.ResourceClaimLister
-	classLister     resourcelisters.DeviceClassLister
-	sliceLister     resourcelisters.ResourceSliceLister
-	taintRuleLister resourcelisters.DeviceTaintRuleLister
-	// namespaceLister is nil without Options.Namespaces.
-	namespaceLister corelisters.NamespaceLister
+	podLister   corelisters.PodLister
+	podIndexer  cache.Indexer
+	nodeLister  corelisters.NodeLister
+	claimLister resourcelisters.ResourceClaimLister
+	classLister resourcelisters.DeviceClassLister
 	// podGroupLister is nil without Options.PodGroups.
 	podGroupLister schedulinglisters.PodGroupLister
-	gangBudget     int
-	gangGreedy     bool
 	synced         []cache.InformerSynced
 
 	// extendedResources: see Options.ExtendedResources.
@@ -164,44 +156,16 @@ type Controller struct {
 	nodeRequests *nodeRequests
 	// finalizer: see Options.Finalizer.
 	finalizer string
-	// ownerTaintKey: see Options.OwnerTaintKey.
-	ownerTaintKey string
 
 	// ownWrites keeps the echoes of this controller's claim writes from
 	// queueing the pod they were made for.
 	ownWrites *ownWrites
 
-	// tracker holds the allocations in use; its mutex guards node
-	// selection and the fields below.
-	tracker *allocationTracker
-	// nominations are the preemptors waiting for their victims to go,
-	// by pod UID (preempt.go); guarded by the tracker's mutex.
-	nominations map[types.UID]*nomination
-	// preemptionInputs counts the changes a victim search depends on
-	// (informer events, nominations made or dropped); noPreemption are
-	// the searches that found no victims, by pod (tracker's mutex).
-	preemptionInputs atomic.Int64
-	noPreemption     map[types.UID]noPreemption
-	// snapshotGeneration counts changes of slices, classes and taint
-	// rules; inventory is rebuilt when it moved on.
-	snapshotGeneration  atomic.Int64
-	inventory           *allocator.Inventory
-	inventoryGeneration int64
-	// slices caches converted slices by UID and resourceVersion.
-	slices map[types.UID]convertedSlice
-	// nodesGeneration counts node events that can change which nodes are
-	// candidates; nodes is rebuilt when it moved on (nodeSetLocked).
-	nodesGeneration atomic.Int64
-	nodes           *nodeSet
-
-	// clusterEvents counts events that may make unschedulable pods fit;
-	// an attempt that saw it change meanwhile is retried instead of
-	// parked.
-	clusterEvents atomic.Int64
-
-	unschedulableMutex sync.Mutex
-	// unschedulable are the keys of pods waiting for a cluster event.
-	unschedulable map[string]struct{}
+	// state is what placements are decided from; its mutex is the
+	// critical section of node selection (placement.go).
+	state *placementState
+	// unschedulable are the pods waiting for a cluster event.
+	unschedulable *unschedulablePods
 
 	// bound remembers pods this controller bound, so a sync before the
 	// informer shows the binding does not try again.
@@ -218,11 +182,6 @@ type Controller struct {
 	waits          *bindingWaits
 
 	queue workqueue.TypedRateLimitingInterface[string]
-}
-
-type convertedSlice struct {
-	resourceVersion string
-	slice           *resourceapi.ResourceSlice
 }
 
 // NewController wires event handlers and indexers into the informers, so
@@ -256,13 +215,11 @@ func NewController(
 		mode:           podmode.OrStandalone(opts.Mode),
 		kubeClient:     kubeClient,
 		resourceClient: resourceClient,
-		allocator:      allocator.New(allocator.Options{Policy: opts.Policy, Selectors: opts.Selectors}),
 		podLister:      podInformer.Lister(),
 		podIndexer:     podInformer.Informer().GetIndexer(),
 		nodeLister:     nodeInformer.Lister(),
 		claimLister:    claimInformer.Lister(),
 		classLister:    classInformer.Lister(),
-		sliceLister:    sliceInformer.Lister(),
 		synced: []cache.InformerSynced{
 			podInformer.Informer().HasSynced,
 			nodeInformer.Informer().HasSynced,
@@ -270,12 +227,8 @@ func NewController(
 			classInformer.Informer().HasSynced,
 			sliceInformer.Informer().HasSynced,
 		},
-		tracker:       newAllocationTracker(),
-		nominations:   map[types.UID]*nomination{},
-		noPreemption:  map[types.UID]noPreemption{},
 		ownWrites:     newOwnWrites(),
-		slices:        make(map[types.UID]convertedSlice),
-		unschedulable: make(map[string]struct{}),
+		unschedulable: newUnschedulablePods(),
 		bound:         newBoundPods(boundPodsCacheSize),
 
 		bindingTimeout: opts.BindingTimeout,
@@ -286,23 +239,34 @@ func NewController(
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "allocation"},
 		),
 	}
+	c.state = newPlacementState(placementInputs{
+		allocator:     allocator.New(allocator.Options{Policy: opts.Policy, Selectors: opts.Selectors}),
+		podLister:     c.podLister,
+		nodeLister:    c.nodeLister,
+		claimLister:   c.claimLister,
+		classLister:   c.classLister,
+		sliceLister:   sliceInformer.Lister(),
+		gangBudget:    opts.GangBudget,
+		gangGreedy:    opts.GangGreedy,
+		ownerTaintKey: opts.OwnerTaintKey,
+		waits:         c.waits,
+		bound:         c.bound,
+		// Read at each decision: tests set the controller's clock.
+		now: func() time.Time { return c.clock.Now() },
+	})
 	c.extendedResources = opts.ExtendedResources
 	c.finalizer = opts.Finalizer
-	c.ownerTaintKey = opts.OwnerTaintKey
 	if c.finalizer == "" {
 		c.finalizer = resourceapi.Finalizer
 	}
 	if opts.FitNodeResources {
 		c.nodeRequests = newNodeRequests()
+		c.state.nodeRequests = c.nodeRequests
 		if _, err := podInformer.Informer().AddEventHandlerWithOptions(c.nodeRequests.handler(), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return nil, fmt.Errorf("add pod event handler for node resources: %w", err)
 		}
 	}
-	c.gangBudget, c.gangGreedy = opts.GangBudget, opts.GangGreedy
 	taintRuleInformer = c.useTaintRules(taintRuleInformer)
-	// The inventory and the node set are built on first use.
-	c.snapshotGeneration.Store(1)
-	c.nodesGeneration.Store(1)
 
 	if err := podclaims.AddPodsByClaimIndex(podInformer.Informer()); err != nil {
 		return nil, fmt.Errorf("add pod indexer: %w", err)
@@ -327,6 +291,7 @@ func (c *Controller) useOptionalInformers(logger klog.Logger, podInformer corein
 			return fmt.Errorf("add pod indexer: %w", err)
 		}
 		c.podGroupLister = opts.PodGroups.Lister()
+		c.state.podGroupLister = c.podGroupLister
 		c.synced = append(c.synced, opts.PodGroups.Informer().HasSynced)
 		if _, err := opts.PodGroups.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onPodGroup(logger, obj) },
@@ -337,7 +302,7 @@ func (c *Controller) useOptionalInformers(logger klog.Logger, podInformer corein
 		}
 	}
 	if opts.Namespaces != nil {
-		c.namespaceLister = opts.Namespaces.Lister()
+		c.state.namespaceLister = opts.Namespaces.Lister()
 		c.synced = append(c.synced, opts.Namespaces.Informer().HasSynced)
 		if _, err := opts.Namespaces.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onNamespaceUpdate(logger, &corev1.Namespace{}, obj) },
@@ -356,13 +321,13 @@ func (c *Controller) useTaintRules(informer resourceinformers.DeviceTaintRuleInf
 	if informer == nil || !features.Enabled(features.DRADeviceTaintRules) {
 		return nil
 	}
-	c.taintRuleLister = informer.Lister()
+	c.state.taintRuleLister = informer.Lister()
 	c.synced = append(c.synced, informer.Informer().HasSynced)
 	return informer
 }
 
 // addEventHandlers makes the informers' events queue pods and keep the
-// tracker and the inventory current.
+// placement state current.
 func (c *Controller) addEventHandlers(logger klog.Logger,
 	podInformer coreinformers.PodInformer,
 	nodeInformer coreinformers.NodeInformer,
@@ -401,7 +366,7 @@ func (c *Controller) addEventHandlers(logger klog.Logger,
 		handlers = append(handlers, handler{"device taint rule", taintRuleInformer.Informer(), c.snapshotHandler(logger, "DeviceTaintRule")})
 	}
 	for _, h := range handlers {
-		if _, err := h.informer.AddEventHandlerWithOptions(countingHandler(&c.preemptionInputs, h.funcs), cache.HandlerOptions{Logger: &logger}); err != nil {
+		if _, err := h.informer.AddEventHandlerWithOptions(countingHandler(&c.state.preemptionInputs, h.funcs), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return fmt.Errorf("add %s event handler: %w", h.what, err)
 		}
 	}
@@ -481,9 +446,7 @@ func (c *Controller) onPod(logger klog.Logger, obj any, deleted bool) {
 	}
 	key := podKey(pod)
 	if deleted || podclaims.IsDone(pod) || pod.DeletionTimestamp != nil {
-		c.unschedulableMutex.Lock()
-		delete(c.unschedulable, key)
-		c.unschedulableMutex.Unlock()
+		c.unschedulable.remove(key)
 		if deleted {
 			c.bound.remove(pod.UID)
 			c.waits.done(pod.UID, nil)
@@ -548,7 +511,7 @@ func (c *Controller) boundPodNeedsWork(pod *corev1.Pod) bool {
 			// Comes back through the claim handler once it exists.
 			continue
 		}
-		if (claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim)) && !c.tracker.writtenFor(claim.UID, c.consumerFor(pod, claim).UID) {
+		if (claim.Status.Allocation == nil || !podclaims.IsReservedForPod(pod, claim)) && !c.state.writtenFor(claim.UID, c.state.consumerFor(pod, claim).UID) {
 			return true
 		}
 	}
@@ -572,12 +535,12 @@ func (c *Controller) onNode(logger klog.Logger, oldObj, obj any) {
 			return
 		}
 	}
-	c.nodesGeneration.Add(1)
+	c.state.nodesGeneration.Add(1)
 	c.requeueUnschedulable(logger, "node changed", klog.KObj(node), "")
 }
 
 // onNodeDeleted: the node is no candidate any more.
-func (c *Controller) onNodeDeleted() { c.nodesGeneration.Add(1) }
+func (c *Controller) onNodeDeleted() { c.state.nodesGeneration.Add(1) }
 
 // onClaim keeps the allocation tracker current and queues the pods that
 // use the claim. A claim that releases devices may let unschedulable
@@ -604,7 +567,7 @@ func (c *Controller) onClaim(logger klog.Logger, obj any, deleted bool) {
 	// knows what it wrote and, when it released devices, told the
 	// others itself).
 	writer := c.ownWrites.observe(claim.UID, claim.ResourceVersion, deleted)
-	if freed := c.tracker.observe(claim.UID, claim.ResourceVersion, allocation, deleted); freed && writer == "" {
+	if freed := c.state.observe(claim.UID, claim.ResourceVersion, allocation, deleted); freed && writer == "" {
 		c.requeueUnschedulable(logger, "claim released devices", klog.KObj(claim), "")
 	}
 
@@ -624,7 +587,7 @@ func (c *Controller) onClaim(logger klog.Logger, obj any, deleted bool) {
 // snapshotHandler: classes, slices and taint rules change the inventory.
 func (c *Controller) snapshotHandler(logger klog.Logger, kind string) cache.ResourceEventHandlerFuncs {
 	changed := func(obj any) {
-		c.snapshotGeneration.Add(1)
+		c.state.snapshotGeneration.Add(1)
 		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tombstone.Obj
 		}
@@ -644,17 +607,7 @@ func (c *Controller) snapshotHandler(logger klog.Logger, kind string) cache.Reso
 // requeueUnschedulable gives every parked pod but except another
 // attempt, each after its own growing backoff.
 func (c *Controller) requeueUnschedulable(logger klog.Logger, why string, object klog.ObjectRef, except string) {
-	c.clusterEvents.Add(1)
-	c.unschedulableMutex.Lock()
-	keys := make([]string, 0, len(c.unschedulable))
-	for key := range c.unschedulable {
-		if key == except {
-			continue
-		}
-		keys = append(keys, key)
-		delete(c.unschedulable, key)
-	}
-	c.unschedulableMutex.Unlock()
+	keys := c.unschedulable.moveAll(except)
 	if len(keys) == 0 {
 		return
 	}
@@ -668,29 +621,14 @@ func (c *Controller) requeueUnschedulable(logger klog.Logger, why string, object
 // that arrived while the attempt ran may already have changed the
 // answer: then the pod is retried after its backoff right away.
 func (c *Controller) markUnschedulable(key string, eventsBefore int64) {
-	c.unschedulableMutex.Lock()
-	c.unschedulable[key] = struct{}{}
-	c.unschedulableMutex.Unlock()
-	if c.clusterEvents.Load() != eventsBefore {
-		c.unschedulableMutex.Lock()
-		delete(c.unschedulable, key)
-		c.unschedulableMutex.Unlock()
+	if !c.unschedulable.park(key, eventsBefore) {
 		c.queue.AddRateLimited(key)
 	}
 }
 
-func (c *Controller) clearUnschedulable(key string) {
-	c.unschedulableMutex.Lock()
-	delete(c.unschedulable, key)
-	c.unschedulableMutex.Unlock()
-}
+func (c *Controller) clearUnschedulable(key string) { c.unschedulable.remove(key) }
 
-func (c *Controller) isUnschedulable(key string) bool {
-	c.unschedulableMutex.Lock()
-	defer c.unschedulableMutex.Unlock()
-	_, ok := c.unschedulable[key]
-	return ok
-}
+func (c *Controller) isUnschedulable(key string) bool { return c.unschedulable.has(key) }
 
 func (c *Controller) eventf(pod *corev1.Pod, eventType, reason, messageFmt string, args ...any) {
 	if c.recorder != nil {

@@ -520,9 +520,9 @@ func TestSyncPod(t *testing.T) {
 			pods:   []*corev1.Pod{makePod("pod-1", withSharedClaim("gpu", "shared"))},
 			claims: []*resourcev1.ResourceClaim{makeClaim("shared")},
 			before: func(c *testController) {
-				c.tracker.mutex.Lock()
-				defer c.tracker.mutex.Unlock()
-				c.tracker.addPendingLocked("uid-shared", "uid-other", "uid-other", &resourceapi.AllocationResult{})
+				c.state.mutex.Lock()
+				defer c.state.mutex.Unlock()
+				c.state.tracker.addPendingLocked("uid-shared", "uid-other", "uid-other", &resourceapi.AllocationResult{})
 			},
 			expectedErrors:      []string{"claim default/shared is being allocated for another pod"},
 			expectedNodes:       map[string]string{"pod-1": ""},
@@ -587,12 +587,12 @@ func TestSyncPod(t *testing.T) {
 			pods:   []*corev1.Pod{makePod("pod-1", withGeneratedClaim("gpu"), withNodeName("node-a"))},
 			claims: []*resourcev1.ResourceClaim{generatedClaim(pod1, "gpu")},
 			before: func(c *testController) {
-				c.tracker.mutex.Lock()
-				c.tracker.addPendingLocked("uid-pod-1-gpu", "uid-pod-1", "uid-pod-1", &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+				c.state.mutex.Lock()
+				c.state.tracker.addPendingLocked("uid-pod-1-gpu", "uid-pod-1", "uid-pod-1", &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
 					Request: "gpu", Driver: testDriver, Pool: "node-a", Device: "gpu-0",
 				}}}})
-				c.tracker.mutex.Unlock()
-				c.tracker.written("uid-pod-1-gpu", "200")
+				c.state.mutex.Unlock()
+				c.state.written("uid-pod-1-gpu", "200")
 				c.resourceClient.ClearActions()
 			},
 			expectedNodes:       map[string]string{"pod-1": "node-a"},
@@ -1036,7 +1036,7 @@ func runSyncTest(t *testing.T, tc testCase) {
 			}
 		}
 	}
-	if got := c.tracker.pendingCount(); got != tc.expectedPending {
+	if got := c.state.pendingCount(); got != tc.expectedPending {
 		t.Errorf("expected %d pending allocations, got %d", tc.expectedPending, got)
 	}
 

@@ -94,7 +94,7 @@ type gangMember struct {
 // claims; then all of those in one decision. Once the group is placed,
 // later pods join it where they fit (in its topology domain).
 // It is long because the group's states (not placed, placed and joining,
-// preempting) are decided under one hold of the tracker's lock; splitting
+// preempting) are decided under one hold of the placement state's lock; splitting
 // it is left to the next change of this function.
 func (c *Controller) syncGroup(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(strings.TrimPrefix(key, groupKeyPrefix))
@@ -104,7 +104,7 @@ func (c *Controller) syncGroup(ctx context.Context, key string) error {
 	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "podGroup", klog.KRef(namespace, name))
 	ctx = klog.NewContext(ctx, logger)
-	eventsBefore := c.clusterEvents.Load()
+	eventsBefore := c.unschedulable.clusterEvents.Load()
 
 	objs, err := c.podIndexer.ByIndex(podclaims.PodsByGroupIndex, namespace+"/"+name)
 	if err != nil {
@@ -188,7 +188,7 @@ func (c *Controller) syncGroup(ctx context.Context, key string) error {
 		members = append(members, &gangMember{pod: pod, claims: claims, d: &decision{}})
 	}
 
-	result, err := c.decideGang(ctx, group, bound, members, need, placed)
+	result, err := c.state.decideGang(ctx, group, bound, members, need, placed)
 	if errors.Is(err, errRetryLater) {
 		return err
 	}
@@ -234,109 +234,6 @@ func groupScheduled(group *schedulingv1beta1.PodGroup) bool {
 	return false
 }
 
-// decideGang runs the gang's placement in the critical section and
-// records what it allocates as pending, as decide does for one pod.
-func (c *Controller) decideGang(ctx context.Context, group *schedulingv1beta1.PodGroup, bound []*corev1.Pod, members []*gangMember, need int, placed bool) (allocator.GangResult, error) {
-	logger := klog.FromContext(ctx)
-	t := c.tracker
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
-	defer c.releaseGangNominationsLocked(members)()
-
-	req := allocator.GangRequest{MinCount: need, Budget: c.gangBudget, Greedy: c.gangGreedy}
-	domain, key := "", ""
-	if constraints := group.Spec.SchedulingConstraints; constraints != nil && len(constraints.Topology) > 0 {
-		key = constraints.Topology[0].Key
-		if placed || len(bound) > 0 {
-			// Later pods stay in the domain of those placed.
-			domain = c.domainOf(bound, key)
-		} else {
-			req.TopologyKey = key
-		}
-	}
-	for _, m := range members {
-		toAllocate, allocatedSelectors, err := c.podClaimsLocked(m.pod, m.claims, m.d)
-		if err != nil {
-			return allocator.GangResult{}, err
-		}
-		if reason := c.adminAccessRefused(toAllocate); reason != "" {
-			return allocator.GangResult{Reason: fmt.Sprintf("pod %s: %s", m.pod.Name, reason)}, nil
-		}
-		nodes, _, err := c.candidateNodes(logger, m.pod, allocatedSelectors)
-		if err != nil {
-			return allocator.GangResult{}, err
-		}
-		if domain != "" {
-			nodes = slices.DeleteFunc(slices.Clone(nodes), func(n *corev1.Node) bool { return n.Labels[key] != domain })
-		}
-		m.toAllocate = toAllocate
-		req.Members = append(req.Members, allocator.GangMember{Name: klog.KObj(m.pod).String(), Claims: toAllocate, Nodes: nodes})
-	}
-	inv, err := c.currentInventoryLocked(logger)
-	if err != nil {
-		return allocator.GangResult{}, err
-	}
-	start := time.Now()
-	result, err := c.allocator.PlaceGang(ctx, t.stateLocked(inv), t.inUseLocked(), req)
-	if err != nil {
-		return allocator.GangResult{}, fmt.Errorf("place gang: %w", err)
-	}
-	logger.V(3).Info("Gang placement", "members", len(members), "need", need, "placed", len(result.Placements), "domain", result.Domain, "steps", result.Steps, "duration", time.Since(start))
-	if result.Placements == nil {
-		if err := c.considerGangPreemptionLocked(ctx, group, members, req, inv); err != nil {
-			return allocator.GangResult{}, err
-		}
-		return result, nil
-	}
-	if c.nodeRequests != nil {
-		// Each member was checked against its nodes alone.
-		byNode := map[string][]*corev1.Pod{}
-		for _, p := range result.Placements {
-			byNode[p.Node] = append(byNode[p.Node], members[p.Member].pod)
-		}
-		if reason := c.nodeRequests.gangOverflow(byNode, c.nodeLister.Get); reason != "" {
-			return allocator.GangResult{Reason: reason}, nil
-		}
-	}
-	now := metav1.NewTime(c.clock.Now()).Rfc3339Copy()
-	for _, p := range result.Placements {
-		m := members[p.Member]
-		m.d.node = p.Node
-		for _, pc := range m.d.claims {
-			if pc.allocation != nil {
-				continue
-			}
-			i := slices.IndexFunc(m.toAllocate, func(claim *resourceapi.ResourceClaim) bool { return claim.UID == pc.claim.UID })
-			if i < 0 || p.Allocations[i] == nil {
-				// Allocated with another member's placement.
-				continue
-			}
-			allocation := p.Allocations[i]
-			allocation.AllocationTimestamp = &now
-			pc.newAllocation = allocation
-			t.addPendingLocked(pc.claim.UID, m.pod.UID, pc.consumer.UID, allocation)
-		}
-	}
-	return result, nil
-}
-
-// domainOf is the value of the topology label on the nodes of the bound
-// pods (the first one's).
-func (c *Controller) domainOf(bound []*corev1.Pod, key string) string {
-	for _, pod := range bound {
-		name := pod.Spec.NodeName
-		if name == "" {
-			name, _ = c.bound.get(pod.UID)
-		}
-		if node, err := c.nodeLister.Get(name); err == nil {
-			if value, ok := node.Labels[key]; ok {
-				return value
-			}
-		}
-	}
-	return ""
-}
-
 // commitGang writes every placed member's claims, then binds them. When a
 // claim write fails, what the gang wrote is undone and nothing is bound.
 func (c *Controller) commitGang(ctx context.Context, key string, group *schedulingv1beta1.PodGroup, members []*gangMember, result allocator.GangResult, eventsBefore int64, placed bool) error {
@@ -366,7 +263,7 @@ func (c *Controller) commitGang(ctx context.Context, key string, group *scheduli
 		for _, other := range placements[len(wrote):] {
 			for _, pc := range other.d.claims {
 				if pc.newAllocation != nil {
-					c.tracker.dropIfWriting(pc.claim.UID)
+					c.state.dropIfWriting(pc.claim.UID)
 				}
 			}
 		}

@@ -14,8 +14,8 @@ import (
 // whole group, however many pods use it. A claim generated from the
 // group's template must also be owned by the group: a pod claim that was
 // given a claim of its own before the group named the template keeps it.
-func (c *Controller) consumerFor(pod *corev1.Pod, claim *resourcev1.ResourceClaim) resourcev1.ResourceClaimConsumerReference {
-	if group := c.groupWithClaims(pod); group != nil {
+func (s *placementState) consumerFor(pod *corev1.Pod, claim *resourcev1.ResourceClaim) resourcev1.ResourceClaimConsumerReference {
+	if group := s.groupWithClaims(pod); group != nil {
 		for _, podClaim := range podclaims.ClaimsOf(pod) {
 			entry := podclaims.GroupClaimFor(pod, group, podClaim)
 			if entry == nil {
@@ -38,12 +38,12 @@ func (c *Controller) consumerFor(pod *corev1.Pod, claim *resourcev1.ResourceClai
 
 // groupWithClaims returns the pod's PodGroup when it names claims that
 // are acted on, else nil.
-func (c *Controller) groupWithClaims(pod *corev1.Pod) *schedulingv1beta1.PodGroup {
+func (s *placementState) groupWithClaims(pod *corev1.Pod) *schedulingv1beta1.PodGroup {
 	name := podclaims.GroupOf(pod)
-	if c.podGroupLister == nil || name == "" || !podclaims.GroupClaimsEnabled() {
+	if s.podGroupLister == nil || name == "" || !podclaims.GroupClaimsEnabled() {
 		return nil
 	}
-	group, err := c.podGroupLister.PodGroups(pod.Namespace).Get(name)
+	group, err := s.podGroupLister.PodGroups(pod.Namespace).Get(name)
 	if err != nil || len(group.Spec.ResourceClaims) == 0 {
 		return nil
 	}

@@ -67,14 +67,15 @@ func TestAllocationTracker(t *testing.T) {
 	}
 	for name, steps := range tests {
 		t.Run(name, func(t *testing.T) {
-			tracker := newAllocationTracker()
+			state := newPlacementState(placementInputs{})
+			tracker := state.tracker
 			for i, s := range steps {
 				freed := false
 				switch s.do {
 				case "pending":
-					tracker.mutex.Lock()
+					state.mutex.Lock()
 					tracker.addPendingLocked(uid, "pod", "pod", alloc("gpu-0"))
-					tracker.mutex.Unlock()
+					state.mutex.Unlock()
 				case "written":
 					tracker.written(uid, s.rv)
 				case "uncertain":
@@ -88,9 +89,9 @@ func TestAllocationTracker(t *testing.T) {
 				case "delete":
 					freed = tracker.observe(uid, s.rv, nil, true)
 				}
-				tracker.mutex.Lock()
+				state.mutex.Lock()
 				busy := tracker.inUseLocked().Allocated(deviceID("gpu-0"))
-				tracker.mutex.Unlock()
+				state.mutex.Unlock()
 				if busy != s.busy {
 					t.Errorf("step %d (%s %s): gpu-0 allocated=%v, expected %v", i, s.do, s.rv, busy, s.busy)
 				}
@@ -149,10 +150,10 @@ func TestEventHandlers(t *testing.T) {
 				bound := makePod("pod-1", withGeneratedClaim("gpu"), withNodeName("node-a"))
 				claim := generatedClaim(bound, "gpu")
 				mustAdd(c.t, c.claimStore, claim)
-				c.tracker.mutex.Lock()
-				c.tracker.addPendingLocked(claim.UID, bound.UID, bound.UID, &resourceapi.AllocationResult{})
-				c.tracker.mutex.Unlock()
-				c.tracker.written(claim.UID, "200")
+				c.state.mutex.Lock()
+				c.state.tracker.addPendingLocked(claim.UID, bound.UID, bound.UID, &resourceapi.AllocationResult{})
+				c.state.mutex.Unlock()
+				c.state.written(claim.UID, "200")
 				c.onPod(c.logger, bound, false)
 			},
 		},
@@ -250,7 +251,7 @@ func TestEventHandlers(t *testing.T) {
 			c.queue = workqueue.NewTypedRateLimitingQueue[string](limiter)
 			defer c.queue.ShutDown()
 			for _, key := range tc.parked {
-				c.markUnschedulable(key, c.clusterEvents.Load())
+				c.markUnschedulable(key, c.unschedulable.clusterEvents.Load())
 			}
 			tc.event(c)
 

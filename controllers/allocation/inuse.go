@@ -2,7 +2,6 @@ package allocation
 
 import (
 	"strconv"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -15,11 +14,9 @@ import (
 // the informer has not delivered yet. Without the second kind, two pods
 // scheduled in quick succession could get the same device.
 //
-// Its mutex is also the critical section of the controller: node
-// selection for one pod runs under it, so the next pod sees what the
-// previous one took. API calls never happen under it.
+// It is part of the placement state, whose mutex guards it: callers of
+// every method hold that.
 type allocationTracker struct {
-	mutex sync.Mutex
 	// seen are the allocations of claims as the informer has them.
 	seen map[types.UID]*resourceapi.AllocationResult
 	// pending are allocations this controller decided on.
@@ -62,7 +59,7 @@ func newAllocationTracker() *allocationTracker {
 }
 
 // countLocked brings inUse up to date for one claim after seen or pending
-// changed for it. Callers hold the mutex.
+// changed for it.
 func (t *allocationTracker) countLocked(uid types.UID) {
 	old, allocation := t.inUse.Claim(uid), t.allocationLocked(uid)
 	if old == allocation {
@@ -77,8 +74,6 @@ func (t *allocationTracker) countLocked(uid types.UID) {
 // observe records what the informer says about a claim; a nil allocation
 // means the claim is not allocated (or deleted, with deleted set).
 func (t *allocationTracker) observe(uid types.UID, resourceVersion string, allocation *resourceapi.AllocationResult, deleted bool) (freed bool) {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
 	_, wasSeen := t.seen[uid]
 	if allocation != nil && !deleted {
 		t.seen[uid] = allocation
@@ -98,7 +93,7 @@ func (t *allocationTracker) observe(uid types.UID, resourceVersion string, alloc
 }
 
 // allocationLocked returns what the controller knows of a claim's allocation:
-// the informer's, else a pending one. Callers hold the mutex.
+// the informer's, else a pending one.
 func (t *allocationTracker) allocationLocked(uid types.UID) *resourceapi.AllocationResult {
 	if a, ok := t.seen[uid]; ok {
 		return a
@@ -111,15 +106,14 @@ func (t *allocationTracker) allocationLocked(uid types.UID) *resourceapi.Allocat
 
 // inUseLocked is the accounting of all devices held by allocations: the
 // informer's, and the pending ones of claims it has none for. It is the
-// tracker's own, kept up to date in place: callers hold the mutex and only
-// read it (Clone it to count more).
+// tracker's own, kept up to date in place: callers only read it (Clone
+// it to count more).
 func (t *allocationTracker) inUseLocked() *allocator.InUse {
 	return t.inUse
 }
 
 // stateLocked is the accounting of inUseLocked folded into the inventory,
-// the tracker's own, kept up to date in place: callers hold the mutex and
-// only read it.
+// the tracker's own, kept up to date in place: callers only read it.
 func (t *allocationTracker) stateLocked(inv *allocator.Inventory) *allocator.State {
 	if t.state == nil || t.stateInventory != inv {
 		t.state, t.stateInventory = inv.State(t.inUse), inv
@@ -128,7 +122,7 @@ func (t *allocationTracker) stateLocked(inv *allocator.Inventory) *allocator.Sta
 }
 
 // addPendingLocked records allocations made for a pod (and reserved for
-// the consumer with it) before they are written. Callers hold the mutex.
+// the consumer with it) before they are written.
 func (t *allocationTracker) addPendingLocked(uid, podUID, consumerUID types.UID, allocation *resourceapi.AllocationResult) {
 	t.pending[uid] = &pendingAllocation{allocation: allocation, podUID: podUID, consumerUID: consumerUID, writing: true}
 	t.countLocked(uid)
@@ -136,8 +130,6 @@ func (t *allocationTracker) addPendingLocked(uid, podUID, consumerUID types.UID,
 
 // written: the allocation is stored with this resourceVersion.
 func (t *allocationTracker) written(uid types.UID, resourceVersion string) {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
 	p, ok := t.pending[uid]
 	if !ok {
 		return
@@ -156,8 +148,6 @@ func (t *allocationTracker) written(uid types.UID, resourceVersion string) {
 // uncertain: the write may or may not have landed. The next informer
 // event after baseVersion (the version the write was based on) tells.
 func (t *allocationTracker) uncertain(uid types.UID, baseVersion string) {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
 	p, ok := t.pending[uid]
 	if !ok {
 		return
@@ -174,8 +164,6 @@ func (t *allocationTracker) uncertain(uid types.UID, baseVersion string) {
 // drop forgets a pending allocation: its write failed for sure, or the
 // claim was deallocated again.
 func (t *allocationTracker) drop(uid types.UID) {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
 	delete(t.pending, uid)
 	t.countLocked(uid)
 }
@@ -184,16 +172,12 @@ func (t *allocationTracker) drop(uid types.UID) {
 // claim together with a reservation for the consumer (a pod or a
 // PodGroup), which the informer may not show yet.
 func (t *allocationTracker) writtenFor(uid, consumerUID types.UID) bool {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
 	p, ok := t.pending[uid]
 	return ok && !p.writing && p.consumerUID == consumerUID
 }
 
 // dropIfWriting forgets an allocation whose write was never attempted.
 func (t *allocationTracker) dropIfWriting(uid types.UID) {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
 	if p, ok := t.pending[uid]; ok && p.writing {
 		delete(t.pending, uid)
 		t.countLocked(uid)
@@ -202,7 +186,5 @@ func (t *allocationTracker) dropIfWriting(uid types.UID) {
 
 // pendingCount is for tests and logs.
 func (t *allocationTracker) pendingCount() int {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
 	return len(t.pending)
 }

@@ -47,10 +47,11 @@ func TestTrackerCountsIncrementally(t *testing.T) {
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			random := rand.New(rand.NewPCG(seed, 1))
-			tracker := newAllocationTracker()
-			tracker.mutex.Lock()
+			state := newPlacementState(placementInputs{})
+			tracker := state.tracker
+			state.mutex.Lock()
 			tracker.stateLocked(inv)
-			tracker.mutex.Unlock()
+			state.mutex.Unlock()
 			rv := 0
 			for step := range steps {
 				uid := types.UID(fmt.Sprintf("claim-%d", random.IntN(claims)))
@@ -59,9 +60,9 @@ func TestTrackerCountsIncrementally(t *testing.T) {
 				switch random.IntN(8) {
 				case 0:
 					op = "pending"
-					tracker.mutex.Lock()
+					state.mutex.Lock()
 					tracker.addPendingLocked(uid, "pod", "pod", allocation(random.IntN(devices)))
-					tracker.mutex.Unlock()
+					state.mutex.Unlock()
 				case 1:
 					op = "written"
 					tracker.written(uid, strconv.Itoa(rv))
@@ -84,7 +85,7 @@ func TestTrackerCountsIncrementally(t *testing.T) {
 					op = "delete"
 					tracker.observe(uid, strconv.Itoa(rv), nil, true)
 				}
-				tracker.mutex.Lock()
+				state.mutex.Lock()
 				want, got := fromScratch(tracker), tracker.inUseLocked()
 				for d := range devices {
 					id := allocator.DeviceID{Driver: testDriver, Pool: "node-a", Device: fmt.Sprintf("gpu-%d", d)}
@@ -95,7 +96,7 @@ func TestTrackerCountsIncrementally(t *testing.T) {
 				if got, want := tracker.stateLocked(inv), inv.State(want); !reflect.DeepEqual(got, want) {
 					t.Fatalf("step %d (%s %s): state %+v, built from scratch %+v", step, op, uid, got, want)
 				}
-				tracker.mutex.Unlock()
+				state.mutex.Unlock()
 			}
 		})
 	}

@@ -108,11 +108,11 @@ func taintsTolerated(logger klog.Logger, tolerations []corev1.Toleration, taints
 	return true
 }
 
-// nodeSet is the controller's sorted view of the node informer, kept so
-// that placing a pod does not list, check and sort every node again. It
-// is rebuilt from the lister after a node event that can change which
-// nodes are candidates (see onNode); other updates, such as heartbeats,
-// change nothing it or the allocator reads of a node.
+// nodeSet is the placement state's sorted view of the node informer,
+// kept so that placing a pod does not list, check and sort every node
+// again. It is rebuilt from the lister after a node event that can
+// change which nodes are candidates (see onNode); other updates, such as
+// heartbeats, change nothing it or the allocator reads of a node.
 type nodeSet struct {
 	// generation is the nodesGeneration it was built at.
 	generation int64
@@ -159,31 +159,31 @@ func newNodeSet(generation int64, all []*corev1.Node) *nodeSet {
 }
 
 // nodeSetLocked returns the current node set, rebuilding it when a node
-// event made it stale. Callers hold the tracker mutex.
-func (c *Controller) nodeSetLocked() (*nodeSet, error) {
-	generation := c.nodesGeneration.Load()
-	if c.nodes != nil && c.nodes.generation == generation {
-		return c.nodes, nil
+// event made it stale. Callers hold the state's mutex.
+func (s *placementState) nodeSetLocked() (*nodeSet, error) {
+	generation := s.nodesGeneration.Load()
+	if s.nodes != nil && s.nodes.generation == generation {
+		return s.nodes, nil
 	}
-	all, err := c.nodeLister.List(labels.Everything())
+	all, err := s.nodeLister.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list nodes from cache: %w", err)
 	}
-	c.nodes = newNodeSet(generation, all)
-	return c.nodes, nil
+	s.nodes = newNodeSet(generation, all)
+	return s.nodes, nil
 }
 
 // candidatesLocked lists the nodes the pod may go to, sorted by name, as
 // candidateNode decides for each node: for a pod without node selector,
 // required node affinity or allocated claims and a cluster without
 // tainted nodes, that is the node set's plain list as it is. Callers hold
-// the tracker mutex and must not modify the list.
-func (c *Controller) candidatesLocked(logger klog.Logger, pod *corev1.Pod, allocated []*corev1.NodeSelector) ([]*corev1.Node, nodeFilter, error) {
-	set, err := c.nodeSetLocked()
+// the state's mutex and must not modify the list.
+func (s *placementState) candidatesLocked(logger klog.Logger, pod *corev1.Pod, allocated []*corev1.NodeSelector) ([]*corev1.Node, nodeFilter, error) {
+	set, err := s.nodeSetLocked()
 	if err != nil {
 		return nil, nodeFilter{}, err
 	}
-	if set.tainted == 0 && !podHasNodeConstraints(pod) && !slices.ContainsFunc(allocated, func(s *corev1.NodeSelector) bool { return s != nil }) {
+	if set.tainted == 0 && !podHasNodeConstraints(pod) && !slices.ContainsFunc(allocated, func(selector *corev1.NodeSelector) bool { return selector != nil }) {
 		filter := nodeFilter{notReady: set.notReady, unschedulable: set.unschedulable, candidates: len(set.plain)}
 		return set.plain[:len(set.plain):len(set.plain)], filter, nil
 	}

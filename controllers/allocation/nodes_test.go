@@ -83,9 +83,9 @@ func TestCandidatesMatchListing(t *testing.T) {
 					logger, _ := ktesting.NewTestContext(t)
 					c := newTestController(t, logger, testCase{nodes: nodes})
 					wantNames, wantFilter := listCandidates(t, c, logger, pod, selectors)
-					c.tracker.mutex.Lock()
-					defer c.tracker.mutex.Unlock()
-					got, gotFilter, err := c.candidateNodes(logger, pod, selectors)
+					c.state.mutex.Lock()
+					defer c.state.mutex.Unlock()
+					got, gotFilter, err := c.state.candidateNodes(logger, pod, selectors)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -111,9 +111,9 @@ func TestNodeSetEvents(t *testing.T) {
 	pod := makePod("pod", withGeneratedClaim("gpu"))
 	candidates := func() []string {
 		t.Helper()
-		c.tracker.mutex.Lock()
-		defer c.tracker.mutex.Unlock()
-		nodes, _, err := c.candidateNodes(logger, pod, nil)
+		c.state.mutex.Lock()
+		defer c.state.mutex.Unlock()
+		nodes, _, err := c.state.candidateNodes(logger, pod, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,14 +126,14 @@ func TestNodeSetEvents(t *testing.T) {
 		}
 	}
 	expect("initially", "node-a", "node-b")
-	before := c.nodes
+	before := c.state.nodes
 
 	heartbeat := nodeB.DeepCopy()
 	heartbeat.ResourceVersion = "2"
 	mustUpdate(t, store, heartbeat)
 	c.onNode(logger, nodeB, heartbeat)
 	expect("after a heartbeat", "node-a", "node-b")
-	if c.nodes != before {
+	if c.state.nodes != before {
 		t.Error("a heartbeat rebuilt the node set")
 	}
 

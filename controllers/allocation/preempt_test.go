@@ -53,7 +53,7 @@ func TestPreemptionNomination(t *testing.T) {
 	if got := evictions(c.kubeClient.Actions()); !slices.Equal(got, []string{"victim"}) {
 		t.Errorf("evictions: %v, want [victim]", got)
 	}
-	if n := c.nominations[preemptor.UID]; n == nil || n.node != "node-a" {
+	if n := c.state.nominations[preemptor.UID]; n == nil || n.node != "node-a" {
 		t.Fatalf("nomination of the preemptor: %+v", n)
 	}
 
@@ -76,8 +76,8 @@ func TestPreemptionNomination(t *testing.T) {
 	if err := c.syncPod(ctx, podKey(preemptor)); err != nil {
 		t.Fatalf("sync deleted preemptor: %v", err)
 	}
-	if len(c.nominations) != 0 {
-		t.Errorf("nominations left: %v", c.nominations)
+	if len(c.state.nominations) != 0 {
+		t.Errorf("nominations left: %v", c.state.nominations)
 	}
 	if err := c.syncPod(ctx, podKey(equal)); err != nil {
 		t.Fatalf("sync equal pod after the preemptor is gone: %v", err)
@@ -114,7 +114,7 @@ func TestPreemptionNominationRestored(t *testing.T) {
 	if err := c.restoreNominations(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := c.nominations[preemptor.UID]; n == nil || n.node != "node-a" {
+	if n := c.state.nominations[preemptor.UID]; n == nil || n.node != "node-a" {
 		t.Errorf("nomination of the preemptor after the restart: %+v", n)
 	}
 	if err := c.syncPod(ctx, podKey(equal)); !errors.Is(err, errUnschedulable) {
@@ -147,7 +147,7 @@ func TestPreemptionSearchNotRepeated(t *testing.T) {
 	}
 	c := newTestController(t, klog.FromContext(ctx), tc)
 	claims := []*resourcev1.ResourceClaim{generatedClaim(pending, "gpu")}
-	d, err := c.decide(ctx, pending, claims)
+	d, err := c.state.decide(ctx, pending, claims)
 	if err != nil || d.preemption == nil || d.preemption.reason == "" {
 		t.Fatalf("first decide: %v %+v", err, d.preemption)
 	}
@@ -158,12 +158,12 @@ func TestPreemptionSearchNotRepeated(t *testing.T) {
 	if err := c.podStore.Update(lower); err != nil {
 		t.Fatal(err)
 	}
-	if d, err = c.decide(ctx, pending, claims); err != nil || d.preemption == nil || d.preemption.reason == "" {
+	if d, err = c.state.decide(ctx, pending, claims); err != nil || d.preemption == nil || d.preemption.reason == "" {
 		t.Errorf("second decide, nothing changed: %v %+v, want the remembered reason", err, d.preemption)
 	}
 	// An event: the search runs again and finds the victim.
-	c.preemptionInputs.Add(1)
-	if d, err = c.decide(ctx, pending, claims); err != nil || d.preemption == nil || len(d.preemption.victims) != 1 {
+	c.state.preemptionInputs.Add(1)
+	if d, err = c.state.decide(ctx, pending, claims); err != nil || d.preemption == nil || len(d.preemption.victims) != 1 {
 		t.Errorf("decide after an event: %v %+v, want one victim", err, d.preemption)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
@@ -25,7 +24,6 @@ import (
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/apis/resource/validation"
 	"github.com/draplane/draplane/controllers/podmode"
-	"github.com/draplane/draplane/features"
 	"github.com/draplane/draplane/podclaims"
 )
 
@@ -123,7 +121,7 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 	claims, waiting, err := c.claimsOfPod(pod)
 	if err != nil {
 		// Retrying cannot help until the pod or its claims change.
-		return c.reportUnschedulable(ctx, key, pod, c.clusterEvents.Load(), &decision{unschedulable: true, summary: err.Error(), details: err.Error()})
+		return c.reportUnschedulable(ctx, key, pod, c.unschedulable.clusterEvents.Load(), &decision{unschedulable: true, summary: err.Error(), details: err.Error()})
 	}
 	if waiting == "" {
 		if waiting, err = c.extendedResourceClaimPending(pod); err != nil {
@@ -135,8 +133,8 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 		return nil
 	}
 
-	eventsBefore := c.clusterEvents.Load()
-	d, err := c.decide(ctx, pod, claims)
+	eventsBefore := c.unschedulable.clusterEvents.Load()
+	d, err := c.state.decide(ctx, pod, claims)
 	if errors.Is(err, errRetryLater) {
 		return err
 	}
@@ -204,162 +202,6 @@ func (c *Controller) claimsOfPod(pod *corev1.Pod) (claims []*resourcev1.Resource
 	return claims, "", nil
 }
 
-// decide selects a node and allocates the claims that need it. It is
-// the critical section: everything it takes is recorded as pending
-// before the next pod is looked at. It makes no API calls.
-func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims []*resourcev1.ResourceClaim) (*decision, error) {
-	logger := klog.FromContext(ctx)
-	t := c.tracker
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
-
-	d := &decision{}
-	restore := c.releaseNominationsLocked(pod)
-	defer func() { restore(d.node == "") }()
-	toAllocate, allocatedSelectors, err := c.podClaimsLocked(pod, claims, d)
-	if err != nil {
-		return nil, err
-	}
-	if reason := c.adminAccessRefused(toAllocate); reason != "" {
-		return d.refuse(reason), nil
-	}
-	if reason := c.grantedAdminAccessRevoked(pod, d.claims); reason != "" {
-		return d.refuse(reason), nil
-	}
-
-	nodes, filter, err := c.candidateNodes(logger, pod, allocatedSelectors)
-	if err != nil {
-		return nil, err
-	}
-	if len(nodes) == 0 {
-		d.unschedulable = true
-		if pod.Spec.NodeName != "" {
-			d.summary = c.wrongNodeSummary(pod, d.claims)
-		} else {
-			d.summary = fmt.Sprintf("0/%d nodes are available: %s", filter.total(), filter)
-		}
-		d.details = d.summary
-		return d, nil
-	}
-	if len(toAllocate) == 0 {
-		// Everything is allocated: the first node (by name) that all
-		// allocations allow.
-		d.node = nodes[0].Name
-		return d, nil
-	}
-
-	if len(toAllocate) > maxClaimsPerPod {
-		return d.refuse(fmt.Sprintf("the pod needs %d claims allocated, at most %d can be allocated together", len(toAllocate), maxClaimsPerPod)), nil
-	}
-	inv, err := c.currentInventoryLocked(logger)
-	if err != nil {
-		return nil, err
-	}
-	selection, err := c.selectNode(ctx, pod, inv, toAllocate, nodes)
-	if err != nil {
-		return nil, fmt.Errorf("select node: %w", err)
-	}
-	if selection.Chosen == nil {
-		d.unschedulable = true
-		d.summary = selection.Summary()
-		if filtered := filter.total() - len(nodes); filtered > 0 {
-			d.summary += fmt.Sprintf(" (%d other nodes filtered: %s)", filtered, filter)
-		}
-		d.details = explainRequests(&selection)
-		if pod.Spec.NodeName == "" {
-			if err := c.considerPreemptionLocked(ctx, pod, toAllocate, nodes, inv, d); err != nil {
-				return nil, err
-			}
-		}
-		return d, nil
-	}
-
-	if reason := refusedAllocation(toAllocate, consumersToAllocate(d), selection.Chosen); reason != "" {
-		return d.refuse(reason), nil
-	}
-
-	d.node = selection.Chosen.Node
-	now := metav1.NewTime(c.clock.Now()).Rfc3339Copy()
-	i := 0
-	for _, pc := range d.claims {
-		if pc.allocation != nil {
-			continue
-		}
-		allocation := selection.Chosen.Allocations[i]
-		i++
-		allocation.AllocationTimestamp = &now
-		pc.newAllocation = allocation
-		t.addPendingLocked(pc.claim.UID, pod.UID, pc.consumer.UID, allocation)
-	}
-	logger.V(4).Info("Selected node", "node", d.node, "score", selection.Score, "newAllocations", i)
-	return d, nil
-}
-
-// podClaimsLocked adds the pod's claims to d and returns those that still
-// need an allocation (in internal form) and the node selectors of those
-// already allocated. The tracker's mutex must be held.
-func (c *Controller) podClaimsLocked(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, d *decision) ([]*resourceapi.ResourceClaim, []*corev1.NodeSelector, error) {
-	t := c.tracker
-	var toAllocate []*resourceapi.ResourceClaim
-	var allocatedSelectors []*corev1.NodeSelector
-	for _, claim := range claims {
-		if p, ok := t.pending[claim.UID]; ok && p.writing && p.podUID != pod.UID {
-			// A shared claim that another worker is allocating right
-			// now: reserving it before that write lands would fail.
-			return nil, nil, fmt.Errorf("%w: claim %s is being allocated for another pod", errRetryLater, klog.KObj(claim))
-		}
-		pc := &podClaim{claim: claim, allocation: t.allocationLocked(claim.UID), consumer: c.consumerFor(pod, claim)}
-		d.claims = append(d.claims, pc)
-		if pc.allocation != nil {
-			allocatedSelectors = append(allocatedSelectors, pc.allocation.NodeSelector)
-			continue
-		}
-		internal := &resourceapi.ResourceClaim{}
-		if err := resourcev1.Convert_v1_ResourceClaim_To_resource_ResourceClaim(claim, internal, nil); err != nil {
-			return nil, nil, fmt.Errorf("convert claim %s: %w", klog.KObj(claim), err)
-		}
-		toAllocate = append(toAllocate, internal)
-	}
-	return toAllocate, allocatedSelectors, nil
-}
-
-// adminAccessRefused says why one of the claims may not be granted the
-// admin access it asks for, or "".
-func (c *Controller) adminAccessRefused(claims []*resourceapi.ResourceClaim) string {
-	for _, claim := range claims {
-		i := resourceapi.AdminAccessRequest(&claim.Spec)
-		if i < 0 {
-			continue
-		}
-		if denied := c.adminAccessDenied(claim.Namespace); denied != "" {
-			return fmt.Sprintf("claim %s asks for admin access (spec.devices.requests[%d].exactly.adminAccess), %s", klog.KObj(claim), i, denied)
-		}
-	}
-	return ""
-}
-
-// grantedAdminAccessRevoked says why an allocated claim that holds a
-// device with admin access may not be reserved for the pod, or "": its
-// namespace has lost the admin access label since the allocation. Pods
-// the claim is reserved for already keep it; new ones do not get it.
-func (c *Controller) grantedAdminAccessRevoked(pod *corev1.Pod, claims []*podClaim) string {
-	for _, pc := range claims {
-		if pc.allocation == nil || podclaims.IsReservedForPod(pod, pc.claim) {
-			continue
-		}
-		for i, result := range pc.allocation.Devices.Results {
-			if result.AdminAccess == nil || !*result.AdminAccess {
-				continue
-			}
-			if denied := c.adminAccessDenied(pc.claim.Namespace); denied != "" {
-				return fmt.Sprintf("claim %s was granted admin access (status.allocation.devices.results[%d].adminAccess) and is not reserved for new pods, %s", klog.KObj(pc.claim), i, denied)
-			}
-			break
-		}
-	}
-	return ""
-}
-
 // refusedAllocation says why the API would refuse to store one of the
 // chosen allocations, or "". Refusing it here, before any write, keeps a
 // pod whose second claim cannot be written from allocating and rolling
@@ -396,43 +238,6 @@ func validateAllocation(claim *resourceapi.ResourceClaim, allocation *resourceap
 	return validation.ValidateResourceClaimStatusUpdate(&updated, claim)
 }
 
-// adminAccessDenied says why claims in the namespace may not be granted
-// admin access, or "" when they may.
-func (c *Controller) adminAccessDenied(namespace string) string {
-	if c.namespaceLister == nil {
-		return fmt.Sprintf("but namespace %s cannot be checked for the label %s=true", namespace, resourceapi.AdminAccessNamespaceLabel)
-	}
-	ns, err := c.namespaceLister.Get(namespace)
-	if err != nil {
-		return fmt.Sprintf("but namespace %s cannot be checked for the label %s=true: %v", namespace, resourceapi.AdminAccessNamespaceLabel, err)
-	}
-	if ns.Labels[resourceapi.AdminAccessNamespaceLabel] != "true" {
-		return fmt.Sprintf("but namespace %s lacks the label %s=true", namespace, resourceapi.AdminAccessNamespaceLabel)
-	}
-	return ""
-}
-
-// wrongNodeSummary explains why a pod bound to its node cannot use its
-// allocated claims: each claim whose allocation is for other nodes,
-// with the node it is allocated for.
-func (c *Controller) wrongNodeSummary(pod *corev1.Pod, claims []*podClaim) string {
-	node, err := c.nodeLister.Get(pod.Spec.NodeName)
-	if err != nil {
-		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: pod.Spec.NodeName}}
-	}
-	var parts []string
-	for _, pc := range claims {
-		if pc.allocation == nil || matchesAllocations([]*corev1.NodeSelector{pc.allocation.NodeSelector}, node) {
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("claim %s is allocated for %s", klog.KObj(pc.claim), describeNodeSelector(pc.allocation.NodeSelector)))
-	}
-	if len(parts) == 0 {
-		return fmt.Sprintf("node %s does not match the node selectors of the pod's allocated claims", pod.Spec.NodeName)
-	}
-	return fmt.Sprintf("the pod is bound to node %s, but %s: their devices cannot be used there", pod.Spec.NodeName, strings.Join(parts, "; "))
-}
-
 // describeNodeSelector names the node of a selector that names exactly
 // one (what the allocator writes), or spells the selector out.
 func describeNodeSelector(selector *corev1.NodeSelector) string {
@@ -462,113 +267,6 @@ func describeNodeSelector(selector *corev1.NodeSelector) string {
 // total counts every node that was looked at.
 func (f nodeFilter) total() int {
 	return f.notReady + f.unschedulable + f.selector + f.taint + f.allocation + f.resources + f.candidates
-}
-
-// candidateNodes lists the nodes the pod may go to, sorted by name. A pod
-// with spec.nodeName has exactly that node (which need not be known).
-// Callers hold the tracker mutex and must not modify the list.
-func (c *Controller) candidateNodes(logger klog.Logger, pod *corev1.Pod, allocated []*corev1.NodeSelector) ([]*corev1.Node, nodeFilter, error) {
-	var filter nodeFilter
-	if pod.Spec.NodeName != "" {
-		node, err := c.nodeLister.Get(pod.Spec.NodeName)
-		if apierrors.IsNotFound(err) {
-			node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: pod.Spec.NodeName}}
-		} else if err != nil {
-			return nil, filter, fmt.Errorf("get node %s from cache: %w", pod.Spec.NodeName, err)
-		}
-		if !matchesAllocations(allocated, node) {
-			filter.allocation++
-			return nil, filter, nil
-		}
-		filter.candidates++
-		return []*corev1.Node{node}, filter, nil
-	}
-	nodes, filter, err := c.candidatesLocked(logger, pod, allocated)
-	if err != nil || c.nodeRequests == nil {
-		return nodes, filter, err
-	}
-	return c.nodeRequests.filterByResources(pod, nodes, &filter), filter, nil
-}
-
-// currentInventoryLocked returns the prepared inventory, rebuilding it
-// after slices, classes or taint rules changed. Callers hold the tracker
-// mutex.
-func (c *Controller) currentInventoryLocked(logger klog.Logger) (*allocator.Inventory, error) {
-	generation := c.snapshotGeneration.Load()
-	if c.inventory != nil && c.inventoryGeneration == generation {
-		return c.inventory, nil
-	}
-	start := time.Now()
-	snapshot := allocator.Snapshot{
-		WithoutBindingConditions: !features.Enabled(features.DRADeviceBindingConditions),
-		WithoutDeviceTaints:      !features.Enabled(features.DRADeviceTaints),
-		WholeUnitCapacitySteps:   !features.Enabled(features.DRAFractionalCapacityRange),
-	}
-
-	classes, err := c.classLister.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list device classes from cache: %w", err)
-	}
-	snapshot.Classes = make(map[string]*resourceapi.DeviceClass, len(classes))
-	for _, class := range classes {
-		internal := &resourceapi.DeviceClass{}
-		if err := resourcev1.Convert_v1_DeviceClass_To_resource_DeviceClass(class, internal, nil); err != nil {
-			return nil, fmt.Errorf("convert device class %s: %w", class.Name, err)
-		}
-		snapshot.Classes[class.Name] = internal
-	}
-
-	resourceSlices, err := c.sliceLister.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list resource slices from cache: %w", err)
-	}
-	converted := make(map[types.UID]convertedSlice, len(resourceSlices))
-	snapshot.Slices = make([]*resourceapi.ResourceSlice, 0, len(resourceSlices))
-	for _, slice := range resourceSlices {
-		cached, ok := c.slices[slice.UID]
-		if !ok || cached.resourceVersion != slice.ResourceVersion {
-			internal := &resourceapi.ResourceSlice{}
-			if err := resourcev1.Convert_v1_ResourceSlice_To_resource_ResourceSlice(slice, internal, nil); err != nil {
-				return nil, fmt.Errorf("convert resource slice %s: %w", slice.Name, err)
-			}
-			cached = convertedSlice{resourceVersion: slice.ResourceVersion, slice: internal}
-		}
-		converted[slice.UID] = cached
-		snapshot.Slices = append(snapshot.Slices, cached.slice)
-	}
-	c.slices = converted
-
-	if err := c.addTaintRules(&snapshot); err != nil {
-		return nil, err
-	}
-	if c.ownerTaintKey != "" {
-		ownDevices(&snapshot, c.ownerTaintKey)
-	}
-
-	c.inventory = c.allocator.Prepare(snapshot)
-	c.inventoryGeneration = generation
-	logger.V(4).Info("Prepared device inventory", "classes", len(snapshot.Classes), "slices", len(snapshot.Slices), "taintRules", len(snapshot.TaintRules), "duration", time.Since(start))
-	return c.inventory, nil
-}
-
-// addTaintRules adds the DeviceTaintRules to the snapshot; none while
-// their gate is off (the controller then has no lister).
-func (c *Controller) addTaintRules(snapshot *allocator.Snapshot) error {
-	if c.taintRuleLister == nil {
-		return nil
-	}
-	rules, err := c.taintRuleLister.List(labels.Everything())
-	if err != nil {
-		return fmt.Errorf("list device taint rules from cache: %w", err)
-	}
-	for _, rule := range rules {
-		internal := &resourceapi.DeviceTaintRule{}
-		if err := resourcev1.Convert_v1_DeviceTaintRule_To_resource_DeviceTaintRule(rule, internal, nil); err != nil {
-			return fmt.Errorf("convert device taint rule %s: %w", rule.Name, err)
-		}
-		snapshot.TaintRules = append(snapshot.TaintRules, internal)
-	}
-	return nil
 }
 
 // explainRequests groups the reasons of the rejected nodes per claim
@@ -774,7 +472,7 @@ func (c *Controller) writeClaims(ctx context.Context, key string, pod *corev1.Po
 		switch {
 		case pc.newAllocation != nil:
 			err = c.writeAllocation(ctx, key, pod, pc)
-		case podclaims.IsReservedForPod(pod, pc.claim) || podclaims.IsReservedFor(pc.claim, pc.consumer) || c.tracker.writtenFor(pc.claim.UID, pc.consumer.UID):
+		case podclaims.IsReservedForPod(pod, pc.claim) || podclaims.IsReservedFor(pc.claim, pc.consumer) || c.state.writtenFor(pc.claim.UID, pc.consumer.UID):
 			continue
 		default:
 			err = c.reserveFor(ctx, key, pod, pc.claim, pc.consumer)
@@ -798,7 +496,7 @@ func (c *Controller) writeAllocation(ctx context.Context, key string, pod *corev
 	claims := c.resourceClient.ResourceV1().ResourceClaims(pc.claim.Namespace)
 	allocation := &resourcev1.AllocationResult{}
 	if err := resourcev1.Convert_resource_AllocationResult_To_v1_AllocationResult(pc.newAllocation, allocation, nil); err != nil {
-		c.tracker.drop(pc.claim.UID)
+		c.state.drop(pc.claim.UID)
 		return fmt.Errorf("convert allocation of claim %s: %w", klog.KObj(pc.claim), err)
 	}
 	claim := pc.claim
@@ -848,13 +546,13 @@ func (c *Controller) writeAllocation(ctx context.Context, key string, pod *corev
 	})
 	if err != nil {
 		if isDefinite(err) {
-			c.tracker.drop(pc.claim.UID)
+			c.state.drop(pc.claim.UID)
 		} else {
-			c.tracker.uncertain(pc.claim.UID, baseVersion)
+			c.state.uncertain(pc.claim.UID, baseVersion)
 		}
 		return fmt.Errorf("allocate claim %s for pod %s: %w", klog.KObj(pc.claim), klog.KObj(pod), err)
 	}
-	c.tracker.written(claim.UID, claim.ResourceVersion)
+	c.state.written(claim.UID, claim.ResourceVersion)
 	pc.claim = claim
 	klog.FromContext(ctx).V(4).Info("Allocated claim", "claim", klog.KObj(claim), "devices", len(allocation.Devices.Results))
 	return nil
@@ -934,7 +632,7 @@ func (c *Controller) rollback(ctx context.Context, key string, pod *corev1.Pod, 
 		if pc.newAllocation != nil && !slices.Contains(done, pc) {
 			// writeAllocation has settled it already on failure;
 			// claims not attempted yet are only in the tracker.
-			c.tracker.dropIfWriting(pc.claim.UID)
+			c.state.dropIfWriting(pc.claim.UID)
 		}
 	}
 	for _, pc := range done {
@@ -968,7 +666,7 @@ func (c *Controller) rollback(ctx context.Context, key string, pod *corev1.Pod, 
 		})
 		switch {
 		case apierrors.IsNotFound(err):
-			c.tracker.drop(pc.claim.UID)
+			c.state.drop(pc.claim.UID)
 		case err != nil:
 			// The allocation stays counted as pending, which is safe:
 			// the retry of the pod finds it and uses it.
@@ -977,7 +675,7 @@ func (c *Controller) rollback(ctx context.Context, key string, pod *corev1.Pod, 
 			if deallocated {
 				// Still allocated otherwise (someone else uses it):
 				// the pending record stays until the informer has it.
-				c.tracker.drop(pc.claim.UID)
+				c.state.drop(pc.claim.UID)
 			}
 			logger.V(2).Info("Undid reservation", "claim", klog.KObj(pc.claim), "deallocated", deallocated)
 		}
