@@ -154,7 +154,7 @@ func (c *Config) Complete() CompletedConfig {
 // withAPIChecks wraps the API handlers (the generic server's director)
 // in our request checks, inside the generic filters.
 func withAPIChecks(apiHandler http.Handler, scheme patcherrors.Scheme, generic *genericapiserver.Config) http.Handler {
-	return withQueryChecks(patcherrors.WithPatch(apiHandler, scheme, generic.MaxRequestBodyBytes))
+	return withWriteCounts(withQueryChecks(patcherrors.WithPatch(apiHandler, scheme, generic.MaxRequestBodyBytes)))
 }
 
 // Server is a running-ready dra-apiserver.

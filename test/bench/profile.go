@@ -18,7 +18,7 @@ type counters map[string]float64
 
 // Only the counters the per-pod figures need are kept.
 var (
-	metricLine   = regexp.MustCompile(`^(apiserver_request_total|etcd_requests_total|apiserver_watch_events_total)\{(.*)\} ([0-9.e+]+)$`)
+	metricLine   = regexp.MustCompile(`^(apiserver_request_total|etcd_requests_total|apiserver_watch_events_total|draplane_apiserver_write_requests_total)\{(.*)\} ([0-9.e+]+)$`)
 	metricLabels = regexp.MustCompile(`(\w+)="([^"]*)"`)
 )
 
@@ -60,6 +60,8 @@ func scrapeCounters(ctx context.Context, s *server) (counters, error) {
 			out["etcd "+labels["operation"]+" "+resource] += value
 		case "apiserver_watch_events_total":
 			out["watch "+resource] += value
+		case "draplane_apiserver_write_requests_total":
+			out["writers "+labels["writer"]] += value
 		}
 	}
 	return out, nil
@@ -89,8 +91,16 @@ func reportPerPod(before, after counters, pods int) {
 		totals[kind] += delta
 		groups[kind] = append(groups[kind], fmt.Sprintf("%s %.2f", strings.SplitN(key, " ", 2)[1], delta/float64(pods)))
 	}
-	for _, kind := range []string{"api writes", "api reads", "etcd", "watch"} {
+	for _, kind := range []string{"api writes", "writers", "api reads", "etcd", "watch"} {
 		sort.Strings(groups[kind])
+		if kind == "writers" {
+			// The same writes as "api writes", by who made them: the
+			// control plane's own (target: upstream's minimum, 5), the
+			// client's create and the simulated kubelet's status.
+			report("api writes per pod by writer",
+				fmt.Sprintf("%s (of %.2f)", strings.Join(groups[kind], ", "), totals[kind]/float64(pods)))
+			continue
+		}
 		report(fmt.Sprintf("%s per pod during the pods phase", kind),
 			fmt.Sprintf("%.2f (%s)", totals[kind]/float64(pods), strings.Join(groups[kind], ", ")))
 	}
