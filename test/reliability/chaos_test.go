@@ -34,6 +34,9 @@ const (
 	chaosAgents       = 2
 	chaosAgentDevices = 4
 	chaosPlugin       = "upstream.example.com"
+	// chaosAgentWorkers is the agents' --workers: how many pods, and
+	// so unprepare calls, a kill can interrupt.
+	chaosAgentWorkers = 2
 	chaosGates        = "--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,DRAWorkloadResourceClaims=true"
 	// chaosSettleBound: after the faults stop, every pod is Running or
 	// Pending with a reason within this.
@@ -278,7 +281,7 @@ func startChaosAgent(t *testing.T, srv *server, driverBinary, dir, node string) 
 		agent: &launcher.Process{Name: "node-agent " + node, Binary: serverBinary,
 			Args: []string{"node-agent", "--data-dir", srv.DataDir, "--driver", chaosPlugin, "--node-name", node,
 				"--plugin-registration-dir", registrarDir, "--checkpoint", filepath.Join(t.TempDir(), "checkpoint.json"),
-				"--deregistration-grace-period", "30s", "-v", "2"},
+				"--deregistration-grace-period", "30s", "--workers", strconv.Itoa(chaosAgentWorkers), "-v", "2"},
 			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}},
 		plugin: &launcher.Process{Name: "upstreamdriver " + node, Binary: driverBinary,
 			Args: []string{"--kubeconfig", kubeconfig, "--node-name", node, "--driver-name", chaosPlugin,
@@ -687,7 +690,7 @@ func runChaosChecker(ctx context.Context, cl *chaosCluster, stats *chaosStats) {
 	for ctx.Err() == nil {
 		time.Sleep(time.Second)
 		for _, a := range cl.agents {
-			problems, _ := unprepareProblems(a.node, parsePluginLog(a.pluginLog()), a.agentKills())
+			problems, _ := unprepareProblems(a.node, parsePluginLog(a.pluginLog()), a.agentKills(), chaosAgentWorkers)
 			var now []string
 			for _, p := range problems {
 				if !strings.Contains(p, "never unprepared") {
@@ -854,7 +857,7 @@ func drainChaos(ctx context.Context, t *testing.T, cl *chaosCluster, stats *chao
 			problems = append(problems, "pod "+p.Name+" still exists")
 		}
 		for _, a := range cl.agents {
-			p, _ := unprepareProblems(a.node, parsePluginLog(a.pluginLog()), a.agentKills())
+			p, _ := unprepareProblems(a.node, parsePluginLog(a.pluginLog()), a.agentKills(), chaosAgentWorkers)
 			problems = append(problems, p...)
 		}
 		return len(problems) == 0, nil
@@ -865,7 +868,7 @@ func drainChaos(ctx context.Context, t *testing.T, cl *chaosCluster, stats *chao
 	}
 	for _, a := range cl.agents {
 		calls := parsePluginLog(a.pluginLog())
-		_, repeats := unprepareProblems(a.node, calls, a.agentKills())
+		_, repeats := unprepareProblems(a.node, calls, a.agentKills(), chaosAgentWorkers)
 		for _, n := range calls.prepares {
 			stats.add("prepare calls per claim", n)
 		}

@@ -146,10 +146,11 @@ func parsePluginLog(log string) callCounts {
 // prepared on a node is unprepared there, and exactly once, except that a
 // node agent killed after the plugin unprepared and before it wrote its
 // checkpoint asks again (a kubelet does the same; unprepare is
-// idempotent): at most one more per kill of that node's agent. A claim
-// unprepared that was never prepared there is a problem too. repeats
-// counts the unprepares beyond the first.
-func unprepareProblems(node string, calls callCounts, agentKills int) (problems []string, repeats int) {
+// idempotent): a kill interrupts at most inFlight unprepares (the agent's
+// workers), so the node sees at most agentKills*inFlight repeats, and a
+// claim at most one per kill. A claim unprepared that was never prepared
+// there is a problem too. repeats counts the unprepares beyond the first.
+func unprepareProblems(node string, calls callCounts, agentKills, inFlight int) (problems []string, repeats int) {
 	for _, claim := range sortedNames(calls.prepares) {
 		n := calls.unprepares[claim]
 		switch {
@@ -161,6 +162,9 @@ func unprepareProblems(node string, calls callCounts, agentKills int) (problems 
 		if n > 1 {
 			repeats += n - 1
 		}
+	}
+	if repeats > agentKills*inFlight {
+		problems = append(problems, fmt.Sprintf("%d claims unprepared again on %s, whose agent was killed %d times (at most %d unprepares in flight)", repeats, node, agentKills, inFlight))
 	}
 	for _, claim := range sortedNames(calls.unprepares) {
 		if calls.prepares[claim] == 0 {

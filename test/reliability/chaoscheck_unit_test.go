@@ -91,17 +91,27 @@ func TestChaosCheckerUnprepare(t *testing.T) {
 	if calls.prepares["default/a"] != 1 || calls.unprepares["default/a"] != 2 || calls.prepares["default/c"] != 1 {
 		t.Fatalf("parsed %+v", calls)
 	}
-	problems, _ := unprepareProblems("node-0", calls, 0)
+	problems, _ := unprepareProblems("node-0", calls, 0, 2)
 	wantProblems(t, "no agent kill", problems,
 		"claim default/a was unprepared 2 times on node-0, whose agent was killed 0 times",
 		"claim default/c was prepared on node-0 (1 calls) and never unprepared",
+		"1 claims unprepared again on node-0, whose agent was killed 0 times (at most 2 unprepares in flight)",
 		"claim default/x was unprepared on node-0 and never prepared there")
-	problems, repeats := unprepareProblems("node-0", calls, 1)
+	problems, repeats := unprepareProblems("node-0", calls, 1, 2)
 	wantProblems(t, "one agent kill", problems,
 		"claim default/c was prepared on node-0 (1 calls) and never unprepared",
 		"claim default/x was unprepared on node-0 and never prepared there")
 	if repeats != 1 {
 		t.Errorf("%d repeats, want 1", repeats)
+	}
+	// One kill interrupts at most inFlight unprepares: three claims
+	// unprepared again after one kill with one worker is one too many
+	// (an agent that did not write its checkpoint after unpreparing).
+	calls = parsePluginLog("PREPARE claims=default/a\nPREPARE claims=default/b\nPREPARE claims=default/c\nUNPREPARE claims=default/a\nUNPREPARE claims=default/b\nUNPREPARE claims=default/c\nUNPREPARE claims=default/a\nUNPREPARE claims=default/b\nUNPREPARE claims=default/c\n")
+	problems, repeats = unprepareProblems("node-0", calls, 1, 2)
+	wantProblems(t, "repeats after one kill", problems, "3 claims unprepared again on node-0, whose agent was killed 1 times (at most 2 unprepares in flight)")
+	if repeats != 3 {
+		t.Errorf("%d repeats, want 3", repeats)
 	}
 }
 
