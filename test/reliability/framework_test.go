@@ -1,6 +1,8 @@
 // Package reliability kills, restarts and fails over the real dra-apiserver
-// binary: crash safety with fsync on, HA on a 3-member etcd cluster, and a
-// randomized churn test with an independent double-allocation checker.
+// binary: crash safety with fsync on, HA on a 3-member etcd cluster, a
+// randomized churn test with an independent double-allocation checker, and
+// chaos over gangs, preemption and node agents with a real kubelet plugin
+// (chaos_test.go; its invariants in chaoscheck_test.go).
 //
 // The tests take minutes, so they run only with DRAPLANE_RELIABILITY=1
 // (`make test-reliability`, which CI runs); without it each says so and
