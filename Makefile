@@ -95,7 +95,7 @@ vet: ## go vet every package, and those of test/e2e/upstreamdriver (a module of 
 # The packages that run goroutines of their own (controllers, the driver
 # side, the allocator's parallel search, the simulator, the controller
 # manager): `make test-race` runs their tests under the race detector.
-RACE_PKGS := ./controllers/... ./driver/... ./allocator/... ./simulator/... ./controllermanager/...
+RACE_PKGS := ./internal/controllers/... ./driver/... ./allocator/... ./internal/simulator/... ./internal/controllermanager/...
 # Left out of the race run: the allocator's TestOracle and
 # TestOracleSelectNode, one goroutine each sweeping 12,000 random instances
 # (the allocator package took 353 s of a 981 s race run with them, most of
@@ -127,7 +127,7 @@ verify-longfuncs: ## Fail if a hand-written non-test function is longer than 100
 	$(GO) run ./hack/tools/longfuncs -max 100
 
 .PHONY: verify-layout
-verify-layout: ## Fail if a package imports one above it (cmd -> server -> {controllermanager, registry} -> simulator -> controllers -> allocator -> ... -> apis).
+verify-layout: ## Fail if a package imports one above it (cmd -> internal/server -> {internal/controllermanager, internal/registry} -> ... -> internal/controllers -> {allocator, driver} -> ... -> apis).
 	$(GO) run ./hack/tools/verify-layout
 
 .PHONY: verify

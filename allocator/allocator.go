@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
-	"github.com/draplane/draplane/cel"
+	"github.com/draplane/draplane/internal/cel"
 )
 
 // Policy chooses among nodes that all fit.

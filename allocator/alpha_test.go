@@ -10,7 +10,7 @@ import (
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/internal/features"
 )
 
 func listAttr(name string, values ...int64) devOpt {

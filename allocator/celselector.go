@@ -3,7 +3,7 @@ package allocator
 import (
 	"context"
 
-	"github.com/draplane/draplane/cel"
+	"github.com/draplane/draplane/internal/cel"
 )
 
 // celCompiler is the default SelectorCompiler: the device selector CEL

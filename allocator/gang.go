@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/podclaims/nodeaffinity"
+	"github.com/draplane/draplane/internal/podclaims/nodeaffinity"
 )
 
 // DefaultGangBudget bounds the allocator searches of one gang placement:

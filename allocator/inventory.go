@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/podclaims/nodeaffinity"
+	"github.com/draplane/draplane/internal/podclaims/nodeaffinity"
 )
 
 // Snapshot is the cluster state the allocator works from: device classes,

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/internal/features"
 )
 
 // results turns the picks of a successful search into AllocationResults.

@@ -10,7 +10,7 @@ targets=(
   "./apis/resource FuzzDecode"
   "./apis/resource FuzzValidate"
   "./apis/resource FuzzV1beta1Conversion"
-  "./cel FuzzCompile"
+  "./internal/cel FuzzCompile"
 )
 # -fuzzminimizetime: the engine minimizes every new interesting input, by
 # default for up to 60 s, and counts no executions meanwhile; a short run

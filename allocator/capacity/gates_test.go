@@ -10,7 +10,7 @@ import (
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/internal/features"
 )
 
 // TestTrackerTaintGates: the counts of tainted devices follow the gates

@@ -18,7 +18,7 @@ import (
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/internal/features"
 )
 
 // Change is one pool's new usage, or its removal.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/podclaims/nodeaffinity"
+	"github.com/draplane/draplane/internal/podclaims/nodeaffinity"
 )
 
 // randomScenario builds a small cluster: 1-3 nodes of 1-4 devices, maybe

@@ -6,7 +6,7 @@ import (
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/podclaims/nodeaffinity"
+	"github.com/draplane/draplane/internal/podclaims/nodeaffinity"
 )
 
 // reachability says from which nodes a device is usable, as its slice (or,

@@ -18,7 +18,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/apis/resource/install"
-	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/internal/features"
 )
 
 // upstreamFixtures holds upstream's own wire fixtures of resource.k8s.io

@@ -40,8 +40,8 @@ import (
 	"github.com/draplane/draplane/driver"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
-	"github.com/draplane/draplane/podclaims"
-	"github.com/draplane/draplane/worker"
+	"github.com/draplane/draplane/internal/podclaims"
+	"github.com/draplane/draplane/internal/worker"
 )
 
 // Drivers finds the driver that prepares a driver name's devices.

@@ -10,7 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/podclaims"
+	"github.com/draplane/draplane/internal/podclaims"
 )
 
 // Device health (KEP-4680): a driver that reports the health of its

@@ -20,9 +20,9 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/driver"
-	"github.com/draplane/draplane/features"
-	"github.com/draplane/draplane/podclaims"
-	"github.com/draplane/draplane/podclaims/nodeaffinity"
+	"github.com/draplane/draplane/internal/features"
+	"github.com/draplane/draplane/internal/podclaims"
+	"github.com/draplane/draplane/internal/podclaims/nodeaffinity"
 )
 
 var everything = labels.Everything()

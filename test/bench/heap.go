@@ -36,7 +36,7 @@ var owners = []struct {
 	// decoded in etcd3's watchChan, the initial list under the cacher.
 	{"watch caches", []string{"k8s.io/apiserver/pkg/storage/cacher.", "k8s.io/apiserver/pkg/storage/etcd3.(*watchChan)"}},
 	// The allocator's own state, also where informers' handlers call it.
-	{"allocator", []string{"github.com/draplane/draplane/allocator.", "github.com/draplane/draplane/allocator/", "github.com/draplane/draplane/controllers/allocation."}},
+	{"allocator", []string{"github.com/draplane/draplane/allocator.", "github.com/draplane/draplane/allocator/", "github.com/draplane/draplane/internal/controllers/allocation."}},
 	// Informers hold what their watches decoded in client-go's
 	// StreamWatcher and their lists decoded under the reflector.
 	{"informers", []string{"k8s.io/client-go/tools/cache.", "k8s.io/client-go/informers.", "github.com/draplane/draplane/generated/informers/",

@@ -14,7 +14,7 @@ import (
 	apiservercel "k8s.io/apiserver/pkg/cel"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	dracel "github.com/draplane/draplane/cel"
+	dracel "github.com/draplane/draplane/internal/cel"
 )
 
 // storedExpressions holds the CEL expressions of the object as it was

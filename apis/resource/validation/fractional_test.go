@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/internal/features"
 )
 
 // sharedCores makes the first device shareable with 8 cores and the given

@@ -7,7 +7,7 @@ import (
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
-	"github.com/draplane/draplane/features"
+	"github.com/draplane/draplane/internal/features"
 )
 
 // TestRequestPolicyFieldPaths: each error about a capacity's requestPolicy

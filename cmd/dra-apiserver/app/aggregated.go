@@ -19,8 +19,8 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	resourcev1beta1 "github.com/draplane/draplane/apis/resource/v1beta1"
-	"github.com/draplane/draplane/controllers/allocation"
-	"github.com/draplane/draplane/controllers/podmode"
+	"github.com/draplane/draplane/internal/controllers/allocation"
+	"github.com/draplane/draplane/internal/controllers/podmode"
 )
 
 // The modes of --mode.

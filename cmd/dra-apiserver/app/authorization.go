@@ -9,7 +9,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
 
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/internal/server"
 )
 
 // applyAuthorization sets the authorizer. Standalone, without

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
-	"github.com/draplane/draplane/server/pki"
+	"github.com/draplane/draplane/internal/server/pki"
 )
 
 // TestStandaloneAuthorization: without an authorization kubeconfig the

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	cliflag "k8s.io/component-base/cli/flag"
 
-	"github.com/draplane/draplane/server/pki"
+	"github.com/draplane/draplane/internal/server/pki"
 )
 
 // newClientKubeconfigCommand is `dra-apiserver client-kubeconfig`: a

@@ -16,14 +16,14 @@ import (
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/klog/v2"
 
-	"github.com/draplane/draplane/auth/node"
-	"github.com/draplane/draplane/codec"
-	"github.com/draplane/draplane/server/etcdstorage"
-	"github.com/draplane/draplane/server/pki"
+	"github.com/draplane/draplane/internal/auth/node"
+	"github.com/draplane/draplane/internal/codec"
+	"github.com/draplane/draplane/internal/server/etcdstorage"
+	"github.com/draplane/draplane/internal/server/pki"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/draplane/draplane/controllermanager"
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/internal/controllermanager"
+	"github.com/draplane/draplane/internal/server"
 )
 
 // Config resolves the options into a server.Config. With no

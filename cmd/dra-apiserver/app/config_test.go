@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/draplane/draplane/server"
-	"github.com/draplane/draplane/server/etcdstorage"
+	"github.com/draplane/draplane/internal/server"
+	"github.com/draplane/draplane/internal/server/etcdstorage"
 )
 
 // TestConfigFailureReleasesEverything: a failure after the embedded etcd

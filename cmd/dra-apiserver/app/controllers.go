@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/draplane/draplane/allocator"
-	"github.com/draplane/draplane/controllermanager"
-	"github.com/draplane/draplane/controllers/allocation"
-	"github.com/draplane/draplane/controllers/devicetainteviction"
+	"github.com/draplane/draplane/internal/controllermanager"
+	"github.com/draplane/draplane/internal/controllers/allocation"
+	"github.com/draplane/draplane/internal/controllers/devicetainteviction"
 )
 
 // ControllerOptions say whether and how the in-process controllers run.

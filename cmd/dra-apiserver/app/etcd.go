@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/draplane/draplane/server/etcdstorage"
+	"github.com/draplane/draplane/internal/server/etcdstorage"
 )
 
 // EmbeddedEtcdOptions configure the etcd that runs inside the process when

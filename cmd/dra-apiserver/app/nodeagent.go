@@ -34,8 +34,8 @@ import (
 	"github.com/draplane/draplane/driver/grpcplugin"
 	"github.com/draplane/draplane/driver/nodeagent"
 	"github.com/draplane/draplane/generated/clientset/versioned"
-	"github.com/draplane/draplane/resourceclient"
-	"github.com/draplane/draplane/server/pki"
+	"github.com/draplane/draplane/internal/resourceclient"
+	"github.com/draplane/draplane/internal/server/pki"
 )
 
 // DefaultPluginRegistrationDir is where the kubelet looks for the

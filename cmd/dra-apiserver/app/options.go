@@ -18,8 +18,8 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
-	_ "github.com/draplane/draplane/features" // registers the DRA gates for --feature-gates
-	"github.com/draplane/draplane/server/pki"
+	_ "github.com/draplane/draplane/internal/features" // registers the DRA gates for --feature-gates
+	"github.com/draplane/draplane/internal/server/pki"
 )
 
 const (

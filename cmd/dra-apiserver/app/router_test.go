@@ -11,7 +11,7 @@ import (
 	restful "github.com/emicklei/go-restful/v3"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/internal/server"
 )
 
 // TestRouteSelector: for the routes the server installs, and requests

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllermanager"
-	"github.com/draplane/draplane/features"
-	"github.com/draplane/draplane/simulator"
+	"github.com/draplane/draplane/internal/controllermanager"
+	"github.com/draplane/draplane/internal/features"
+	"github.com/draplane/draplane/internal/simulator"
 )
 
 // SimulatorOptions say whether and what the simulator simulates.

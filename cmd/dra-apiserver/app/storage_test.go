@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/internal/server"
 )
 
 // TestStorageEncodings: core-lite's objects and the resource.draplane.dev

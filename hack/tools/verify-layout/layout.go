@@ -13,23 +13,24 @@ import (
 //
 // A package may import packages of its own group and of every layer below
 // its own, never one above it or of another group of its own layer
-// (controllermanager and registry do not know each other). driver/, the
+// (controllermanager and registry do not know each other). What is not a
+// library is under internal/. driver/, the
 // library DRA drivers import, node agent included, sits below every
 // controller: what it shares with them (how pods name their claims, the
 // work loop) is in the layer below both.
 var layers = [][]string{
 	{"cmd"},
-	{"server"},
-	{"controllermanager", "registry"},
-	{"inprocess"},
-	{"simulator", "auth"},
-	{"controllers"},
-	{"allocator", "driver", "resourceclient"},
-	{"podclaims", "worker"},
+	{"internal/server"},
+	{"internal/controllermanager", "internal/registry"},
+	{"internal/inprocess"},
+	{"internal/simulator", "internal/auth"},
+	{"internal/controllers"},
+	{"allocator", "driver", "internal/resourceclient"},
+	{"internal/podclaims", "internal/worker"},
 	{"apis/resource/validation"},
-	{"cel"},
-	{"generated"},
-	{"apis", "features", "codec"},
+	{"internal/cel"},
+	{"generated", "internal/sharedmaps"},
+	{"apis", "internal/features", "internal/codec"},
 }
 
 // apiTier is the first layer of the API definition: validation, CEL,

@@ -32,10 +32,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/draplane/draplane/controllers/podmode"
+	"github.com/draplane/draplane/internal/controllers/podmode"
+	"github.com/draplane/draplane/internal/podclaims"
 	"github.com/draplane/draplane/internal/testing/skipnote"
 	"github.com/draplane/draplane/internal/testing/testenv"
-	"github.com/draplane/draplane/podclaims"
 	"github.com/draplane/draplane/test/launcher"
 )
 

@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/devicetainteviction"
+	"github.com/draplane/draplane/internal/controllers/devicetainteviction"
 	"github.com/draplane/draplane/internal/testing/testenv"
 )
 

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/draplane/draplane/cmd/dra-apiserver/app"
-	"github.com/draplane/draplane/server"
+	"github.com/draplane/draplane/internal/server"
 )
 
 // StartServer runs dra-apiserver in this process on a free port, with its

@@ -30,9 +30,9 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
-	"github.com/draplane/draplane/controllers/resourceclaim"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	"github.com/draplane/draplane/internal/controllers/resourceclaim"
 	"github.com/draplane/draplane/internal/testing/testenv"
 	"github.com/draplane/draplane/test/integration/framework"
 )

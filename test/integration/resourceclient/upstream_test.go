@@ -16,7 +16,7 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/generated/informers/externalversions"
-	"github.com/draplane/draplane/resourceclient"
+	"github.com/draplane/draplane/internal/resourceclient"
 	"github.com/draplane/draplane/test/integration/framework"
 )
 

@@ -1,0 +1,196 @@
+// Package sharedmaps lets ResourceSlices that are kept for a long time
+// share the attribute and capacity maps their devices have in common.
+//
+// Each decoded device has two maps of its own: its attributes and its
+// capacity. Even a small Go map takes a group of eight slots, so the maps
+// are most of a decoded device with a few attributes and one capacity.
+// Devices of the same
+// model usually have the same capacity, and devices without a per-device
+// attribute (a serial number, a bus address) the same attributes, so a
+// cluster's slices repeat a few maps many times. The watch cache and the
+// in-process informers each keep a decoded copy of every slice; Share
+// points the devices of such a copy at one map per distinct content.
+//
+// Sharing is safe only where nothing writes to the maps: objects held by
+// a watch cache or an informer cache, which every reader treats as read
+// only (a writer deep-copies first, which copies the maps). Never share
+// the maps of an object a request or a controller is about to change.
+package sharedmaps
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
+)
+
+// maxShared bounds each table of shared maps. A full table starts over:
+// maps no slice holds any more are not kept for ever, and devices whose
+// maps are all different (a serial number among the attributes) cost at
+// most this many entries. Devices that took a map from the old table keep
+// it; the next device with the same content gets one from the new table.
+const maxShared = 4096
+
+// table holds one map per distinct content, under a key that encodes the
+// content (see attributesKey, capacityKey).
+type table[M any] struct {
+	mu   sync.Mutex
+	maps map[string]M
+}
+
+// shared returns the map kept under key, or keeps m under it.
+func (t *table[M]) shared(key string, m M) M {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kept, ok := t.maps[key]; ok {
+		return kept
+	}
+	if t.maps == nil || len(t.maps) >= maxShared {
+		t.maps = make(map[string]M)
+	}
+	t.maps[key] = m
+	return m
+}
+
+var (
+	attributes   table[map[resourceapi.QualifiedName]resourceapi.DeviceAttribute]
+	capacities   table[map[resourceapi.QualifiedName]resourceapi.DeviceCapacity]
+	attributesV1 table[map[resourcev1.QualifiedName]resourcev1.DeviceAttribute]
+	capacitiesV1 table[map[resourcev1.QualifiedName]resourcev1.DeviceCapacity]
+)
+
+// Share makes the devices of a ResourceSlice, internal or
+// resource.draplane.dev/v1, use shared maps; other objects pass unchanged.
+// See the package comment for when it may be called.
+func Share(obj runtime.Object) {
+	switch slice := obj.(type) {
+	case *resourceapi.ResourceSlice:
+		for i := range slice.Spec.Devices {
+			d := &slice.Spec.Devices[i]
+			d.Attributes = share(&attributes, d.Attributes, attributesKey(d.Attributes, internalAttribute))
+			d.Capacity = share(&capacities, d.Capacity, capacityKey(d.Capacity, internalCapacity))
+		}
+	case *resourcev1.ResourceSlice:
+		for i := range slice.Spec.Devices {
+			d := &slice.Spec.Devices[i]
+			d.Attributes = share(&attributesV1, d.Attributes, attributesKey(d.Attributes, v1Attribute))
+			d.Capacity = share(&capacitiesV1, d.Capacity, capacityKey(d.Capacity, v1Capacity))
+		}
+	}
+}
+
+// share returns the shared map for m's content, or m itself when its key
+// is empty (nothing to share, or content that is not shared).
+func share[M ~map[K]V, K comparable, V any](t *table[M], m M, key string) M {
+	if key == "" {
+		return m
+	}
+	return t.shared(key, m)
+}
+
+// attribute is one attribute's value: exactly one of the pointers is set
+// for a value that is shared; list values are not shared.
+type attribute struct {
+	i    *int64
+	b    *bool
+	s, v *string
+	list bool
+}
+
+// single reports whether the value is shared: exactly one scalar set.
+func (a attribute) single() bool {
+	set := 0
+	for _, p := range [...]bool{a.i != nil, a.b != nil, a.s != nil, a.v != nil} {
+		if p {
+			set++
+		}
+	}
+	return !a.list && set == 1
+}
+
+func internalAttribute(a resourceapi.DeviceAttribute) attribute {
+	return attribute{i: a.IntValue, b: a.BoolValue, s: a.StringValue, v: a.VersionValue,
+		list: a.IntValues != nil || a.BoolValues != nil || a.StringValues != nil || a.VersionValues != nil}
+}
+
+func v1Attribute(a resourcev1.DeviceAttribute) attribute {
+	return attribute{i: a.IntValue, b: a.BoolValue, s: a.StringValue, v: a.VersionValue,
+		list: a.IntValues != nil || a.BoolValues != nil || a.StringValues != nil || a.VersionValues != nil}
+}
+
+// internalCapacity is a capacity's value; a capacity with a request
+// policy is not shared.
+func internalCapacity(c resourceapi.DeviceCapacity) (resource.Quantity, bool) {
+	return c.Value, c.RequestPolicy == nil
+}
+
+func v1Capacity(c resourcev1.DeviceCapacity) (resource.Quantity, bool) {
+	return c.Value, c.RequestPolicy == nil
+}
+
+// attributesKey encodes the attributes, names in order, each value with
+// its type and length, so that two maps have the same key exactly when
+// they serialize the same. It is empty for an empty map and for maps
+// with a value that is not shared (lists, or not exactly one value).
+func attributesKey[K ~string, A any](m map[K]A, value func(A) attribute) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		a := value(m[name])
+		if !a.single() {
+			return ""
+		}
+		writeString(&b, string(name))
+		switch {
+		case a.i != nil:
+			b.WriteByte('i')
+			writeString(&b, strconv.FormatInt(*a.i, 10))
+		case a.b != nil:
+			b.WriteByte('b')
+			writeString(&b, strconv.FormatBool(*a.b))
+		case a.s != nil:
+			b.WriteByte('s')
+			writeString(&b, *a.s)
+		default:
+			b.WriteByte('v')
+			writeString(&b, *a.v)
+		}
+	}
+	return b.String()
+}
+
+// capacityKey encodes the capacities, names in order, each with its
+// quantity as it serializes. It is empty for an empty map and for maps
+// with a request policy.
+func capacityKey[K ~string, C any](m map[K]C, value func(C) (resource.Quantity, bool)) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		q, ok := value(m[name])
+		if !ok {
+			return ""
+		}
+		writeString(&b, string(name))
+		writeString(&b, q.String())
+	}
+	return b.String()
+}
+
+// writeString writes s with its length in front, so that no two
+// sequences of strings encode the same.
+func writeString(b *strings.Builder, s string) {
+	b.WriteString(strconv.Itoa(len(s)))
+	b.WriteByte(':')
+	b.WriteString(s)
+}
