@@ -15,6 +15,20 @@ import (
 
 // The checkers of TestChaos fed broken histories, each seen failing on
 // what its invariant forbids and only then (fast; always runs).
+//
+// TestChaos itself was seen failing on real code broken for one run each
+// (DRAPLANE_SEED=11 or 101, the break reverted after):
+//   - the node agent's saveLocked returning before it writes
+//     (invariant 3): "claim default/chaos-0007-gpu-… was prepared on
+//     agent-node-0 (1 calls) and never unprepared";
+//   - syncGroup taking every gang as placed, so that members bind one by
+//     one (invariant 2): "gang gang-0092 is partially bound: 6 of 15
+//     members bound, minCount 12";
+//   - the resourceclaim controller keeping every pod consumer
+//     (invariants 4 and 6): "claim shared-2 reserved for pod chaos-0067
+//     (…), which is gone, for 45s (bound 45s)" and "not settled 3m0s after
+//     the faults stopped: claim chaos-0000-gpu-… reserved for pod
+//     chaos-0000, which is gone".
 
 func chaosClaim(name string, owner types.UID, devices ...string) resourcev1.ResourceClaim {
 	c := resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 func runTests(m *testing.M) int {
 	repoRoot = testenv.RepoRoot()
 	if os.Getenv(enableEnv) == "" {
-		skipnote.Print("test/reliability", fmt.Sprintf("crash safety, HA and churn take minutes; run them with %s=1 (make test-reliability)", enableEnv))
+		skipnote.Print("test/reliability", fmt.Sprintf("crash safety, HA, churn and chaos take minutes; run them with %s=1 (make test-reliability)", enableEnv))
 		return m.Run() // every test skips, saying why
 	}
 	dir, err := os.MkdirTemp("", "draplane-reliability-bin")
