@@ -291,7 +291,11 @@ func (a *Agent) enqueuePod(obj any) {
 		utilruntime.HandleError(err)
 		return
 	}
-	if (pod.DeletionTimestamp != nil || podDone(pod)) && !a.isPrepared(key) {
+	// A pod that is done or deleted needs the agent only for what it
+	// prepared, and, where the agent finishes deletions, a deleted pod
+	// to remove, claims or not.
+	finish := a.opts.FinishDeletions && pod.DeletionTimestamp != nil
+	if (pod.DeletionTimestamp != nil || podDone(pod)) && !a.isPrepared(key) && !finish {
 		return
 	}
 	a.queue.Add(key)

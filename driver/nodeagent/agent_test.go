@@ -2,12 +2,15 @@ package nodeagent
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -385,5 +388,30 @@ func TestSharedClaim(t *testing.T) {
 	}
 	if got := second.PrepareCalls(); len(got) != 0 {
 		t.Errorf("prepare calls after the restart %q, want none", got)
+	}
+}
+
+// TestFinishDeletionWithoutClaims: where the agent finishes deletions (a
+// kube-apiserver's nodes), a deleted pod without claims is removed too,
+// as a kubelet removes every pod of its node; elsewhere it is left alone.
+func TestFinishDeletionWithoutClaims(t *testing.T) {
+	for _, finish := range []bool{true, false} {
+		t.Run(fmt.Sprintf("FinishDeletions=%v", finish), func(t *testing.T) {
+			pod := testPod("plain")
+			pod.Status.Phase = corev1.PodRunning
+			pod.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			h := newHarness(t, Options{Drivers: DriverMap{gpus: &drivertesting.RecordingPreparer{Driver: gpus}}, FinishDeletions: finish}, pod)
+			h.agent.enqueuePod(pod)
+			if got, want := h.agent.queue.Len(), map[bool]int{true: 1, false: 0}[finish]; got != want {
+				t.Fatalf("%d pods queued, want %d", got, want)
+			}
+			if err := h.sync(t, "ns/plain"); err != nil {
+				t.Fatal(err)
+			}
+			_, err := h.kube.CoreV1().Pods("ns").Get(h.ctx, "plain", metav1.GetOptions{})
+			if gone := apierrors.IsNotFound(err); gone != finish {
+				t.Errorf("pod removed: %v, want %v (get: %v)", gone, finish, err)
+			}
+		})
 	}
 }

@@ -261,6 +261,9 @@ func NewController(
 	}
 	if opts.FitNodeResources {
 		c.nodeRequests = newNodeRequests()
+		c.nodeRequests.freed = func(node string) {
+			c.requeueUnschedulable(logger, "a pod left its node", klog.KRef("", node), "")
+		}
 		c.state.nodeRequests = c.nodeRequests
 		if _, err := podInformer.Informer().AddEventHandlerWithOptions(c.nodeRequests.handler(), cache.HandlerOptions{Logger: &logger}); err != nil {
 			return nil, fmt.Errorf("add pod event handler for node resources: %w", err)

@@ -71,6 +71,11 @@ type nodeRequests struct {
 	mutex sync.Mutex
 	pods  map[types.UID]podUsage
 	nodes map[string]*nodeUsage
+	// freed, if set, is called (without the lock) when a pod counted on
+	// a node no longer is: pods that did not fit may fit now, whoever
+	// bound the pod that went, as kube-scheduler moves its unschedulable
+	// pods when an assigned pod is deleted.
+	freed func(node string)
 }
 
 func newNodeRequests() *nodeRequests {
@@ -188,10 +193,14 @@ func (n *nodeRequests) set(uid types.UID, usage podUsage) {
 
 func (n *nodeRequests) forget(uid types.UID) {
 	n.mutex.Lock()
-	defer n.mutex.Unlock()
-	if old, ok := n.pods[uid]; ok {
+	old, ok := n.pods[uid]
+	if ok {
 		n.removeLocked(old)
 		delete(n.pods, uid)
+	}
+	n.mutex.Unlock()
+	if ok && n.freed != nil {
+		n.freed(old.node)
 	}
 }
 

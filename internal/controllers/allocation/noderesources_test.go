@@ -170,3 +170,23 @@ func TestNodeRequestsScalar(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeRequestsFreed: a pod counted on a node that is done or deleted
+// announces its node (pods waiting for room are retried); an unbound or
+// unknown pod announces nothing.
+func TestNodeRequestsFreed(t *testing.T) {
+	n := newNodeRequests()
+	var freed []string
+	n.freed = func(node string) { freed = append(freed, node) }
+	bound := makePod("a", withRequests("1", "1Gi"), withNodeName("node-a"))
+	n.observe(bound)
+	n.observe(makePod("unbound", withRequests("1", "1Gi")))
+	n.handler().OnDelete(makePod("unbound", withRequests("1", "1Gi")))
+	done := bound.DeepCopy()
+	done.Status.Phase = corev1.PodSucceeded
+	n.observe(done)
+	n.handler().OnDelete(done)
+	if !slices.Equal(freed, []string{"node-a"}) {
+		t.Errorf("freed %v, want node-a once", freed)
+	}
+}

@@ -63,6 +63,7 @@ func TestClusterScheduling(t *testing.T) {
 	t.Run("a pod with a template claim", c.testTemplateClaim)
 	t.Run("extended resources", c.testExtendedResources)
 	t.Run("devices on one node, cpu on the other", c.testDevicesButNotCPU)
+	t.Run("room freed by kube-scheduler's pod", c.testRoomFreed)
 	t.Run("gangs", c.testGangs)
 	t.Run("a gang with a group claim and a topology constraint", c.testGroupClaimTopology)
 	t.Run("preemption through the Eviction API", c.testPreemption)
@@ -609,6 +610,47 @@ func (c *clusterEnv) checkDeviceMap(t *testing.T, node, claim string) {
 	if len(seen) != 4 || !held {
 		t.Errorf("device map of %s: %q, want 4 devices, one allocated to claim %s of pod one", node, seen, claim)
 	}
+}
+
+// plainPod is a pod without claims that asks for cpu on a node.
+func plainPod(name, scheduler, node, cpu string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: default
+spec:
+  schedulerName: %s
+  nodeSelector:
+    kubernetes.io/hostname: %s
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      requests:
+        cpu: %s
+`, name, scheduler, node, cpu)
+}
+
+// testRoomFreed: a pod of draplane's without claims waits for cpu on
+// node-1 (2 cpus) that a pod of kube-scheduler's holds; once that pod is
+// deleted, draplane places its pod there without another change in the
+// cluster.
+func (c *clusterEnv) testRoomFreed(t *testing.T) {
+	c.mustKubectl(t, plainPod("theirs", "default-scheduler", "node-1", "1500m"), "apply", "-f", "-")
+	c.waitFor(t, "pod/theirs", "{.status.phase}", "Running")
+	c.mustKubectl(t, plainPod("ours", draplaneScheduler, "node-1", "1"), "apply", "-f", "-")
+	var message string
+	poll(t, "pod/ours PodScheduled=False", func() (bool, error) {
+		message = c.get(t, "pod/ours", `{.status.conditions[?(@.type=="PodScheduled")].message}`)
+		return message != "", nil
+	}, c.env)
+	if !strings.Contains(message, "Insufficient cpu") {
+		t.Errorf("pod/ours PodScheduled=False message %q, want Insufficient cpu", message)
+	}
+	c.mustKubectl(t, "", "delete", "pod", "theirs", "-n", "default", "--timeout=2m")
+	c.waitFor(t, "pod/ours", "{.spec.nodeName}", "node-1")
+	c.mustKubectl(t, "", "delete", "pod", "ours", "-n", "default", "--timeout=2m")
 }
 
 // testDevicesButNotCPU: node-2's devices are all in use, node-1 has free
