@@ -230,15 +230,17 @@ func (n *nodeRequests) removeLocked(usage podUsage) {
 // kube-scheduler's "Insufficient <resource>" and "Too many pods" name
 // them.
 func (n *nodeRequests) insufficient(node *corev1.Node, demands ...demand) []string {
+	allocatable := node.Status.Allocatable
 	n.mutex.Lock()
 	var used nodeUsage
 	if sum := n.nodes[node.Name]; sum != nil {
 		used = *sum
-		used.scalar = maps.Clone(sum.scalar)
 	}
+	// Read under the lock: the sums' scalar map is shared, not copied,
+	// on this path that runs for every candidate node.
+	scalarLacking := insufficientScalar(allocatable, used.scalar, demands)
 	n.mutex.Unlock()
 	var lacking []string
-	allocatable := node.Status.Allocatable
 	if pods := allocatable[corev1.ResourcePods]; int64(used.pods+len(demands)) > pods.Value() {
 		lacking = append(lacking, string(corev1.ResourcePods))
 	}
@@ -259,12 +261,15 @@ func (n *nodeRequests) insufficient(node *corev1.Node, demands ...demand) []stri
 			lacking = append(lacking, string(name))
 		}
 	}
-	return append(lacking, insufficientScalar(allocatable, used.scalar, demands)...)
+	return append(lacking, scalarLacking...)
 }
 
 // insufficientScalar names, sorted, the scalar resources of which the
 // node has less free than demands ask for together.
 func insufficientScalar(allocatable corev1.ResourceList, used map[corev1.ResourceName]int64, demands []demand) []string {
+	if !slices.ContainsFunc(demands, func(d demand) bool { return len(d.scalar) > 0 }) {
+		return nil
+	}
 	want := map[corev1.ResourceName]int64{}
 	for _, d := range demands {
 		for name, value := range d.scalar {
