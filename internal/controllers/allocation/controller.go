@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
@@ -394,6 +395,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			logger.Error(err, "Restoring nominations")
 		}
 	}
+	go wait.UntilWithContext(ctx, c.flushLeftover, flushEvery)
 	worker.Run(ctx, c.queue, workers, c.handle, c.synced...)
 }
 
@@ -615,6 +617,19 @@ func (c *Controller) requeueUnschedulable(logger klog.Logger, why string, object
 		return
 	}
 	logger.V(5).Info("Retrying unschedulable pods", "reason", why, "object", object, "pods", len(keys))
+	for _, key := range keys {
+		c.queue.AddRateLimited(key)
+	}
+}
+
+// flushLeftover retries the pods parked for longer than maxParked, as
+// kube-scheduler's flushUnschedulablePodsLeftover does.
+func (c *Controller) flushLeftover(ctx context.Context) {
+	keys := c.unschedulable.takeOlderThan(maxParked)
+	if len(keys) == 0 {
+		return
+	}
+	klog.FromContext(ctx).V(4).Info("Retrying pods unschedulable for long", "pods", len(keys), "after", maxParked)
 	for _, key := range keys {
 		c.queue.AddRateLimited(key)
 	}

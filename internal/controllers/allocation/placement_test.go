@@ -269,3 +269,34 @@ func TestUnschedulablePods(t *testing.T) {
 		})
 	}
 }
+
+// TestUnschedulableLeftover: a pod parked for longer than maxParked is
+// taken out without a cluster event; a younger one stays.
+func TestUnschedulableLeftover(t *testing.T) {
+	now := time.Unix(1000, 0)
+	u := newUnschedulablePods()
+	u.now = func() time.Time { return now }
+	events := u.clusterEvents.Load()
+	u.park("old", events)
+	now = now.Add(maxParked - time.Minute)
+	u.park("young", events)
+
+	tests := []struct {
+		after time.Duration
+		want  []string
+	}{
+		{after: 30 * time.Second, want: nil},
+		{after: time.Minute + time.Second, want: []string{"old"}},
+		{after: 0, want: nil},
+		{after: maxParked, want: []string{"young"}},
+	}
+	for i, tc := range tests {
+		now = now.Add(tc.after)
+		if got := u.takeOlderThan(maxParked); !slices.Equal(got, tc.want) {
+			t.Errorf("step %d: took %v, want %v", i, got, tc.want)
+		}
+	}
+	if u.clusterEvents.Load() != events {
+		t.Errorf("the flush counted as a cluster event")
+	}
+}

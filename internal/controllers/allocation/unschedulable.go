@@ -3,6 +3,17 @@ package allocation
 import (
 	"sync"
 	"sync/atomic"
+	"time"
+)
+
+// maxParked is how long a pod waits for a cluster event before it is
+// retried anyway, and flushEvery how often that is looked at:
+// kube-scheduler's podMaxInUnschedulablePodsDuration (5 minutes) and its
+// flush period (30 seconds). A change no handler sees (one the informers
+// missed, or one no event announces) then costs minutes, not forever.
+const (
+	maxParked  = 5 * time.Minute
+	flushEvery = 30 * time.Second
 )
 
 // unschedulablePods are the pods (and gangs, by their group's key) that
@@ -17,11 +28,13 @@ type unschedulablePods struct {
 	clusterEvents atomic.Int64
 
 	mutex sync.Mutex
-	keys  map[string]struct{}
+	// keys are the parked keys and when they were parked.
+	keys map[string]time.Time
+	now  func() time.Time
 }
 
 func newUnschedulablePods() *unschedulablePods {
-	return &unschedulablePods{keys: make(map[string]struct{})}
+	return &unschedulablePods{keys: make(map[string]time.Time), now: time.Now}
 }
 
 // moveAll counts a cluster event and takes every parked key but except
@@ -46,7 +59,7 @@ func (u *unschedulablePods) moveAll(except string) []string {
 // already have changed the answer, so the key is to be retried.
 func (u *unschedulablePods) park(key string, eventsBefore int64) bool {
 	u.mutex.Lock()
-	u.keys[key] = struct{}{}
+	u.keys[key] = u.now()
 	u.mutex.Unlock()
 	if u.clusterEvents.Load() != eventsBefore {
 		u.remove(key)
@@ -66,4 +79,20 @@ func (u *unschedulablePods) has(key string) bool {
 	defer u.mutex.Unlock()
 	_, ok := u.keys[key]
 	return ok
+}
+
+// takeOlderThan takes the keys parked for longer than d out of the set,
+// to be queued again. It is no cluster event: the others stay parked.
+func (u *unschedulablePods) takeOlderThan(d time.Duration) []string {
+	u.mutex.Lock()
+	defer u.mutex.Unlock()
+	var keys []string
+	deadline := u.now().Add(-d)
+	for key, parked := range u.keys {
+		if parked.Before(deadline) {
+			keys = append(keys, key)
+			delete(u.keys, key)
+		}
+	}
+	return keys
 }

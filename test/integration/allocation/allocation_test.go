@@ -37,6 +37,13 @@ func TestAllocationController(t *testing.T) {
 	config := StartServer(ctx, t, &serverWG)
 	e := StartControllers(controllerCtx, t, &controllerWG, config, 2)
 	e.CreateClass(ctx, t, "gpu")
+	// Runs before the server stops: a failed case leaves what the
+	// cluster looked like in the log.
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpState(context.WithoutCancel(ctx), t, e)
+		}
+	})
 
 	for _, test := range []struct {
 		name string
@@ -52,6 +59,37 @@ func TestAllocationController(t *testing.T) {
 		{"pod with spec.nodeName", testPresetNode},
 	} {
 		t.Run(test.name, func(t *testing.T) { test.run(ctx, t, e) })
+	}
+}
+
+// dumpState logs every pod's node and PodScheduled condition and every
+// claim's allocation and consumers.
+func dumpState(ctx context.Context, t *testing.T, e *Env) {
+	pods, err := e.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("dump: list pods: %v", err)
+		return
+	}
+	for _, pod := range pods.Items {
+		condition := scheduledCondition(&pod)
+		if condition == nil {
+			condition = &corev1.PodCondition{}
+		}
+		t.Logf("dump: pod %s/%s node=%q deleting=%v PodScheduled=%s/%s %q", pod.Namespace, pod.Name, pod.Spec.NodeName, pod.DeletionTimestamp != nil, condition.Status, condition.Reason, condition.Message)
+	}
+	claims, err := e.Resource.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("dump: list claims: %v", err)
+		return
+	}
+	for _, claim := range claims.Items {
+		var devices []string
+		if claim.Status.Allocation != nil {
+			for _, result := range claim.Status.Allocation.Devices.Results {
+				devices = append(devices, result.Pool+"/"+result.Device)
+			}
+		}
+		t.Logf("dump: claim %s/%s rv=%s allocated=%v devices=%v reservedFor=%d deleting=%v finalizers=%v", claim.Namespace, claim.Name, claim.ResourceVersion, claim.Status.Allocation != nil, devices, len(claim.Status.ReservedFor), claim.DeletionTimestamp != nil, claim.Finalizers)
 	}
 }
 
@@ -172,11 +210,19 @@ func scheduledCondition(pod *corev1.Pod) *corev1.PodCondition {
 }
 
 // waitUnschedulable waits for PodScheduled=False with reason
-// Unschedulable and returns the message.
-func waitUnschedulable(ctx context.Context, t *testing.T, e *Env, namespace, name string) string {
+// Unschedulable and a message that contains every want, and returns the
+// message. An earlier attempt may have found the case's nodes not ready
+// or its slices not seen yet and said so: that message is replaced once
+// those arrive, so the wait is for the final reason, not the first.
+func waitUnschedulable(ctx context.Context, t *testing.T, e *Env, namespace, name string, want ...string) string {
 	t.Helper()
 	var message string
-	WaitFor(ctx, t, "pod "+name+" unschedulable", func() (bool, error) {
+	defer func() {
+		if t.Failed() {
+			t.Logf("pod %s: last PodScheduled=False message %q", name, message)
+		}
+	}()
+	WaitFor(ctx, t, fmt.Sprintf("pod %s unschedulable with a message containing %q", name, want), func() (bool, error) {
 		pod, err := e.Kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -186,6 +232,11 @@ func waitUnschedulable(ctx context.Context, t *testing.T, e *Env, namespace, nam
 			return false, nil
 		}
 		message = condition.Message
+		for _, w := range want {
+			if !strings.Contains(message, w) {
+				return false, nil
+			}
+		}
 		return true, nil
 	})
 	return message
@@ -313,13 +364,8 @@ func testSevenPods(ctx context.Context, t *testing.T, e *Env) {
 		checkAllocatedFor(t, claimsOf(ctx, t, e, pod)[0], pod)
 	}
 
-	message := waitUnschedulable(ctx, t, e, tc.namespace, pending)
+	message := waitUnschedulable(ctx, t, e, tc.namespace, pending, "0/3 nodes fit", "DevicesAllocated", "already allocated")
 	t.Logf("PodScheduled=False message: %s", message)
-	for _, want := range []string{"0/3 nodes fit", "DevicesAllocated", "already allocated"} {
-		if !strings.Contains(message, want) {
-			t.Errorf("PodScheduled message %q does not contain %q", message, want)
-		}
-	}
 	event := waitWarning(ctx, t, e, tc.namespace, pending, "FailedScheduling")
 	t.Logf("Warning event: %s", event)
 	if !strings.Contains(event, "request gpu: DevicesAllocated on 3 nodes") {
@@ -390,11 +436,8 @@ func testMatchAttribute(ctx context.Context, t *testing.T, e *Env) {
 
 	// A second pair fits nowhere, and the message names the constraint.
 	tc.createPod(ctx, t, e, PodWithTemplate(tc.namespace, "second-pair", "numa-pair", tc.selector))
-	message := waitUnschedulable(ctx, t, e, tc.namespace, "second-pair")
+	message := waitUnschedulable(ctx, t, e, tc.namespace, "second-pair", "0/2 nodes fit", "ConstraintUnsatisfiable")
 	t.Logf("PodScheduled=False message: %s", message)
-	if !strings.Contains(message, "0/2 nodes fit") {
-		t.Errorf("message %q does not say that no node fits", message)
-	}
 }
 
 func testDeviceTaint(ctx context.Context, t *testing.T, e *Env) {
@@ -418,11 +461,9 @@ func testDeviceTaint(ctx context.Context, t *testing.T, e *Env) {
 	// The tainted device is free, but a pod without toleration may not
 	// have it: of the devices it tolerates, none is free.
 	tc.createPod(ctx, t, e, PodWithTemplate(tc.namespace, "second", "plain", tc.selector))
-	message := waitUnschedulable(ctx, t, e, tc.namespace, "second")
+	// The message says that only one device is usable.
+	message := waitUnschedulable(ctx, t, e, tc.namespace, "second", "0/1 nodes fit", "1 devices match")
 	t.Logf("PodScheduled=False message: %s", message)
-	if !strings.Contains(message, "0/1 nodes fit") || !strings.Contains(message, "1 devices match") {
-		t.Errorf("message %q does not say that only one device is usable", message)
-	}
 
 	tc.createPod(ctx, t, e, PodWithTemplate(tc.namespace, "third", "tolerating", tc.selector))
 	pod = waitBound(ctx, t, e, tc.namespace, "third")
@@ -432,6 +473,8 @@ func testDeviceTaint(ctx context.Context, t *testing.T, e *Env) {
 	checkNoDoubleAllocations(ctx, t, e, tc.namespace)
 }
 
+// testDeviceTaintRule: a rule taints every device of one node; the pod
+// waits, and is placed once the rule goes away.
 // testDeviceTaintRule: a rule taints every device of one node; the pod
 // waits, and is placed once the rule goes away.
 func testDeviceTaintRule(ctx context.Context, t *testing.T, e *Env) {
@@ -449,11 +492,9 @@ func testDeviceTaintRule(ctx context.Context, t *testing.T, e *Env) {
 	}
 	e.CreateTemplate(ctx, t, tc.namespace, "gpu", OneDevice("gpu"))
 	tc.createPod(ctx, t, e, PodWithTemplate(tc.namespace, "waiting", "gpu", tc.selector))
-	message := waitUnschedulable(ctx, t, e, tc.namespace, "waiting")
+	// The message blames the taint.
+	message := waitUnschedulable(ctx, t, e, tc.namespace, "waiting", "TaintNotTolerated")
 	t.Logf("PodScheduled=False message: %s", message)
-	if !strings.Contains(message, "TaintNotTolerated") {
-		t.Errorf("message %q does not blame the taint", message)
-	}
 
 	if err := e.Resource.ResourceV1().DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete taint rule: %v", err)
