@@ -109,6 +109,9 @@ func setUp(ctx context.Context, t *testing.T, e *Env, name string, nodes int, de
 		e.CreateNode(ctx, t, node, tc.selector, devices(i))
 		tc.nodes = append(tc.nodes, node)
 	}
+	for _, node := range tc.nodes {
+		e.WaitNodeSeen(ctx, t, node)
+	}
 	return tc
 }
 
@@ -490,6 +493,10 @@ func testDeviceTaintRule(ctx context.Context, t *testing.T, e *Env) {
 	if _, err := e.Resource.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create taint rule: %v", err)
 	}
+	// A pod placed before the controller sees the rule may get a
+	// tainted device, as with kube-scheduler: NoSchedule does not
+	// evict. This case is about pods placed after.
+	e.WaitTaintRuleSeen(ctx, t, rule.Name)
 	e.CreateTemplate(ctx, t, tc.namespace, "gpu", OneDevice("gpu"))
 	tc.createPod(ctx, t, e, PodWithTemplate(tc.namespace, "waiting", "gpu", tc.selector))
 	// The message blames the taint.

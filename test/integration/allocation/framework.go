@@ -16,12 +16,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
 	"github.com/draplane/draplane/internal/controllers/allocation"
 	"github.com/draplane/draplane/internal/controllers/resourceclaim"
 	"github.com/draplane/draplane/internal/testing/testenv"
@@ -42,6 +44,14 @@ type Env struct {
 	Resource versioned.Interface
 	// Controller is the allocation controller under test.
 	Controller *allocation.Controller
+
+	// The controller's own caches: a case waits for them to show what it
+	// created before it depends on the controller having seen it. An
+	// acknowledged create reaches the informers a little later, in
+	// kube-scheduler as here.
+	nodes      corelisters.NodeLister
+	slices     resourcelisters.ResourceSliceLister
+	taintRules resourcelisters.DeviceTaintRuleLister
 }
 
 // StartServer runs dra-apiserver in this process without its own
@@ -89,7 +99,41 @@ func StartControllers(ctx context.Context, tb testing.TB, wg *sync.WaitGroup, re
 		kubeInformers.Shutdown()
 		resourceInformers.Shutdown()
 	})
-	return &Env{Kube: kube, Resource: resource, Controller: allocationController}
+	return &Env{Kube: kube, Resource: resource, Controller: allocationController,
+		nodes:      kubeInformers.Core().V1().Nodes().Lister(),
+		slices:     resourceInformers.Resource().V1().ResourceSlices().Lister(),
+		taintRules: resourceInformers.Resource().V1().DeviceTaintRules().Lister(),
+	}
+}
+
+// WaitNodeSeen waits until the controller's caches show the node ready
+// and its slice (CreateNode's).
+func (e *Env) WaitNodeSeen(ctx context.Context, tb testing.TB, name string) {
+	tb.Helper()
+	WaitFor(ctx, tb, "the controller's caches to show node "+name+" ready with its slice", func() (bool, error) {
+		node, err := e.nodes.Get(name)
+		if err != nil {
+			return false, nil
+		}
+		if _, err := e.slices.Get(name + "-gpus"); err != nil {
+			return false, nil
+		}
+		for _, condition := range node.Status.Conditions {
+			if condition.Type == corev1.NodeReady {
+				return condition.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// WaitTaintRuleSeen waits until the controller's caches show the rule.
+func (e *Env) WaitTaintRuleSeen(ctx context.Context, tb testing.TB, name string) {
+	tb.Helper()
+	WaitFor(ctx, tb, "the controller's caches to show DeviceTaintRule "+name, func() (bool, error) {
+		_, err := e.taintRules.Get(name)
+		return err == nil, nil
+	})
 }
 
 // CreateNamespace creates a namespace for one test.
