@@ -29,6 +29,14 @@ import (
 //     (…), which is gone, for 45s (bound 45s)" and "not settled 3m0s after
 //     the faults stopped: claim chaos-0000-gpu-… reserved for pod
 //     chaos-0000, which is gone".
+//   - the upstream test driver's unprepare leaving the CDI spec in place
+//     (invariant 3, seed 11): "CDI spec …/cdi/upstream.example.com-<claim
+//     UID>.json left behind on agent-node-0", for each of the 20 claims
+//     prepared;
+//   - its prepare writing no CDI spec (invariant 3, seed 101): "claim
+//     default/chaos-0019-gpu-5nkfj is prepared on agent-node-0 but its CDI
+//     spec upstream.example.com-….json is missing for 3s (bound 3s)", for
+//     13 of the 15 claims prepared (the other two were unprepared sooner).
 
 func chaosClaim(name string, owner types.UID, devices ...string) resourcev1.ResourceClaim {
 	c := resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
