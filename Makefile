@@ -180,7 +180,7 @@ clean: ## Remove build output.
 	rm -rf _output
 
 .PHONY: test-reliability
-test-reliability: ## Crash safety (~11,800 creates, updates, status writes and deletes; 33 kill -9, fsync on), HA on a 3-member etcd cluster, churn with a double-allocation checker, chaos over gangs, preemption and node agents with a real kubelet plugin (~7 min; RELIABILITY_LONG=1: a six-minute chaos mix).
+test-reliability: ## Crash safety (~11,800 creates, updates, status writes and deletes; 33 kill -9, fsync on), HA on a 3-member etcd cluster, churn with a double-allocation checker, chaos over gangs, preemption and node agents with a real kubelet plugin on three replicas, the controllers' leader killed too (~7 min; RELIABILITY_LONG=1: a six-minute chaos mix).
 	DRAPLANE_RELIABILITY=1 $(if $(RELIABILITY_LONG),DRAPLANE_CHAOS_LONG=1) $(GO) test -timeout $(TEST_TIMEOUT) -count=1 -v ./test/reliability/ $(if $(RELIABILITY_RUN),-run '$(RELIABILITY_RUN)')
 
 .PHONY: test-aggregated

@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -21,17 +22,23 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
 	"github.com/draplane/draplane/test/launcher"
 )
 
 const (
-	chaosGangLabel    = "chaos.reliability.draplane.dev/gang"
-	chaosRackLabel    = "example.com/rack"
-	chaosSimNodes     = 6
-	chaosSimDevices   = 8
-	chaosAgents       = 2
+	chaosGangLabel  = "chaos.reliability.draplane.dev/gang"
+	chaosRackLabel  = "example.com/rack"
+	chaosSimNodes   = 6
+	chaosSimDevices = 8
+	chaosAgents     = 2
+	// chaosReplicas dra-apiserver replicas share a 3-member etcd cluster:
+	// agent i talks to replica i, the test's clients to the last one;
+	// one of them, the lease holder, runs the controllers.
+	chaosReplicas     = 3
+	chaosEtcdMembers  = 3
 	chaosAgentDevices = 4
 	chaosPlugin       = "upstream.example.com"
 	// chaosAgentWorkers is the agents' --workers: how many pods, and
@@ -48,6 +55,14 @@ const (
 	// chaosLongEnv=1 runs the long mix (make test-reliability
 	// RELIABILITY_LONG=1).
 	chaosLongEnv = "DRAPLANE_CHAOS_LONG"
+	// The replicas' leader election: a killed leader's lease is taken
+	// over within a few seconds.
+	chaosLeaseDuration = 4 * time.Second
+	chaosRenewDeadline = 3 * time.Second
+	chaosRetryPeriod   = 500 * time.Millisecond
+	// chaosHandoverBound: after a kill of the leader, another replica
+	// holds the lease within this.
+	chaosHandoverBound = 30 * time.Second
 )
 
 // chaosMix is how long the workload and the faults run and how often a
@@ -68,10 +83,12 @@ func chaosMixFromEnv() chaosMix {
 
 // chaosAgent is a node agent and its kubelet plugin, the upstream test
 // driver, on one node. The plugin's output is kept across its restarts:
-// its PREPARE and UNPREPARE lines are invariant 3's evidence.
+// its PREPARE and UNPREPARE lines, and the CDI spec files it writes into
+// cdiDir, are invariant 3's evidence.
 type chaosAgent struct {
 	node          string
 	agent, plugin *launcher.Process
+	cdiDir        string
 
 	mu      sync.Mutex
 	pastLog string
@@ -109,13 +126,19 @@ func (a *chaosAgent) killAgent(pause time.Duration) error {
 	return a.agent.Start()
 }
 
-// chaosCluster is the server (simulated nodes, controllers, embedded
-// etcd) and the node agents.
+// chaosCluster is the etcd cluster, the replicas (simulated nodes and
+// controllers, each leader-elected) and the node agents.
 type chaosCluster struct {
-	srv      *server
+	etcd     *etcdCluster
+	replicas []*server
+	// api is the replica of the test's clients and kubectl.
+	api      *server
 	agents   []*chaosAgent
 	kube     kubernetes.Interface
 	resource resourcev1client.ResourceV1Interface
+	// replicaKubes are clients of each replica, for the lease and
+	// /metrics.
+	replicaKubes []kubernetes.Interface
 }
 
 // chaosStats are the figures and the violations, shared by the workload,
@@ -125,6 +148,9 @@ type chaosStats struct {
 	counts     map[string]int
 	violations []string
 	seen       map[string]bool
+	// handovers are the times from a kill of the leader to the next
+	// holder's acquireTime.
+	handovers []string
 }
 
 func newChaosStats() *chaosStats {
@@ -169,24 +195,30 @@ func (s *chaosStats) summary(prefix string) string {
 	return strings.Join(parts, ", ")
 }
 
-// TestChaos runs a mix of pods on six simulated nodes (two racks) and two
-// nodes of `dra-apiserver node-agent`, each with the upstream test
-// driver as its kubelet plugin: single pods with template claims, pods of
-// shared claims, gangs of 4-16 members with a group claim and a rack
-// topology constraint, preemptors of a higher priority, deletions. Faults
-// come every few seconds, each kind in turn in a seeded order: kill -9 of
-// the server; kill -9 of a node agent right after its plugin prepared or
-// unprepared a claim (before the pod is Running, before the checkpoint
-// write); kill -9 of a plugin and its restart; a slice deleted behind its
-// driver's back; a node deleted with pods on it. A checker lists the
-// state every second and checks invariants 1 (no device in two claims), 3
-// (never unprepared more than once plus the agent's kills) and 4 (no claim
-// reserved for a gone pod, no nomination of a gone node, longer than
-// chaosStaleBound); after the faults stop, the system must settle
-// (invariant 6: every pod Running or Pending with a reason, work queues
-// empty) with no gang partially bound (2); and once every pod is deleted,
-// every claim prepared on a node is unprepared there (3). Invariant 5 is
-// TestCrashSafety's. DRAPLANE_CHAOS_LONG=1 runs six minutes instead of one.
+// TestChaos runs a mix of pods on three dra-apiserver replicas sharing a
+// 3-member etcd cluster (one of them, the lease holder, runs the
+// controllers), six simulated nodes (two racks) and two nodes of
+// `dra-apiserver node-agent`, each with the upstream test driver as its
+// kubelet plugin: single pods with template claims, pods of shared
+// claims, gangs of 4-16 members with a group claim and a rack topology
+// constraint, preemptors of a higher priority, deletions. Faults come
+// every few seconds, each kind in turn in a seeded order: kill -9 of a
+// replica; kill -9 of the replica that holds the controllers' lease, its
+// restart after a pause and the handover; kill -9 of a node agent right
+// after its plugin prepared or unprepared a claim (before the pod is
+// Running, before the checkpoint write); kill -9 of a plugin and its
+// restart; a slice deleted behind its driver's back; a node deleted with
+// pods on it. A checker lists the state every second and checks
+// invariants 1 (no device in two claims), 3 (never unprepared more than
+// once plus the agent's kills; a prepared claim has its CDI spec) and 4
+// (no claim reserved for a gone pod, no nomination of a gone node, longer
+// than chaosStaleBound); after the faults stop, the system must settle
+// (invariant 6: every process running, a replica leading, every pod
+// Running or Pending with a reason, work queues empty) with no gang
+// partially bound (2); and once every pod is deleted, every claim
+// prepared on a node is unprepared there and no CDI spec is left behind
+// (3). Invariant 5 is TestCrashSafety's. DRAPLANE_CHAOS_LONG=1 runs six
+// minutes instead of one.
 func TestChaos(t *testing.T) {
 	requireEnabled(t)
 	mix := chaosMixFromEnv()
@@ -222,8 +254,9 @@ func TestChaos(t *testing.T) {
 	reportChaos(t, cl, stats, w, mix, settleTime, ok, time.Since(settled), time.Since(began))
 }
 
-// startChaosCluster starts the server and, once it is ready, the node
-// agents and their plugins, and waits for every slice.
+// startChaosCluster starts a 3-member etcd cluster, the replicas on it
+// and, once they are ready, the node agents and their plugins, and waits
+// for every slice.
 func startChaosCluster(t *testing.T) *chaosCluster {
 	t.Helper()
 	driverBinary := filepath.Join(t.TempDir(), "upstreamdriver")
@@ -232,21 +265,23 @@ func startChaosCluster(t *testing.T) *chaosCluster {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build test/e2e/upstreamdriver: %v\n%s", err, out)
 	}
-	srv := newServer(t, "server", t.TempDir(), fmt.Sprintf("--simulate-nodes=%d", chaosSimNodes),
-		fmt.Sprintf("--simulate-devices-per-node=%d", chaosSimDevices), chaosGates)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
+	cl := &chaosCluster{etcd: startEtcdCluster(t, chaosEtcdMembers)}
+	cl.replicas = startChaosReplicas(t, cl.etcd)
+	cl.api = cl.replicas[len(cl.replicas)-1]
+	cl.kube, cl.resource = cl.api.KubeClient(t), cl.api.Client(t).ResourceV1()
+	for _, r := range cl.replicas {
+		cl.replicaKubes = append(cl.replicaKubes, r.KubeClient(t))
 	}
-	cl := &chaosCluster{srv: srv, kube: srv.KubeClient(t), resource: srv.Client(t).ResourceV1()}
 	sockets, err := os.MkdirTemp("", "dra")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(sockets) })
 	for i := range chaosAgents {
-		cl.agents = append(cl.agents, startChaosAgent(t, srv, driverBinary, filepath.Join(sockets, strconv.Itoa(i)), fmt.Sprintf("agent-node-%d", i)))
+		replica := cl.replicas[i%len(cl.replicas)]
+		cl.agents = append(cl.agents, startChaosAgent(t, replica, driverBinary, filepath.Join(sockets, strconv.Itoa(i)), fmt.Sprintf("agent-node-%d", i)))
 	}
-	kubectlOrFatal(t, srv, chaosSetupYAML(), "apply", "-f", "-")
+	kubectlOrFatal(t, cl.api, chaosSetupYAML(), "apply", "-f", "-")
 	ctx := context.Background()
 	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		labelRacks(ctx, cl.kube)
@@ -261,9 +296,50 @@ func startChaosCluster(t *testing.T) *chaosCluster {
 		return devices[simDriver] == chaosSimNodes*chaosSimDevices+4 && devices[chaosPlugin] == chaosAgents*chaosAgentDevices, nil
 	})
 	if err != nil {
-		t.Fatalf("slices of the simulated nodes and the plugins did not appear: %v\n%s", err, kubectlOrFatal(t, srv, "", "get", "nodes,resourceslices", "-o", "wide"))
+		t.Fatalf("slices of the simulated nodes and the plugins did not appear: %v\n%s", err, kubectlOrFatal(t, cl.api, "", "get", "nodes,resourceslices", "-o", "wide"))
 	}
 	return cl
+}
+
+// startChaosReplicas starts the replicas on the etcd cluster. They share
+// the first one's CA, as replicas behind one address would: a client
+// certificate signed from one data dir is good on every replica.
+func startChaosReplicas(t *testing.T, etcd *etcdCluster) []*server {
+	t.Helper()
+	var replicas []*server
+	for i := range chaosReplicas {
+		args := append([]string{"--etcd-servers", etcd.Servers,
+			fmt.Sprintf("--simulate-nodes=%d", chaosSimNodes), fmt.Sprintf("--simulate-devices-per-node=%d", chaosSimDevices), chaosGates},
+			leaderArgs(chaosLeaseDuration, chaosRenewDeadline, chaosRetryPeriod)...)
+		replicas = append(replicas, newServer(t, fmt.Sprintf("replica-%d", i), t.TempDir(), args...))
+	}
+	if err := replicas[0].Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range replicas[1:] {
+		if err := os.MkdirAll(filepath.Join(r.DataDir, "pki"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"ca.crt", "ca.key"} {
+			data, err := os.ReadFile(filepath.Join(replicas[0].DataDir, "pki", name))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(r.DataDir, "pki", name), data, 0o600)
+			}
+			if err != nil {
+				t.Fatalf("share the CA: %v", err)
+			}
+		}
+	}
+	errs := make(chan error, len(replicas))
+	for _, r := range replicas[1:] {
+		go func() { errs <- r.Start() }()
+	}
+	for range replicas[1:] {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return replicas
 }
 
 // startChaosAgent starts a node agent and, once its node is registered,
@@ -271,13 +347,14 @@ func startChaosCluster(t *testing.T) *chaosCluster {
 func startChaosAgent(t *testing.T, srv *server, driverBinary, dir, node string) *chaosAgent {
 	t.Helper()
 	registrarDir := filepath.Join(dir, "registry")
+	cdiDir := filepath.Join(t.TempDir(), "cdi")
 	kubeconfig := filepath.Join(t.TempDir(), "plugin.kubeconfig")
 	mint := exec.Command(serverBinary, "client-kubeconfig", "--data-dir", srv.DataDir, "--user", "draplane:node:"+node,
 		"--group", "draplane:nodes", "--group", "draplane:driver:"+chaosPlugin, "--output", kubeconfig)
 	if out, err := mint.CombinedOutput(); err != nil {
 		t.Fatalf("client-kubeconfig: %v\n%s", err, out)
 	}
-	a := &chaosAgent{node: node,
+	a := &chaosAgent{node: node, cdiDir: cdiDir,
 		agent: &launcher.Process{Name: "node-agent " + node, Binary: serverBinary,
 			Args: []string{"node-agent", "--data-dir", srv.DataDir, "--driver", chaosPlugin, "--node-name", node,
 				"--plugin-registration-dir", registrarDir, "--checkpoint", filepath.Join(t.TempDir(), "checkpoint.json"),
@@ -285,7 +362,7 @@ func startChaosAgent(t *testing.T, srv *server, driverBinary, dir, node string) 
 			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}},
 		plugin: &launcher.Process{Name: "upstreamdriver " + node, Binary: driverBinary,
 			Args: []string{"--kubeconfig", kubeconfig, "--node-name", node, "--driver-name", chaosPlugin,
-				"--devices", strconv.Itoa(chaosAgentDevices), "--registrar-dir", registrarDir, "--plugin-dir", filepath.Join(dir, "plugin")},
+				"--devices", strconv.Itoa(chaosAgentDevices), "--registrar-dir", registrarDir, "--plugin-dir", filepath.Join(dir, "plugin"), "--cdi-dir", cdiDir},
 			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}},
 	}
 	if err := a.agent.Start(); err != nil {
@@ -519,7 +596,7 @@ func (w *chaosWorkload) step(ctx context.Context) (string, error) {
 		w.gangs[group] = gangRecord{size: size, minCount: minCount}
 		w.liveGangs = append(w.liveGangs, group)
 		w.stats.add("gang members", size)
-		_, err := kubectl(w.cl.srv, chaosGangYAML(group, size, minCount), "create", "-f", "-")
+		_, err := kubectl(w.cl.api, chaosGangYAML(group, size, minCount), "create", "-f", "-")
 		return "gang", err
 	case x < 58 && len(w.singles) < w.mix.maxSinglePods+10:
 		w.preemptors = append(w.preemptors, name)
@@ -541,9 +618,9 @@ func (w *chaosWorkload) step(ctx context.Context) (string, error) {
 		group := w.liveGangs[i]
 		w.liveGangs = append(w.liveGangs[:i], w.liveGangs[i+1:]...)
 		delete(w.gangs, group)
-		_, err := kubectl(w.cl.srv, "", "delete", "podgroup,pods", "-n", "default", "-l", chaosGangLabel+"="+group, "--wait=false")
+		_, err := kubectl(w.cl.api, "", "delete", "podgroup,pods", "-n", "default", "-l", chaosGangLabel+"="+group, "--wait=false")
 		if err == nil {
-			_, err = kubectl(w.cl.srv, "", "delete", "podgroup", group, "-n", "default", "--wait=false", "--ignore-not-found")
+			_, err = kubectl(w.cl.api, "", "delete", "podgroup", group, "-n", "default", "--wait=false", "--ignore-not-found")
 		}
 		return "gang deletion", err
 	}
@@ -557,11 +634,13 @@ type chaosFault struct {
 }
 
 var chaosFaults = []chaosFault{
-	{"kill -9 of the server", func(ctx context.Context, rng *rand.Rand, cl *chaosCluster) (string, error) {
-		cl.srv.Kill9()
+	{"kill -9 of a replica", func(ctx context.Context, rng *rand.Rand, cl *chaosCluster) (string, error) {
+		r := cl.replicas[rng.Intn(len(cl.replicas))]
+		r.Kill9()
 		time.Sleep(time.Duration(rng.Intn(1500)) * time.Millisecond)
-		return "", cl.srv.Start()
+		return r.Name, r.Start()
 	}},
+	{"kill -9 of the controllers' leader", killLeader},
 	{"kill -9 of a node agent after its plugin prepared", func(ctx context.Context, rng *rand.Rand, cl *chaosCluster) (string, error) {
 		return killAgentAfter(ctx, rng, cl, "PREPARE claims=")
 	}},
@@ -606,6 +685,72 @@ var chaosFaults = []chaosFault{
 		node := nodes[rng.Intn(len(nodes))]
 		return node, cl.kube.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{})
 	}},
+}
+
+// killLeader kills the replica that holds the controllers' lease and,
+// after a pause, starts it again; another replica (or the restarted one,
+// with a new identity) must take the lease within chaosHandoverBound.
+func killLeader(ctx context.Context, rng *rand.Rand, cl *chaosCluster) (string, error) {
+	// After a kill of a replica the lease may still name the dead one
+	// for a lease duration.
+	var id string
+	var leader *server
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, chaosHandoverBound, true, func(ctx context.Context) (bool, error) {
+		id, _ = cl.leaseHolder(ctx)
+		leader = cl.replicaOf(id)
+		return leader != nil, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("the lease holder %q is no running replica that started the controllers", id)
+	}
+	killed := time.Now()
+	leader.Kill9()
+	time.Sleep(time.Duration(500+rng.Intn(2500)) * time.Millisecond)
+	if err := leader.Start(); err != nil {
+		return leader.Name, err
+	}
+	var next string
+	var acquired *metav1.MicroTime
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, chaosHandoverBound, true, func(ctx context.Context) (bool, error) {
+		next, acquired = cl.leaseHolder(ctx)
+		return next != "" && next != id, nil
+	})
+	if err != nil {
+		return leader.Name, fmt.Errorf("no replica took the lease within %v of the kill of %s (holder %q)", chaosHandoverBound, leader.Name, next)
+	}
+	handover := time.Since(killed)
+	if acquired != nil {
+		handover = acquired.Sub(killed)
+	}
+	return fmt.Sprintf("%s, handover after %v", leader.Name, handover.Round(100*time.Millisecond)), nil
+}
+
+// leaseHolder reads the controllers' lease through the first replica
+// that answers.
+func (cl *chaosCluster) leaseHolder(ctx context.Context) (string, *metav1.MicroTime) {
+	for _, kube := range cl.replicaKubes {
+		lease, err := kube.CoordinationV1().Leases(controllerNS).Get(ctx, controllerName, metav1.GetOptions{})
+		if err == nil {
+			return ptr.Deref(lease.Spec.HolderIdentity, ""), lease.Spec.AcquireTime
+		}
+	}
+	return "", nil
+}
+
+// replicaOf is the running replica that started the controllers with the
+// identity, or nil.
+func (cl *chaosCluster) replicaOf(identity string) *server {
+	for _, r := range cl.replicas {
+		if !r.Running() {
+			continue
+		}
+		for _, term := range leaderTerms(r) {
+			if identity != "" && term == identity {
+				return r
+			}
+		}
+	}
+	return nil
 }
 
 // killAgentAfter waits (at most 20 s) for a node agent's plugin to print
@@ -658,6 +803,11 @@ func runChaosFaults(ctx context.Context, rng *rand.Rand, cl *chaosCluster, stats
 		if strings.Contains(what, "right after the call") {
 			stats.add("fault "+f.name+" (right after the call)", 1)
 		}
+		if _, handover, ok := strings.Cut(what, "handover after "); ok {
+			stats.mu.Lock()
+			stats.handovers = append(stats.handovers, handover)
+			stats.mu.Unlock()
+		}
 	}
 }
 
@@ -682,15 +832,49 @@ func (cl *chaosCluster) snapshot(ctx context.Context) *chaosSnapshot {
 	return s
 }
 
+// chaosCDIBound: a claim prepared on a node lacks its CDI spec for at
+// most this (the moments between the driver's file operation and its log
+// line).
+const chaosCDIBound = 3 * time.Second
+
+// cdiFiles lists the plugin's CDI dir.
+func (a *chaosAgent) cdiFiles() ([]string, error) {
+	entries, err := os.ReadDir(a.cdiDir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, nil
+}
+
 // runChaosChecker checks invariants 1, 3 (no more unprepares than
-// allowed, none of a claim never prepared) and 4 every second until ctx
-// ends.
+// allowed, none of a claim never prepared, a prepared claim's CDI spec in
+// place) and 4 every second until ctx ends.
 func runChaosChecker(ctx context.Context, cl *chaosCluster, stats *chaosStats) {
-	stale := newStaleTracker()
+	stale, cdiStale := newStaleTracker(), newStaleTracker()
 	for ctx.Err() == nil {
 		time.Sleep(time.Second)
+		// The CDI dirs first, then the logs: a claim the log says is
+		// prepared was prepared before the listing.
+		cdiFiles := map[string]map[string]bool{}
+		prepared := map[string]map[string]bool{}
 		for _, a := range cl.agents {
-			problems, _ := unprepareProblems(a.node, parsePluginLog(a.pluginLog()), a.agentKills(), chaosAgentWorkers)
+			files, err := a.cdiFiles()
+			if err != nil {
+				stats.violate("invariant 3", fmt.Sprintf("CDI dir of %s: %v", a.node, err))
+			}
+			cdiFiles[a.node] = map[string]bool{}
+			for _, f := range files {
+				cdiFiles[a.node][f] = true
+			}
+		}
+		for _, a := range cl.agents {
+			log := a.pluginLog()
+			prepared[a.node] = preparedNow(log)
+			problems, _ := unprepareProblems(a.node, parsePluginLog(log), a.agentKills(), chaosAgentWorkers)
 			var now []string
 			for _, p := range problems {
 				if !strings.Contains(p, "never unprepared") {
@@ -702,13 +886,19 @@ func runChaosChecker(ctx context.Context, cl *chaosCluster, stats *chaosStats) {
 		}
 		s := cl.snapshot(ctx)
 		if s == nil {
-			stats.add("checker rounds with the server down", 1)
+			stats.add("checker rounds with the API replica down", 1)
 			continue
 		}
 		stats.violate("invariant 1", doubleAllocations(s.claims)...)
 		stats.add("check invariant 1", 1)
 		stats.violate("invariant 4", stale.observe(s.at, staleReferences(*s), chaosStaleBound)...)
 		stats.add("check invariant 4", 1)
+		missing := map[string]string{}
+		for _, a := range cl.agents {
+			maps.Copy(missing, missingCDISpecs(a.node, prepared[a.node], s.claims, cdiFiles[a.node]))
+		}
+		stats.violate("invariant 3", cdiStale.observe(s.at, missing, chaosCDIBound)...)
+		stats.add("check invariant 3 (CDI specs of prepared claims)", 1)
 		bound := map[string]int{}
 		for _, p := range s.pods {
 			if g := p.Labels[chaosGangLabel]; g != "" && p.Spec.NodeName != "" {
@@ -736,40 +926,47 @@ func runChaosChecker(ctx context.Context, cl *chaosCluster, stats *chaosStats) {
 	}
 }
 
-// queueDepth sums the workqueue_depth gauges of the server's /metrics;
-// found is false if it has none.
+// queueDepth sums the workqueue_depth gauges of every replica's /metrics
+// (the leader's queues; the others have none); found is false if none
+// has any.
 func (cl *chaosCluster) queueDepth(ctx context.Context) (depth float64, found bool, err error) {
-	raw, err := cl.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, false, err
-	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if !strings.HasPrefix(line, "workqueue_depth{") {
-			continue
+	for i, kube := range cl.replicaKubes {
+		raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			return 0, false, fmt.Errorf("%s: %w", cl.replicas[i].Name, err)
 		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err == nil {
-			depth += v
-			found = true
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			if !strings.HasPrefix(line, "workqueue_depth{") {
+				continue
+			}
+			fields := strings.Fields(line)
+			v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+			if err == nil {
+				depth += v
+				found = true
+			}
 		}
 	}
 	return depth, found, nil
 }
 
 // waitChaosSettled waits, at most chaosSettleBound, until every process
-// runs and the state passes settleProblems (invariants 4 and 6) and
-// partialGangs (2) with empty work queues; it returns how long that took.
+// runs, a running replica leads the controllers and the state passes
+// settleProblems (invariants 4 and 6) and partialGangs (2) with empty work
+// queues; it returns how long that took.
 func waitChaosSettled(ctx context.Context, t *testing.T, cl *chaosCluster, stats *chaosStats, gangs map[string]gangRecord, preemptors []string) (time.Duration, bool) {
 	t.Helper()
 	start := time.Now()
 	var problems []string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, chaosSettleBound, true, func(ctx context.Context) (bool, error) {
 		problems = nil
-		for _, p := range []*launcher.Process{&cl.srv.Process} {
-			if !p.Running() {
-				problems = append(problems, p.Name+" is not running")
+		for _, r := range cl.replicas {
+			if !r.Running() {
+				problems = append(problems, r.Name+" is not running")
 			}
+		}
+		if id, _ := cl.leaseHolder(ctx); cl.replicaOf(id) == nil {
+			problems = append(problems, fmt.Sprintf("the controllers' lease holder %q is no running replica that started the controllers", id))
 		}
 		for _, a := range cl.agents {
 			if !a.agent.Running() || !a.plugin.Running() {
@@ -802,7 +999,7 @@ func waitChaosSettled(ctx context.Context, t *testing.T, cl *chaosCluster, stats
 	stats.add("check invariant 6", 1)
 	if err != nil {
 		stats.violate("invariant 6 (and 2, 4)", fmt.Sprintf("not settled %v after the faults stopped: %s", chaosSettleBound, strings.Join(firstN(problems, 15), "; ")))
-		t.Logf("unsettled state:\n%s", kubectlOrLog(cl.srv, "get", "nodes,pods,resourceclaims,podgroups", "-o", "wide"))
+		t.Logf("unsettled state:\n%s", kubectlOrLog(cl.api, "get", "nodes,pods,resourceclaims,podgroups", "-o", "wide"))
 		return time.Since(start), false
 	}
 	return time.Since(start), true
@@ -842,7 +1039,7 @@ func kubectlOrLog(s *server, args ...string) string {
 // (invariant 3 in full).
 func drainChaos(ctx context.Context, t *testing.T, cl *chaosCluster, stats *chaosStats) {
 	t.Helper()
-	if _, err := kubectl(cl.srv, "", "delete", "pods,podgroups", "--all", "-n", "default", "--wait=false"); err != nil {
+	if _, err := kubectl(cl.api, "", "delete", "pods,podgroups", "--all", "-n", "default", "--wait=false"); err != nil {
 		t.Errorf("delete every pod: %v", err)
 	}
 	var problems []string
@@ -878,6 +1075,13 @@ func drainChaos(ctx context.Context, t *testing.T, cl *chaosCluster, stats *chao
 		stats.add("claims prepared", len(calls.prepares))
 		stats.add("claims unprepared", len(calls.unprepares))
 		stats.add("repeated unprepares (agent killed before its checkpoint write)", repeats)
+		// Every claim was unprepared: no CDI spec may be left.
+		files, err := a.cdiFiles()
+		if err != nil {
+			stats.violate("invariant 3", fmt.Sprintf("CDI dir of %s: %v", a.node, err))
+		}
+		stats.violate("invariant 3", leftoverCDISpecs(a.node, a.cdiDir, files)...)
+		stats.add("check invariant 3 (CDI dirs empty)", 1)
 	}
 }
 
@@ -885,7 +1089,7 @@ func drainChaos(ctx context.Context, t *testing.T, cl *chaosCluster, stats *chao
 // did not happen, and logs the figures.
 func reportChaos(t *testing.T, cl *chaosCluster, stats *chaosStats, w *chaosWorkload, mix chaosMix, settle time.Duration, settled bool, afterMix, wall time.Duration) {
 	t.Helper()
-	events, _ := kubectl(cl.srv, "", "get", "events", "-n", "default", "--field-selector", "reason=Preempted", "-o", "name")
+	events, _ := kubectl(cl.api, "", "get", "events", "-n", "default", "--field-selector", "reason=Preempted", "-o", "name")
 	preempted := len(strings.Fields(events))
 	stats.mu.Lock()
 	violations := append([]string(nil), stats.violations...)
@@ -918,11 +1122,14 @@ func reportChaos(t *testing.T, cl *chaosCluster, stats *chaosStats, w *chaosWork
 		t.Errorf("not settled within %v", chaosSettleBound)
 	}
 	t.Logf("chaos (%s mix, %v): faults: %s", mix.name, mix.duration, stats.summary("fault "))
+	stats.mu.Lock()
+	t.Logf("chaos: %d replicas on %d etcd members; controllers' lease taken over after each kill of the leader in: %s", chaosReplicas, chaosEtcdMembers, strings.Join(stats.handovers, " "))
+	stats.mu.Unlock()
 	t.Logf("chaos: workload: %s; %d pods created outside gangs (%d preemptors; at settle: %s), %d gang members in %d gangs (%d seen bound), %d Preempted events, %d victims seen by the checker",
 		stats.summary("op "), w.seq-stats.get("op gang"), len(w.preemptors), stats.summary("preemptors at settle "), stats.get("gang members"), stats.get("op gang"), stats.get("gangs seen bound"), preempted, stats.get("preemption victims seen"))
 	t.Logf("chaos: plugins: %d claims prepared (%d prepare calls per claim in all), %d claims unprepared (%d unprepare calls per claim in all), %d repeated unprepares after an agent kill",
 		stats.get("claims prepared"), stats.get("prepare calls per claim"), stats.get("claims unprepared"), stats.get("unprepare calls per claim"), stats.get("repeated unprepares (agent killed before its checkpoint write)"))
-	t.Logf("chaos: checks: %s; %d gangs judged at settle; %d checker rounds with the server down; queue depth metric found: %v",
-		stats.summary("check "), stats.get("gangs judged at settle"), stats.get("checker rounds with the server down"), stats.get("queue depth metric found") > 0)
+	t.Logf("chaos: checks: %s; %d gangs judged at settle; %d checker rounds with the API replica down; queue depth metric found: %v",
+		stats.summary("check "), stats.get("gangs judged at settle"), stats.get("checker rounds with the API replica down"), stats.get("queue depth metric found") > 0)
 	t.Logf("chaos: settled %v after the mix (drain to the last unprepare: %v after the mix); wall time %v", settle.Round(time.Second), afterMix.Round(time.Second), wall.Round(time.Second))
 }

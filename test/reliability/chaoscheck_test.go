@@ -2,11 +2,13 @@ package reliability
 
 import (
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
@@ -172,6 +174,67 @@ func unprepareProblems(node string, calls callCounts, agentKills, inFlight int) 
 		}
 	}
 	return problems, repeats
+}
+
+// preparedNow are the claims whose last call in the plugin's log was a
+// PREPARE: prepared on the node now, as far as the plugin knows.
+func preparedNow(log string) map[string]bool {
+	prepared := map[string]bool{}
+	for line := range strings.SplitSeq(log, "\n") {
+		for prefix, now := range map[string]bool{"PREPARE claims=": true, "UNPREPARE claims=": false} {
+			if rest, ok := strings.CutPrefix(line, prefix); ok {
+				for claim := range strings.SplitSeq(rest, ",") {
+					if claim != "" {
+						prepared[claim] = now
+					}
+				}
+			}
+		}
+	}
+	for claim, now := range prepared {
+		if !now {
+			delete(prepared, claim)
+		}
+	}
+	return prepared
+}
+
+// cdiSpecName is the file in which the test driver describes a claim's
+// devices to the runtime.
+func cdiSpecName(claim types.UID) string {
+	return fmt.Sprintf("%s-%s.json", chaosPlugin, claim)
+}
+
+// missingCDISpecs (invariant 3, while running): a claim that the plugin
+// prepared on the node and has not unprepared since has its CDI spec in
+// the plugin's dir (files, by name). The claims give the UIDs; a claim
+// that no longer exists is not judged. Keyed for a staleTracker: the
+// driver writes the file before it prints PREPARE and removes it before
+// UNPREPARE, so one listing may fall in between; a file missing for
+// several rounds is not.
+func missingCDISpecs(node string, prepared map[string]bool, claims []resourcev1.ResourceClaim, files map[string]bool) map[string]string {
+	missing := map[string]string{}
+	for _, c := range claims {
+		key := c.Namespace + "/" + c.Name
+		if !prepared[key] {
+			continue
+		}
+		if name := cdiSpecName(c.UID); !files[name] {
+			missing["cdi/"+node+"/"+name] = fmt.Sprintf("claim %s is prepared on %s but its CDI spec %s is missing", key, node, name)
+		}
+	}
+	return missing
+}
+
+// leftoverCDISpecs (invariant 3, once every claim was unprepared): every
+// file left in a plugin's CDI dir describes devices of a claim that is no
+// longer prepared.
+func leftoverCDISpecs(node, dir string, files []string) []string {
+	var problems []string
+	for _, name := range files {
+		problems = append(problems, fmt.Sprintf("CDI spec %s left behind on %s", filepath.Join(dir, name), node))
+	}
+	return problems
 }
 
 // staleTracker remembers since when a reference (a claim reserved for a

@@ -29,6 +29,14 @@ import (
 //     (…), which is gone, for 45s (bound 45s)" and "not settled 3m0s after
 //     the faults stopped: claim chaos-0000-gpu-… reserved for pod
 //     chaos-0000, which is gone".
+//   - the upstream test driver's unprepare leaving the CDI spec in place
+//     (invariant 3, seed 11): "CDI spec …/cdi/upstream.example.com-<claim
+//     UID>.json left behind on agent-node-0", for each of the 20 claims
+//     prepared;
+//   - its prepare writing no CDI spec (invariant 3, seed 101): "claim
+//     default/chaos-0019-gpu-5nkfj is prepared on agent-node-0 but its CDI
+//     spec upstream.example.com-….json is missing for 3s (bound 3s)", for
+//     13 of the 15 claims prepared (the other two were unprepared sooner).
 
 func chaosClaim(name string, owner types.UID, devices ...string) resourcev1.ResourceClaim {
 	c := resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
@@ -164,4 +172,33 @@ func TestChaosCheckerSettle(t *testing.T) {
 		"pod failed is Failed",
 		"claim orphan reserved for pod gone, which is gone",
 		"claim unused is allocated with no consumer")
+}
+
+func TestChaosCheckerCDISpecs(t *testing.T) {
+	prepared := preparedNow("PREPARE claims=default/a,default/b\nUNPREPARE claims=default/b\nPREPARE claims=default/c\nUNPREPARE claims=default/c\nPREPARE claims=default/c\nPREPARE claims=default/gone\n")
+	if len(prepared) != 3 || !prepared["default/a"] || prepared["default/b"] || !prepared["default/c"] {
+		t.Fatalf("prepared now: %v, want default/a, default/c and default/gone", prepared)
+	}
+	claims := []resourcev1.ResourceClaim{chaosClaim("a", ""), chaosClaim("b", ""), chaosClaim("c", "")}
+	for i := range claims {
+		claims[i].UID = types.UID("uid-" + claims[i].Name)
+	}
+	files := map[string]bool{cdiSpecName("uid-a"): true, cdiSpecName("uid-c"): true}
+	missing := missingCDISpecs("node-0", prepared, claims, files)
+	if len(missing) != 0 {
+		t.Errorf("every prepared claim has its spec, yet missing: %v", missing)
+	}
+	delete(files, cdiSpecName("uid-c"))
+	missing = missingCDISpecs("node-0", prepared, claims, files)
+	st := newStaleTracker()
+	t0 := time.Now()
+	wantProblems(t, "missing once", st.observe(t0, missing, chaosCDIBound))
+	wantProblems(t, "missing for a round", st.observe(t0.Add(time.Second), missing, chaosCDIBound))
+	wantProblems(t, "missing past the bound", st.observe(t0.Add(4*time.Second), missing, chaosCDIBound),
+		"claim default/c is prepared on node-0 but its CDI spec upstream.example.com-uid-c.json is missing")
+
+	wantProblems(t, "empty dir", leftoverCDISpecs("node-0", "/cdi", nil))
+	wantProblems(t, "left behind", leftoverCDISpecs("node-0", "/cdi", []string{cdiSpecName("uid-b"), ".upstream.example.com-uid-d.json.tmp"}),
+		"CDI spec /cdi/upstream.example.com-uid-b.json left behind on node-0",
+		"CDI spec /cdi/.upstream.example.com-uid-d.json.tmp left behind on node-0")
 }

@@ -11,7 +11,12 @@
 // "UNPREPARE claims=...", so that a test can count calls. A claim prepares
 // to CDI IDs "<driver>/gpu=<device>", one per allocated device; a claim
 // annotated "upstream.example.com/prepare-error: <message>" fails with
-// that message (the other claims of the call succeed). Device health
+// that message (the other claims of the call succeed). With --cdi-dir a
+// prepared claim gets a CDI spec file there, "<driver>-<claim UID>.json",
+// describing its devices (written to a temporary file and renamed), and
+// an unprepare removes it; a claim with no file is unprepared all the
+// same. The file is written before the PREPARE line is printed and
+// removed before the UNPREPARE line. Device health
 // (kubeletplugin's WatchHealthStatus) reports every device Healthy, and
 // the one named by --unhealthy-device Unhealthy, resent every 10 seconds.
 package main
@@ -49,6 +54,7 @@ func main() {
 		registrarDir    = flag.String("registrar-dir", kubeletplugin.KubeletRegistryDir, "the kubelet's plugin registration directory")
 		pluginDir       = flag.String("plugin-dir", "", "the plugin's data directory, where dra.sock goes (default /var/lib/kubelet/plugins/<driver name>)")
 		unhealthyDevice = flag.String("unhealthy-device", "", "report this device Unhealthy (the others Healthy)")
+		cdiDir          = flag.String("cdi-dir", "", "write a CDI spec file per prepared claim here, removed on unprepare (empty: none)")
 	)
 	klog.InitFlags(nil)
 	flag.Parse()
@@ -65,13 +71,13 @@ func main() {
 	ctx, cancel := context.WithCancelCause(ctx)
 	logger := klog.Background()
 	ctx = klog.NewContext(ctx, logger)
-	if err := run(ctx, cancel, *nodeName, *driverName, *deviceCount, *kubeconfig, *registrarDir, *pluginDir, *unhealthyDevice); err != nil {
+	if err := run(ctx, cancel, *nodeName, *driverName, *deviceCount, *kubeconfig, *registrarDir, *pluginDir, *unhealthyDevice, *cdiDir); err != nil {
 		logger.Error(err, "upstreamdriver failed")
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, cancel context.CancelCauseFunc, nodeName, driverName string, deviceCount int, kubeconfig, registrarDir, pluginDir, unhealthyDevice string) error {
+func run(ctx context.Context, cancel context.CancelCauseFunc, nodeName, driverName string, deviceCount int, kubeconfig, registrarDir, pluginDir, unhealthyDevice, cdiDir string) error {
 	logger := klog.FromContext(ctx)
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -81,12 +87,15 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, nodeName, driverNa
 	if err != nil {
 		return err
 	}
-	for _, dir := range []string{registrarDir, pluginDir} {
+	for _, dir := range []string{registrarDir, pluginDir, cdiDir} {
+		if dir == "" {
+			continue
+		}
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return err
 		}
 	}
-	d := &driver{name: driverName, node: nodeName, cancel: cancel, unhealthy: unhealthyDevice}
+	d := &driver{name: driverName, node: nodeName, cancel: cancel, unhealthy: unhealthyDevice, cdi: cdiSpecs{dir: cdiDir, driver: driverName}}
 	for i := range deviceCount {
 		d.devices = append(d.devices, fmt.Sprintf("gpu-%d", i))
 	}
@@ -113,7 +122,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, nodeName, driverNa
 	}}); err != nil {
 		return fmt.Errorf("publish resources: %w", err)
 	}
-	logger.Info("Started", "driverName", driverName, "nodeName", nodeName, "devices", len(devices), "registrarDir", registrarDir, "pluginDir", pluginDir)
+	logger.Info("Started", "driverName", driverName, "nodeName", nodeName, "devices", len(devices), "registrarDir", registrarDir, "pluginDir", pluginDir, "cdiDir", cdiDir)
 	<-ctx.Done()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause
@@ -127,6 +136,7 @@ type driver struct {
 	name, node string
 	devices    []string
 	unhealthy  string
+	cdi        cdiSpecs
 	cancel     context.CancelCauseFunc
 }
 
@@ -144,11 +154,13 @@ func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			continue
 		}
 		var prepared []kubeletplugin.Device
+		var devices []string
 		if claim.Status.Allocation != nil {
 			for _, r := range claim.Status.Allocation.Devices.Results {
 				if r.Driver != d.name {
 					continue
 				}
+				devices = append(devices, r.Device)
 				prepared = append(prepared, kubeletplugin.Device{
 					Requests:     []string{r.Request},
 					PoolName:     r.Pool,
@@ -156,6 +168,10 @@ func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 					CDIDeviceIDs: []string{d.name + "/gpu=" + r.Device},
 				})
 			}
+		}
+		if err := d.cdi.write(claim.UID, devices); err != nil {
+			result[claim.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
 		}
 		result[claim.UID] = kubeletplugin.PrepareResult{Devices: prepared}
 	}
@@ -168,7 +184,7 @@ func (d *driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	result := make(map[types.UID]error, len(claims))
 	for _, claim := range claims {
 		names = append(names, claim.Namespace+"/"+claim.Name)
-		result[claim.UID] = nil
+		result[claim.UID] = d.cdi.remove(claim.UID)
 	}
 	fmt.Printf("UNPREPARE claims=%s\n", claimNames(names))
 	return result, nil
