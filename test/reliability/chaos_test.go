@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -930,24 +931,30 @@ func runChaosChecker(ctx context.Context, cl *chaosCluster, stats *chaosStats) {
 // (the leader's queues; the others have none); found is false if none
 // has any.
 func (cl *chaosCluster) queueDepth(ctx context.Context) (depth float64, found bool, err error) {
+	return cl.metricSum(ctx, "workqueue_depth{")
+}
+
+// metricSum adds up the samples of the metric whose lines start with
+// prefix over every replica's /metrics; found says whether any had one.
+func (cl *chaosCluster) metricSum(ctx context.Context, prefix string) (sum float64, found bool, err error) {
 	for i, kube := range cl.replicaKubes {
 		raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 		if err != nil {
 			return 0, false, fmt.Errorf("%s: %w", cl.replicas[i].Name, err)
 		}
 		for line := range strings.SplitSeq(string(raw), "\n") {
-			if !strings.HasPrefix(line, "workqueue_depth{") {
+			if !strings.HasPrefix(line, prefix) {
 				continue
 			}
 			fields := strings.Fields(line)
 			v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
 			if err == nil {
-				depth += v
+				sum += v
 				found = true
 			}
 		}
 	}
-	return depth, found, nil
+	return sum, found, nil
 }
 
 // waitChaosSettled waits, at most chaosSettleBound, until every process
@@ -1036,13 +1043,15 @@ func kubectlOrLog(s *server, args ...string) string {
 
 // drainChaos deletes every pod and gang and waits (at most 2 minutes)
 // until each claim prepared on an agent's node has been unprepared there
-// (invariant 3 in full).
+// (invariant 3 in full) and, with every pod gone, the controllers hold no
+// nomination (invariant 4 for what the API does not show).
 func drainChaos(ctx context.Context, t *testing.T, cl *chaosCluster, stats *chaosStats) {
 	t.Helper()
 	if _, err := kubectl(cl.api, "", "delete", "pods,podgroups", "--all", "-n", "default", "--wait=false"); err != nil {
 		t.Errorf("delete every pod: %v", err)
 	}
 	var problems []string
+	var nominationProblem string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		problems = nil
 		s := cl.snapshot(ctx)
@@ -1057,11 +1066,32 @@ func drainChaos(ctx context.Context, t *testing.T, cl *chaosCluster, stats *chao
 			p, _ := unprepareProblems(a.node, parsePluginLog(a.pluginLog()), a.agentKills(), chaosAgentWorkers)
 			problems = append(problems, p...)
 		}
+		if len(s.pods) == 0 {
+			// Invariant 4 inside the controller: with every pod gone, no
+			// nomination may hold devices (they are not in the API).
+			held, found, err := cl.metricSum(ctx, "draplane_allocation_controller_nominations ")
+			switch {
+			case err != nil:
+				problems = append(problems, fmt.Sprintf("/metrics: %v", err))
+			case !found:
+				problems = append(problems, "no replica reports draplane_allocation_controller_nominations")
+			case held > 0:
+				nominationProblem = fmt.Sprintf("%v nominations held by the controllers after every pod is gone", held)
+				problems = append(problems, nominationProblem)
+			}
+		}
 		return len(problems) == 0, nil
 	})
 	stats.add("check invariant 3", 1)
+	stats.add("check invariant 4 (controller nominations after the drain)", 1)
 	if err != nil {
-		stats.violate("invariant 3", firstN(problems, 15)...)
+		if nominationProblem != "" && slices.Contains(problems, nominationProblem) {
+			stats.violate("invariant 4", nominationProblem)
+			problems = slices.DeleteFunc(problems, func(p string) bool { return p == nominationProblem })
+		}
+		if len(problems) > 0 {
+			stats.violate("invariant 3", firstN(problems, 15)...)
+		}
 	}
 	for _, a := range cl.agents {
 		calls := parsePluginLog(a.pluginLog())

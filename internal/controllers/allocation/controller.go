@@ -395,6 +395,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			logger.Error(err, "Restoring nominations")
 		}
 	}
+	runningState.Store(c.state)
+	defer runningState.CompareAndSwap(c.state, nil)
 	go wait.UntilWithContext(ctx, c.flushLeftover, flushEvery)
 	worker.Run(ctx, c.queue, workers, c.handle, c.synced...)
 }

@@ -2,6 +2,7 @@ package allocation
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -52,11 +53,42 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"outcome"})
 
+	nominationsDesc = metrics.NewDesc(
+		metrics.BuildFQName(metricsNamespace, metricsSubsystem, "nominations"),
+		"Number of pods holding a nomination: devices on a node kept for a preemptor (or a gang member) while its victims go. Absent while the controller does not run.",
+		nil, nil, metrics.ALPHA, "",
+	)
+
+	// runningState is the placement state of the controller that runs
+	// now, counted by the nominations collector: after a leader election
+	// hand-over, the new term's controller replaces the old one, and a
+	// stopped one is taken out.
+	runningState atomic.Pointer[placementState]
+
 	registerMetrics sync.Once
 )
+
+// nominationsCollector counts the running controller's nominations when
+// scraped: a nomination left behind by a pod that is gone shows.
+type nominationsCollector struct {
+	metrics.BaseStableCollector
+}
+
+func (c *nominationsCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	ch <- nominationsDesc
+}
+
+func (c *nominationsCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	s := runningState.Load()
+	if s == nil {
+		return
+	}
+	ch <- metrics.NewLazyConstMetric(nominationsDesc, metrics.GaugeValue, float64(s.nominationCount()))
+}
 
 func setupMetrics() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(podsPlaced, allocationAttempts, podBindingLatency, bindingOutcomes)
+		legacyregistry.CustomMustRegister(&nominationsCollector{})
 	})
 }

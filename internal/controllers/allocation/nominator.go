@@ -133,7 +133,8 @@ func (s *placementState) nominatedByKey(key string) types.UID {
 	return uid
 }
 
-// nominationCount is for logs.
+// nominationCount is how many pods hold a nomination, for logs and the
+// nominations metric.
 func (s *placementState) nominationCount() int {
 	s.mutex.Lock()
 	defer s.mutex.Unlock()
