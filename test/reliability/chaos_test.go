@@ -964,7 +964,7 @@ func (cl *chaosCluster) metricSum(ctx context.Context, prefix string) (sum float
 func waitChaosSettled(ctx context.Context, t *testing.T, cl *chaosCluster, stats *chaosStats, gangs map[string]gangRecord, preemptors []string) (time.Duration, bool) {
 	t.Helper()
 	start := time.Now()
-	var problems []string
+	var problems, lastListed []string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, chaosSettleBound, true, func(ctx context.Context) (bool, error) {
 		problems = nil
 		for _, r := range cl.replicas {
@@ -982,12 +982,16 @@ func waitChaosSettled(ctx context.Context, t *testing.T, cl *chaosCluster, stats
 		}
 		s := cl.snapshot(ctx)
 		if s == nil {
-			problems = append(problems, "the state could not be listed")
+			// With what the last listing found: the poll's own deadline
+			// fails the last listing, and would hide the reason.
+			problems = append(append(problems, "the state could not be listed"), lastListed...)
 			return false, nil
 		}
-		problems = append(problems, settleProblems(*s)...)
+		listed := settleProblems(*s)
 		gangProblems, judged := partialGangs(*s, gangs)
-		problems = append(problems, gangProblems...)
+		listed = append(listed, gangProblems...)
+		lastListed = listed
+		problems = append(problems, listed...)
 		depth, found, err := cl.queueDepth(ctx)
 		switch {
 		case err != nil:
@@ -1053,12 +1057,16 @@ func drainChaos(ctx context.Context, t *testing.T, cl *chaosCluster, stats *chao
 	var problems []string
 	var nominationProblem string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		problems = nil
 		s := cl.snapshot(ctx)
 		if s == nil {
-			problems = append(problems, "the state could not be listed")
+			// Keep what the last listing found: the poll's own deadline
+			// fails the last listing, and would hide the reason.
+			if len(problems) == 0 {
+				problems = append(problems, "the state could not be listed")
+			}
 			return false, nil
 		}
+		problems = nil
 		for _, p := range s.pods {
 			problems = append(problems, "pod "+p.Name+" still exists")
 		}
