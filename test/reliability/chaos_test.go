@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
 	"github.com/draplane/draplane/test/launcher"
@@ -730,9 +729,8 @@ func killLeader(ctx context.Context, rng *rand.Rand, cl *chaosCluster) (string, 
 // that answers.
 func (cl *chaosCluster) leaseHolder(ctx context.Context) (string, *metav1.MicroTime) {
 	for _, kube := range cl.replicaKubes {
-		lease, err := kube.CoordinationV1().Leases(controllerNS).Get(ctx, controllerName, metav1.GetOptions{})
-		if err == nil {
-			return ptr.Deref(lease.Spec.HolderIdentity, ""), lease.Spec.AcquireTime
+		if id, acquired, err := readLease(ctx, kube, controllerName); err == nil {
+			return id, acquired
 		}
 	}
 	return "", nil

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
@@ -105,17 +106,26 @@ func leaderTerms(s *server) []string {
 	return ids
 }
 
-// holder reads the controllers' Lease through s.
+// holder reads the Lease name through s: its holder and when it was
+// acquired, nothing while there is none or s does not answer (a replica
+// may be restarting; callers poll).
 func holder(ctx context.Context, t *testing.T, s *server, name string) (string, *metav1.MicroTime) {
 	t.Helper()
-	lease, err := s.KubeClient(t).CoordinationV1().Leases(controllerNS).Get(ctx, name, metav1.GetOptions{})
+	id, acquired, _ := readLease(ctx, s.KubeClient(t), name)
+	return id, acquired
+}
+
+// readLease reads the Lease name in controllerNS through kube; a Lease
+// that does not exist has no holder.
+func readLease(ctx context.Context, kube kubernetes.Interface, name string) (string, *metav1.MicroTime, error) {
+	lease, err := kube.CoordinationV1().Leases(controllerNS).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return "", nil, nil
 	}
 	if err != nil {
-		return "", nil // a replica may be restarting; callers poll
+		return "", nil, err
 	}
-	return ptr.Deref(lease.Spec.HolderIdentity, ""), lease.Spec.AcquireTime
+	return ptr.Deref(lease.Spec.HolderIdentity, ""), lease.Spec.AcquireTime, nil
 }
 
 func templatePod(name, template string) *corev1.Pod {

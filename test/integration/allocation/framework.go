@@ -115,7 +115,7 @@ func (e *Env) WaitNodeSeen(ctx context.Context, tb testing.TB, name string) {
 		if err != nil {
 			return false, nil
 		}
-		if _, err := e.slices.Get(name + "-gpus"); err != nil {
+		if _, err := e.slices.Get(sliceName(name)); err != nil {
 			return false, nil
 		}
 		for _, condition := range node.Status.Conditions {
@@ -167,7 +167,7 @@ func (e *Env) AddNode(ctx context.Context, name string, labels map[string]string
 		return fmt.Errorf("report node %s ready: %w", name, err)
 	}
 	slice := &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-gpus"},
+		ObjectMeta: metav1.ObjectMeta{Name: sliceName(name)},
 		Spec: resourcev1.ResourceSliceSpec{
 			Driver:   Driver,
 			Pool:     resourcev1.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1},
@@ -180,6 +180,9 @@ func (e *Env) AddNode(ctx context.Context, name string, labels map[string]string
 	}
 	return nil
 }
+
+// sliceName is the slice CreateNode publishes for a node.
+func sliceName(node string) string { return node + "-gpus" }
 
 // GPUs returns n devices gpu-0... with the given string attributes.
 func GPUs(n int, attributes map[string]string) []resourcev1.Device {
