@@ -871,9 +871,9 @@ func runChaosChecker(ctx context.Context, cl *chaosCluster, stats *chaosStats) {
 			}
 		}
 		for _, a := range cl.agents {
-			log := a.pluginLog()
-			prepared[a.node] = preparedNow(log)
-			problems, _ := unprepareProblems(a.node, parsePluginLog(log), a.agentKills(), chaosAgentWorkers)
+			calls := parsePluginLog(a.pluginLog())
+			prepared[a.node] = calls.prepared
+			problems, _ := unprepareProblems(a.node, calls, a.agentKills(), chaosAgentWorkers)
 			var now []string
 			for _, p := range problems {
 				if !strings.Contains(p, "never unprepared") {

@@ -121,21 +121,31 @@ func sortedNames[V any](m map[string]V) []string {
 // (namespace/name) on one node.
 type callCounts struct {
 	prepares, unprepares map[string]int
+	// prepared are the claims whose last call was a PREPARE: prepared
+	// on the node now, as far as the plugin knows.
+	prepared map[string]bool
 }
 
 // parsePluginLog counts the calls the test driver printed, one line per
 // call: "PREPARE claims=ns/a,ns/b".
 func parsePluginLog(log string) callCounts {
-	c := callCounts{prepares: map[string]int{}, unprepares: map[string]int{}}
+	c := callCounts{prepares: map[string]int{}, unprepares: map[string]int{}, prepared: map[string]bool{}}
 	for line := range strings.SplitSeq(log, "\n") {
 		for _, kind := range []struct {
-			prefix string
-			counts map[string]int
-		}{{"PREPARE claims=", c.prepares}, {"UNPREPARE claims=", c.unprepares}} {
+			prefix  string
+			counts  map[string]int
+			prepare bool
+		}{{"PREPARE claims=", c.prepares, true}, {"UNPREPARE claims=", c.unprepares, false}} {
 			if rest, ok := strings.CutPrefix(line, kind.prefix); ok {
 				for claim := range strings.SplitSeq(rest, ",") {
-					if claim != "" {
-						kind.counts[claim]++
+					if claim == "" {
+						continue
+					}
+					kind.counts[claim]++
+					if kind.prepare {
+						c.prepared[claim] = true
+					} else {
+						delete(c.prepared, claim)
 					}
 				}
 			}
@@ -174,29 +184,6 @@ func unprepareProblems(node string, calls callCounts, agentKills, inFlight int) 
 		}
 	}
 	return problems, repeats
-}
-
-// preparedNow are the claims whose last call in the plugin's log was a
-// PREPARE: prepared on the node now, as far as the plugin knows.
-func preparedNow(log string) map[string]bool {
-	prepared := map[string]bool{}
-	for line := range strings.SplitSeq(log, "\n") {
-		for prefix, now := range map[string]bool{"PREPARE claims=": true, "UNPREPARE claims=": false} {
-			if rest, ok := strings.CutPrefix(line, prefix); ok {
-				for claim := range strings.SplitSeq(rest, ",") {
-					if claim != "" {
-						prepared[claim] = now
-					}
-				}
-			}
-		}
-	}
-	for claim, now := range prepared {
-		if !now {
-			delete(prepared, claim)
-		}
-	}
-	return prepared
 }
 
 // cdiSpecName is the file in which the test driver describes a claim's

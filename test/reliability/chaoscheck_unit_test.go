@@ -175,7 +175,7 @@ func TestChaosCheckerSettle(t *testing.T) {
 }
 
 func TestChaosCheckerCDISpecs(t *testing.T) {
-	prepared := preparedNow("PREPARE claims=default/a,default/b\nUNPREPARE claims=default/b\nPREPARE claims=default/c\nUNPREPARE claims=default/c\nPREPARE claims=default/c\nPREPARE claims=default/gone\n")
+	prepared := parsePluginLog("PREPARE claims=default/a,default/b\nUNPREPARE claims=default/b\nPREPARE claims=default/c\nUNPREPARE claims=default/c\nPREPARE claims=default/c\nPREPARE claims=default/gone\n").prepared
 	if len(prepared) != 3 || !prepared["default/a"] || prepared["default/b"] || !prepared["default/c"] {
 		t.Fatalf("prepared now: %v, want default/a, default/c and default/gone", prepared)
 	}
