@@ -229,7 +229,7 @@ func NewController(
 			sliceInformer.Informer().HasSynced,
 		},
 		ownWrites:     newOwnWrites(),
-		unschedulable: newUnschedulablePods(),
+		unschedulable: newUnschedulablePods(opts.Clock),
 		bound:         newBoundPods(boundPodsCacheSize),
 
 		bindingTimeout: opts.BindingTimeout,

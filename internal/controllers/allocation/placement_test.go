@@ -12,6 +12,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/draplane/draplane/allocator"
 	resourceapi "github.com/draplane/draplane/apis/resource"
@@ -245,7 +247,7 @@ func TestUnschedulablePods(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			u := newUnschedulablePods()
+			u := newUnschedulablePods(clock.RealClock{})
 			before := u.clusterEvents.Load()
 			if tc.eventMeanwhile {
 				u.moveAll("")
@@ -273,12 +275,11 @@ func TestUnschedulablePods(t *testing.T) {
 // TestUnschedulableLeftover: a pod parked for longer than maxParked is
 // taken out without a cluster event; a younger one stays.
 func TestUnschedulableLeftover(t *testing.T) {
-	now := time.Unix(1000, 0)
-	u := newUnschedulablePods()
-	u.now = func() time.Time { return now }
+	now := testingclock.NewFakePassiveClock(time.Unix(1000, 0))
+	u := newUnschedulablePods(now)
 	events := u.clusterEvents.Load()
 	u.park("old", events)
-	now = now.Add(maxParked - time.Minute)
+	now.SetTime(now.Now().Add(maxParked - time.Minute))
 	u.park("young", events)
 
 	tests := []struct {
@@ -291,7 +292,7 @@ func TestUnschedulableLeftover(t *testing.T) {
 		{after: maxParked, want: []string{"young"}},
 	}
 	for i, tc := range tests {
-		now = now.Add(tc.after)
+		now.SetTime(now.Now().Add(tc.after))
 		if got := u.takeOlderThan(maxParked); !slices.Equal(got, tc.want) {
 			t.Errorf("step %d: took %v, want %v", i, got, tc.want)
 		}

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // maxParked is how long a pod waits for a cluster event before it is
@@ -28,13 +30,14 @@ type unschedulablePods struct {
 	clusterEvents atomic.Int64
 
 	mutex sync.Mutex
-	// keys are the parked keys and when they were parked.
-	keys map[string]time.Time
-	now  func() time.Time
+	// keys are the parked keys and when they were parked, by clock
+	// (the controller's).
+	keys  map[string]time.Time
+	clock clock.PassiveClock
 }
 
-func newUnschedulablePods() *unschedulablePods {
-	return &unschedulablePods{keys: make(map[string]time.Time), now: time.Now}
+func newUnschedulablePods(clock clock.PassiveClock) *unschedulablePods {
+	return &unschedulablePods{keys: make(map[string]time.Time), clock: clock}
 }
 
 // moveAll counts a cluster event and takes every parked key but except
@@ -59,7 +62,7 @@ func (u *unschedulablePods) moveAll(except string) []string {
 // already have changed the answer, so the key is to be retried.
 func (u *unschedulablePods) park(key string, eventsBefore int64) bool {
 	u.mutex.Lock()
-	u.keys[key] = u.now()
+	u.keys[key] = u.clock.Now()
 	u.mutex.Unlock()
 	if u.clusterEvents.Load() != eventsBefore {
 		u.remove(key)
@@ -87,7 +90,7 @@ func (u *unschedulablePods) takeOlderThan(d time.Duration) []string {
 	u.mutex.Lock()
 	defer u.mutex.Unlock()
 	var keys []string
-	deadline := u.now().Add(-d)
+	deadline := u.clock.Now().Add(-d)
 	for key, parked := range u.keys {
 		if parked.Before(deadline) {
 			keys = append(keys, key)
