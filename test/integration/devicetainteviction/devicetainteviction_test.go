@@ -30,6 +30,7 @@ import (
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
+	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
 	"github.com/draplane/draplane/internal/controllers/allocation"
 	"github.com/draplane/draplane/internal/controllers/devicetainteviction"
 	"github.com/draplane/draplane/internal/controllers/resourceclaim"
@@ -45,6 +46,11 @@ type env struct {
 	config   *rest.Config
 	kube     kubernetes.Interface
 	resource versioned.Interface
+	// allocationTaintRules is the allocation controller's cache of
+	// rules, once started: a case that creates a rule and then a pod
+	// waits for it, or the pod may be placed before the controller
+	// sees the rule (kube-scheduler has the same window).
+	allocationTaintRules resourcelisters.DeviceTaintRuleLister
 }
 
 func TestDeviceTaintEviction(t *testing.T) {
@@ -111,6 +117,7 @@ func startAllocationControllers(ctx context.Context, t *testing.T, wg *sync.Wait
 	if err != nil {
 		t.Fatalf("allocation.NewController: %v", err)
 	}
+	e.allocationTaintRules = resourceInformers.Resource().V1().DeviceTaintRules().Lister()
 	startInformers(ctx, wg, kubeInformers, resourceInformers)
 	wg.Go(func() { claimController.Run(ctx, 2) })
 	wg.Go(func() { allocationController.Run(ctx, 2) })

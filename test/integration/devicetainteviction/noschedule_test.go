@@ -115,6 +115,10 @@ func testNoSchedule(ctx context.Context, t *testing.T, e *env) {
 		if _, err := e.resource.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create rule %s: %v", name, err)
 		}
+		testenv.WaitFor(ctx, t, pollTimeout, "the allocation controller's cache to show rule "+name, func() (bool, error) {
+			_, err := e.allocationTaintRules.Get(name)
+			return err == nil, nil
+		})
 	}
 
 	first := createPod("first")
