@@ -409,7 +409,11 @@ func (a *Agent) finishes(pod *corev1.Pod) bool {
 	return a.opts.PodDuration > 0 && pod.Spec.RestartPolicy != corev1.RestartPolicyAlways && pod.Spec.RestartPolicy != ""
 }
 
+// writeStatus sends pod, a copy of the agent's, as its status. A status
+// update keeps the stored managedFields whatever it carries, so the copy's
+// are not sent.
 func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod) error {
+	pod.ManagedFields = nil
 	_, err := a.nodeClient(pod.Spec.NodeName).CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{FieldManager: a.opts.Name})
 	if apierrors.IsNotFound(err) {
 		return nil

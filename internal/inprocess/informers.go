@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unique"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,10 +58,11 @@ type Informers struct {
 
 // NewInformers returns factories on loopback whose informers drop
 // managedFields, which no in-process user reads (the controllers apply
-// and update without them; the server keeps the stored ones), and whose
-// ResourceSlices share their devices' identical maps (devicemaps). Users ask
-// for their informers, add handlers and then call Start; the factories
-// start what was asked for so far, so every user may start them.
+// and update without them; the server keeps the stored ones), except
+// pods' (see GuessPods), and whose ResourceSlices share their devices'
+// identical maps (devicemaps). Users ask for their informers, add
+// handlers and then call Start; the factories start what was asked for
+// so far, so every user may start them.
 func NewInformers(loopback *rest.Config) (*Informers, error) {
 	kubeClient, err := kubernetes.NewForConfig(InProcessConfig(loopback))
 	if err != nil {
@@ -69,11 +72,32 @@ func NewInformers(loopback *rest.Config) (*Informers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shared informers: resource client: %w", err)
 	}
-	transform := informers.WithTransform(DropManagedFields)
 	return &Informers{
-		Kube:     informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, transform),
+		Kube:     informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(compactKube)),
 		Resource: resourceinformers.NewSharedInformerFactoryWithOptions(resourceClient, 0, resourceinformers.WithTransform(compact)),
 	}, nil
+}
+
+// GuessPods returns the current pod under a key ("namespace/name") as the
+// pods informer of i has it, a copy the caller may change, or nil: the
+// guess of the pods store, which has no watch cache, before it updates or
+// deletes a pod (etcdstorage.Guesses). Only for informers on the server's
+// own pods (NewInformers, whose pods keep their managedFields): a guess is
+// written back as it is when its resourceVersion is current. A pod
+// without managedFields is no guess, in case a transform dropped them.
+func (i *Informers) GuessPods() func(key string) runtime.Object {
+	indexer := i.Kube.Core().V1().Pods().Informer().GetIndexer()
+	return func(key string) runtime.Object {
+		obj, ok, err := indexer.GetByKey(key)
+		if err != nil || !ok {
+			return nil
+		}
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod == nil || len(pod.ManagedFields) == 0 {
+			return nil
+		}
+		return pod.DeepCopy()
+	}
 }
 
 // Start starts the informers asked for so far until stop is closed.
@@ -102,6 +126,33 @@ func DropManagedFields(obj any) (any, error) {
 		accessor.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// compactKube is the transform of the kube informers on the server's
+// own objects: pods keep their managedFields, whose strings are shared
+// with other pods' (GuessPods needs the whole pod), everything else
+// drops them.
+func compactKube(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		shareManagedFieldsStrings(pod.ManagedFields)
+		return obj, nil
+	}
+	return DropManagedFields(obj)
+}
+
+// shareManagedFieldsStrings makes the strings of entries that most
+// entries have in common (manager, operation, apiVersion, fieldsType,
+// subresource) the process's one copy of each (package unique); the field
+// sets are shared already (fieldsv1string).
+func shareManagedFieldsStrings(entries []metav1.ManagedFieldsEntry) {
+	for i := range entries {
+		e := &entries[i]
+		e.Manager = unique.Make(e.Manager).Value()
+		e.Operation = metav1.ManagedFieldsOperationType(unique.Make(string(e.Operation)).Value())
+		e.APIVersion = unique.Make(e.APIVersion).Value()
+		e.FieldsType = unique.Make(e.FieldsType).Value()
+		e.Subresource = unique.Make(e.Subresource).Value()
+	}
 }
 
 // compact is the transform of the resource informers: DropManagedFields,

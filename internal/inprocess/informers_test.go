@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -102,6 +103,73 @@ func TestCompact(t *testing.T) {
 	}
 	if tomb, err := compact(cache.DeletedFinalStateUnknown{Key: "a"}); err != nil || tomb.(cache.DeletedFinalStateUnknown).Key != "a" {
 		t.Errorf("tombstone: %#v, %v", tomb, err)
+	}
+}
+
+// TestCompactKube: the kube informers on the server's own objects keep a
+// pod's managedFields, with the strings most entries share made one copy,
+// and drop every other object's.
+func TestCompactKube(t *testing.T) {
+	entry := func() metav1.ManagedFieldsEntry {
+		// Strings built at run time, as a decoder makes them.
+		fresh := func(s string) string { return string([]byte(s)) }
+		return metav1.ManagedFieldsEntry{Manager: fresh("kubectl"), Operation: metav1.ManagedFieldsOperationType(fresh("Update")),
+			APIVersion: fresh("v1"), FieldsType: fresh("FieldsV1"), Subresource: fresh("status")}
+	}
+	var pods []*corev1.Pod
+	for _, name := range []string{"a", "b"} {
+		obj, err := compactKube(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: []metav1.ManagedFieldsEntry{entry()}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, obj.(*corev1.Pod))
+	}
+	a, b := pods[0].ManagedFields, pods[1].ManagedFields
+	if len(a) != 1 || len(b) != 1 || a[0] != entry() {
+		t.Fatalf("pods' managedFields %+v and %+v, want one entry %+v each", a, b, entry())
+	}
+	for name, pair := range map[string][2]string{
+		"manager": {a[0].Manager, b[0].Manager}, "operation": {string(a[0].Operation), string(b[0].Operation)},
+		"apiVersion": {a[0].APIVersion, b[0].APIVersion}, "fieldsType": {a[0].FieldsType, b[0].FieldsType}, "subresource": {a[0].Subresource, b[0].Subresource},
+	} {
+		if unsafe.StringData(pair[0]) != unsafe.StringData(pair[1]) {
+			t.Errorf("the two pods' %s strings are two copies", name)
+		}
+	}
+	node, err := compactKube(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ManagedFields: []metav1.ManagedFieldsEntry{entry()}}})
+	if err != nil || node.(*corev1.Node).ManagedFields != nil {
+		t.Errorf("node: %+v, %v, want it without managedFields", node, err)
+	}
+}
+
+// TestGuessPods: a guess is a copy of the informer's pod, managedFields
+// included; a pod the informer does not have, or has without
+// managedFields, is no guess.
+func TestGuessPods(t *testing.T) {
+	kube := kubefake.NewClientset()
+	shared := &Informers{Kube: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(compactKube))}
+	guess := shared.GuessPods()
+	indexer := shared.Kube.Core().V1().Pods().Informer().GetIndexer()
+	managed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "managed", Namespace: "ns", ResourceVersion: "7",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}}}}
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: "ns", ResourceVersion: "8"}}
+	for _, pod := range []*corev1.Pod{managed, bare} {
+		if err := indexer.Add(pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, ok := guess("ns/managed").(*corev1.Pod)
+	if !ok || got == managed || !reflect.DeepEqual(got, managed) {
+		t.Errorf("guess of ns/managed: %+v, want a copy of %+v", got, managed)
+	}
+	got.Labels = map[string]string{"changed": "true"}
+	if managed.Labels != nil {
+		t.Error("changing the guess changed the informer's pod")
+	}
+	for _, key := range []string{"ns/bare", "ns/missing", "other/managed"} {
+		if got := guess(key); got != nil {
+			t.Errorf("guess of %s: %+v, want nil", key, got)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -463,6 +464,24 @@ func TestSimulatedPodLifecycle(t *testing.T) {
 		for _, status := range pod.Status.ContainerStatuses {
 			if status.State.Terminated == nil || status.State.Terminated.ExitCode != 0 {
 				t.Errorf("pod %s container %s: %+v, want terminated with exit code 0", pod.Name, status.Name, status.State)
+			}
+		}
+		// Every writer of the pod keeps its managedFields entry: the
+		// pods store writes its updates from the shared informer's copy
+		// of the pod, which must hold them.
+		for _, want := range []struct {
+			manager     string
+			op          metav1.ManagedFieldsOperationType
+			subresource string
+		}{
+			{"kubectl-client-side-apply", metav1.ManagedFieldsOperationUpdate, ""},
+			{"draplane-resourceclaim-controller", metav1.ManagedFieldsOperationUpdate, "status"},
+			{"simulator", metav1.ManagedFieldsOperationUpdate, "status"},
+		} {
+			if !slices.ContainsFunc(pod.ManagedFields, func(e metav1.ManagedFieldsEntry) bool {
+				return e.Manager == want.manager && e.Operation == want.op && e.Subresource == want.subresource && e.FieldsV1 != nil
+			}) {
+				t.Errorf("pod %s has no managedFields entry of %s (%s %q): %+v", pod.Name, want.manager, want.op, want.subresource, pod.ManagedFields)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -95,7 +96,11 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 		cfg.Extra.NodeRestriction = nodeRestriction
 	}
 	cfg.Extra.InProcess = server.NewInProcess()
-	if o.Aggregated.ScheduleHostPods && o.Aggregated.Aggregated() {
+	// The stores of resources without a watch cache guess the object an
+	// update or delete starts from (etcdstorage.Guesses).
+	guesses := &etcdstorage.Guesses{}
+	onHost := o.Aggregated.ScheduleHostPods && o.Aggregated.Aggregated()
+	if onHost {
 		// The controllers, resourcepools and the device map watch the
 		// host's pods, nodes, claims and slices.
 		host, err := o.Aggregated.hostConfig()
@@ -115,6 +120,10 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 		}
 		generic.AdmissionControl = plugin
 		cfg.Extra.CoreLite = coreLite
+		if !onHost {
+			// The shared informers watch this server's own pods.
+			guesses.Set(corev1.Resource("pods"), shared.GuessPods())
+		}
 		cfg.Extra.NodeRestriction = nodeRestriction
 	}
 	if err := o.applyAuthorization(&generic.Authorization, cfg.Extra.CoreLite); err != nil {
@@ -133,7 +142,7 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 	if cfg.Extra.Etcd, err = etcd.wait(); err != nil {
 		return nil, err
 	}
-	if err := o.applyStorage(generic, scheme, codecs, cfg.Extra.Etcd); err != nil {
+	if err := o.applyStorage(generic, scheme, codecs, cfg.Extra.Etcd, guesses); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -239,7 +248,7 @@ func (o *Options) externalAddress(generic *genericapiserver.RecommendedConfig) s
 
 // applyStorage stores every resource in etcd: the embedded one when it
 // runs, else --etcd-servers.
-func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, scheme *runtime.Scheme, codecs serializer.CodecFactory, etcd *etcdstorage.EmbeddedEtcd) error {
+func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, scheme *runtime.Scheme, codecs serializer.CodecFactory, etcd *etcdstorage.EmbeddedEtcd, guesses *etcdstorage.Guesses) error {
 	etcdOptions := *o.Etcd
 	if etcd != nil {
 		etcdOptions.StorageConfig.Transport.ServerList = []string{etcd.ClientURL}
@@ -266,10 +275,10 @@ func (o *Options) applyStorage(generic *genericapiserver.RecommendedConfig, sche
 	}
 	if etcd != nil {
 		// The embedded etcd is called directly, not over gRPC.
-		generic.RESTOptionsGetter = etcd.InProcessRESTOptions(generic.RESTOptionsGetter, cached)
+		generic.RESTOptionsGetter = etcd.InProcessRESTOptions(generic.RESTOptionsGetter, cached, guesses)
 	} else {
 		// The same watch caches as with the embedded etcd.
-		generic.RESTOptionsGetter = etcdstorage.CachingRESTOptions(generic.RESTOptionsGetter, cached)
+		generic.RESTOptionsGetter = etcdstorage.CachingRESTOptions(generic.RESTOptionsGetter, cached, guesses)
 	}
 	return nil
 }

@@ -88,9 +88,9 @@ func TestWatchCacheDefaults(t *testing.T) {
 		wantSnapshots bool
 		wantSizes     []string
 	}{
-		"defaults":      {wantSizes: []string{"events#0", "resourceclaims.resource.draplane.dev#0"}},
-		"snapshots on":  {args: []string{"--feature-gates=ListFromCacheSnapshot=true"}, wantSnapshots: true, wantSizes: []string{"events#0", "resourceclaims.resource.draplane.dev#0"}},
-		"sizes replace": {args: []string{"--watch-cache-sizes=pods#0"}, wantSizes: []string{"pods#0"}},
+		"defaults":      {wantSizes: []string{"events#0", "resourceclaims.resource.draplane.dev#0", "pods#0"}},
+		"snapshots on":  {args: []string{"--feature-gates=ListFromCacheSnapshot=true"}, wantSnapshots: true, wantSizes: []string{"events#0", "resourceclaims.resource.draplane.dev#0", "pods#0"}},
+		"sizes replace": {args: []string{"--watch-cache-sizes=events#0"}, wantSizes: []string{"events#0"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

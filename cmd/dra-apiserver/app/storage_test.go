@@ -28,7 +28,7 @@ func TestStorageEncodings(t *testing.T) {
 	}
 	o := NewOptions()
 	o.Etcd.StorageConfig.Transport.ServerList = []string{"http://127.0.0.1:1"}
-	if err := o.applyStorage(generic, scheme, codecs, nil); err != nil {
+	if err := o.applyStorage(generic, scheme, codecs, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}

@@ -69,6 +69,8 @@ func (standalone) RecordGenerated(ctx context.Context, client kubernetes.Interfa
 	// without looking at the rest of the status.
 	update := pod.DeepCopy()
 	update.Status.ResourceClaimStatuses = generated
+	// A status update keeps the stored managedFields whatever it carries.
+	update.ManagedFields = nil
 	_, err := client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:

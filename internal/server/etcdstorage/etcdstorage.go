@@ -56,16 +56,17 @@ type inProcessEtcd struct {
 // factory so that every resource is stored through the in-process client
 // of the embedded etcd. watchCached says which resources get a watch
 // cache (--watch-cache, --watch-cache-sizes), as the generic options
-// decide it.
-func (e *EmbeddedEtcd) InProcessRESTOptions(next generic.RESTOptionsGetter, watchCached func(schema.GroupResource) bool) generic.RESTOptionsGetter {
+// decide it; the stores of the others take guesses from guesses.
+func (e *EmbeddedEtcd) InProcessRESTOptions(next generic.RESTOptionsGetter, watchCached func(schema.GroupResource) bool, guesses *Guesses) generic.RESTOptionsGetter {
 	e.inProcess = &inProcessEtcd{etcd: e}
-	return inProcessRESTOptions{next: next, etcd: e.inProcess, watchCached: watchCached}
+	return inProcessRESTOptions{next: next, etcd: e.inProcess, watchCached: watchCached, guesses: guesses}
 }
 
 type inProcessRESTOptions struct {
 	next        generic.RESTOptionsGetter
 	etcd        *inProcessEtcd
 	watchCached func(schema.GroupResource) bool
+	guesses     *Guesses
 }
 
 func (o inProcessRESTOptions) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
@@ -73,7 +74,7 @@ func (o inProcessRESTOptions) GetRESTOptions(resource schema.GroupResource, exam
 	if err != nil {
 		return opts, err
 	}
-	opts.Decorator = cachingDecorator(o.etcd.rawStorage, o.watchCached(resource))
+	opts.Decorator = cachingDecorator(o.etcd.rawStorage, o.watchCached(resource), o.guesses)
 	return opts, nil
 }
 

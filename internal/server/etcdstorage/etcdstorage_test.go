@@ -49,7 +49,7 @@ func TestInProcessStorage(t *testing.T) {
 	}
 	config := storagebackend.NewDefaultConfig("/registry", codecs.LegacyCodec(corev1.SchemeGroupVersion))
 	pods := schema.GroupResource{Resource: "pods"}
-	getter := e.InProcessRESTOptions(staticRESTOptions{config.ForResource(pods)}, func(schema.GroupResource) bool { return true })
+	getter := e.InProcessRESTOptions(staticRESTOptions{config.ForResource(pods)}, func(schema.GroupResource) bool { return true }, nil)
 
 	for _, tc := range []struct {
 		name   string
@@ -63,7 +63,7 @@ func TestInProcessStorage(t *testing.T) {
 			}
 			decorator := opts.Decorator
 			if !cached {
-				decorator = cachingDecorator(e.inProcess.rawStorage, false)
+				decorator = cachingDecorator(e.inProcess.rawStorage, false, nil)
 			}
 			store, destroy, err := decorator(opts.StorageConfig, "/pods",
 				func(obj runtime.Object) (string, error) {

@@ -27,13 +27,15 @@ type rawStorageFunc func(config *storagebackend.ConfigForResource, newFunc, newL
 // of an external etcd so that watch caches are made by cachingDecorator,
 // as they are for the embedded etcd (InProcessRESTOptions). watchCached
 // says which resources get one, as the generic options decide it.
-func CachingRESTOptions(next generic.RESTOptionsGetter, watchCached func(schema.GroupResource) bool) generic.RESTOptionsGetter {
-	return cachingRESTOptions{next: next, watchCached: watchCached}
+// The stores of the others take guesses from guesses (see Guesses).
+func CachingRESTOptions(next generic.RESTOptionsGetter, watchCached func(schema.GroupResource) bool, guesses *Guesses) generic.RESTOptionsGetter {
+	return cachingRESTOptions{next: next, watchCached: watchCached, guesses: guesses}
 }
 
 type cachingRESTOptions struct {
 	next        generic.RESTOptionsGetter
 	watchCached func(schema.GroupResource) bool
+	guesses     *Guesses
 }
 
 func (o cachingRESTOptions) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
@@ -41,21 +43,25 @@ func (o cachingRESTOptions) GetRESTOptions(resource schema.GroupResource, exampl
 	if err != nil {
 		return opts, err
 	}
-	opts.Decorator = cachingDecorator(generic.NewRawStorage, o.watchCached(resource))
+	opts.Decorator = cachingDecorator(generic.NewRawStorage, o.watchCached(resource), o.guesses)
 	return opts, nil
 }
 
 // cachingDecorator creates a resource's store with raw and, when cached,
 // puts the watch cache in front of it exactly as k8s.io/apiserver's
 // StorageWithCacher does, except that what the cache keeps of a resource
-// with a cacheCompactor passes through it first.
-func cachingDecorator(raw rawStorageFunc, cached bool) generic.StorageDecorator {
+// with a cacheCompactor passes through it first. Without a cache, the
+// store's updates and deletes take guesses from guesses.
+func cachingDecorator(raw rawStorageFunc, cached bool, guesses *Guesses) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
 		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, triggers storage.IndexerFuncs, indexers *cache.Indexers,
 	) (storage.Interface, factory.DestroyFunc, error) {
 		store, destroyRaw, err := raw(config, newFunc, newListFunc, resourcePrefix)
-		if err != nil || !cached {
+		if err != nil {
 			return store, destroyRaw, err
+		}
+		if !cached {
+			return newGuessingStorage(store, guesses, config.GroupResource, resourcePrefix, newFunc), destroyRaw, nil
 		}
 		// The cache fills itself with lists and watches of source;
 		// reads it cannot serve and writes go to store itself.

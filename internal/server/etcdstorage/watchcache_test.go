@@ -37,7 +37,7 @@ func TestWatchCacheSharesDeviceMaps(t *testing.T) {
 	}
 	slices := schema.GroupResource{Group: resourceapi.GroupName, Resource: "resourceslices"}
 	config := storagebackend.NewDefaultConfig("/registry", codecs.LegacyCodec(resourcev1.SchemeGroupVersion))
-	getter := e.InProcessRESTOptions(staticRESTOptions{config.ForResource(slices)}, func(schema.GroupResource) bool { return true })
+	getter := e.InProcessRESTOptions(staticRESTOptions{config.ForResource(slices)}, func(schema.GroupResource) bool { return true }, nil)
 	opts, err := getter.GetRESTOptions(slices, &resourceapi.ResourceSlice{})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestWatchCacheSharesDeviceMaps(t *testing.T) {
 	}
 	decorate := func(cached bool) func() (storage.Interface, func(), error) {
 		return func() (storage.Interface, func(), error) {
-			s, d, err := cachingDecorator(e.inProcess.rawStorage, cached)(opts.StorageConfig, "/resourceslices",
+			s, d, err := cachingDecorator(e.inProcess.rawStorage, cached, nil)(opts.StorageConfig, "/resourceslices",
 				func(obj runtime.Object) (string, error) { return storage.NoNamespaceKeyFunc("/resourceslices/", obj) },
 				func() runtime.Object { return &resourceapi.ResourceSlice{} }, func() runtime.Object { return &resourceapi.ResourceSliceList{} },
 				storage.DefaultClusterScopedAttr, nil, nil)
