@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	resourceapi "github.com/draplane/draplane/apis/resource"
+	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	resourceinternal "github.com/draplane/draplane/generated/informers/externalversions/internalinterfaces"
@@ -59,7 +61,7 @@ type Informers struct {
 // NewInformers returns factories on loopback whose informers drop
 // managedFields, which no in-process user reads (the controllers apply
 // and update without them; the server keeps the stored ones), except
-// pods' (see GuessPods), and whose ResourceSlices share their devices'
+// pods' and claims' (see GuessPods), and whose ResourceSlices share their devices'
 // identical maps (devicemaps). Users ask for their informers, add
 // handlers and then call Start; the factories start what was asked for
 // so far, so every user may start them.
@@ -74,7 +76,7 @@ func NewInformers(loopback *rest.Config) (*Informers, error) {
 	}
 	return &Informers{
 		Kube:     informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(compactKube)),
-		Resource: resourceinformers.NewSharedInformerFactoryWithOptions(resourceClient, 0, resourceinformers.WithTransform(compact)),
+		Resource: resourceinformers.NewSharedInformerFactoryWithOptions(resourceClient, 0, resourceinformers.WithTransform(compactOwn)),
 	}, nil
 }
 
@@ -164,6 +166,41 @@ func compact(obj any) (any, error) {
 		sharedmaps.Share(o)
 	}
 	return obj, err
+}
+
+// compactOwn is the transform of the resource informers on the server's
+// own objects: compact, except that ResourceClaims keep their
+// managedFields, with the strings most entries share made one copy
+// (GuessClaims needs the whole claim).
+func compactOwn(obj any) (any, error) {
+	if claim, ok := obj.(*resourcev1.ResourceClaim); ok {
+		shareManagedFieldsStrings(claim.ManagedFields)
+		return obj, nil
+	}
+	return compact(obj)
+}
+
+// GuessClaims is GuessPods for ResourceClaims: the informer's claim under
+// a key, converted to the type claims are stored as.
+func (i *Informers) GuessClaims() func(key string) runtime.Object {
+	indexer := i.Resource.Resource().V1().ResourceClaims().Informer().GetIndexer()
+	return func(key string) runtime.Object {
+		obj, ok, err := indexer.GetByKey(key)
+		if err != nil || !ok {
+			return nil
+		}
+		claim, ok := obj.(*resourcev1.ResourceClaim)
+		if !ok || claim == nil || len(claim.ManagedFields) == 0 {
+			return nil
+		}
+		// The conversion shares what has the same layout in both types:
+		// it gets a copy to share.
+		stored := &resourceapi.ResourceClaim{}
+		if err := resourcev1.Convert_v1_ResourceClaim_To_resource_ResourceClaim(claim.DeepCopy(), stored, nil); err != nil {
+			return nil
+		}
+		return stored
+	}
 }
 
 // NewHostInformers returns factories on a host cluster: its pods, nodes

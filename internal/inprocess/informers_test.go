@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 
 	resourcefake "github.com/draplane/draplane/generated/clientset/versioned/fake"
@@ -170,6 +171,55 @@ func TestGuessPods(t *testing.T) {
 		if got := guess(key); got != nil {
 			t.Errorf("guess of %s: %+v, want nil", key, got)
 		}
+	}
+}
+
+// TestGuessClaims: a guess is the informer's claim, managedFields
+// included, as the type claims are stored as, sharing nothing with the
+// informer's copy; a claim without managedFields is no guess. The
+// resource informers on the server's own objects keep claims'
+// managedFields and drop the others'.
+func TestGuessClaims(t *testing.T) {
+	shared := &Informers{Resource: resourceinformers.NewSharedInformerFactoryWithOptions(resourcefake.NewSimpleClientset(), 0, resourceinformers.WithTransform(compactOwn))}
+	guess := shared.GuessClaims()
+	indexer := shared.Resource.Resource().V1().ResourceClaims().Informer().GetIndexer()
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "managed", Namespace: "ns", ResourceVersion: "7",
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}}},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu",
+			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com"}}}}},
+	}
+	kept, err := compactOwn(claim)
+	if err != nil || len(kept.(*resourcev1.ResourceClaim).ManagedFields) != 1 {
+		t.Fatalf("compactOwn dropped the claim's managedFields: %+v, %v", kept, err)
+	}
+	bare := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: "ns", ResourceVersion: "8"}}
+	for _, c := range []*resourcev1.ResourceClaim{claim, bare} {
+		if err := indexer.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, ok := guess("ns/managed").(*resourceapi.ResourceClaim)
+	if !ok {
+		t.Fatalf("guess of ns/managed is %T, want *resource.ResourceClaim", guess("ns/managed"))
+	}
+	if got.Name != "managed" || got.ResourceVersion != "7" || len(got.ManagedFields) != 1 || got.ManagedFields[0].Manager != "kubectl" ||
+		len(got.Spec.Devices.Requests) != 1 || got.Spec.Devices.Requests[0].Exactly.DeviceClassName != "gpu.example.com" {
+		t.Errorf("guess of ns/managed: %+v, want the claim", got)
+	}
+	got.Spec.Devices.Requests[0].Name = "changed"
+	got.ManagedFields[0].Manager = "changed"
+	if claim.Spec.Devices.Requests[0].Name != "gpu" || claim.ManagedFields[0].Manager != "kubectl" {
+		t.Error("changing the guess changed the informer's claim")
+	}
+	for _, key := range []string{"ns/bare", "ns/missing"} {
+		if got := guess(key); got != nil {
+			t.Errorf("guess of %s: %+v, want nil", key, got)
+		}
+	}
+	slice, err := compactOwn(&resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "driver"}}}})
+	if err != nil || slice.(*resourcev1.ResourceSlice).ManagedFields != nil {
+		t.Errorf("slice: %+v, %v, want it without managedFields", slice, err)
 	}
 }
 

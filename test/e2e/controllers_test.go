@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,21 @@ metadata:
 	}
 	if len(claim.Status.ReservedFor) != 1 || claim.Status.ReservedFor[0].Name != "gpu-job" {
 		t.Errorf("claim not reserved for the pod: %+v", claim.Status.ReservedFor)
+	}
+	// Its writers keep their managedFields entries: the claims store
+	// writes its updates from the shared informer's copy of the claim,
+	// which must hold them.
+	// (The creator, the resource claim controller, is named by its
+	// client's user agent.)
+	for _, want := range []struct{ manager, subresource string }{
+		{"", ""},
+		{"draplane-allocation-controller", "status"},
+	} {
+		if !slices.ContainsFunc(claim.ManagedFields, func(e metav1.ManagedFieldsEntry) bool {
+			return (want.manager == "" || e.Manager == want.manager) && e.Subresource == want.subresource && e.FieldsV1 != nil
+		}) {
+			t.Errorf("claim has no managedFields entry of %q (subresource %q): %+v", want.manager, want.subresource, claim.ManagedFields)
+		}
 	}
 	if out := s.MustKubectl(t, "", "get", "leases", "-n", "kube-system", "draplane-controllers", "-o", "jsonpath={.spec.holderIdentity}"); out == "" {
 		t.Errorf("no holder of the controller lease")

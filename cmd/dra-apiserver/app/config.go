@@ -17,6 +17,7 @@ import (
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/klog/v2"
 
+	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/internal/auth/node"
 	"github.com/draplane/draplane/internal/codec"
 	"github.com/draplane/draplane/internal/server/etcdstorage"
@@ -125,6 +126,14 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 			guesses.Set(corev1.Resource("pods"), shared.GuessPods())
 		}
 		cfg.Extra.NodeRestriction = nodeRestriction
+	}
+	if !onHost {
+		// The shared informers watch this server's own claims.
+		shared, err := cfg.Extra.InProcess.Informers(generic.LoopbackClientConfig)
+		if err != nil {
+			return nil, err
+		}
+		guesses.Set(schema.GroupResource{Group: resourceapi.GroupName, Resource: "resourceclaims"}, shared.GuessClaims())
 	}
 	if err := o.applyAuthorization(&generic.Authorization, cfg.Extra.CoreLite); err != nil {
 		return nil, fmt.Errorf("authorization: %w", err)

@@ -534,6 +534,9 @@ func (c *Controller) writeAllocation(ctx context.Context, key string, pod *corev
 		claim = claim.DeepCopy()
 		claim.Status.Allocation = allocation
 		claim.Status.ReservedFor = append(claim.Status.ReservedFor, pc.consumer)
+		// A status update keeps the stored managedFields whatever it
+		// carries: the copy's are not sent.
+		claim.ManagedFields = nil
 		baseVersion = claim.ResourceVersion
 		updated, err := c.ownWrite(claim.UID, key, func() (*resourcev1.ResourceClaim, error) {
 			return claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
