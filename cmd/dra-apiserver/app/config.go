@@ -122,18 +122,15 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 		generic.AdmissionControl = plugin
 		cfg.Extra.CoreLite = coreLite
 		if !onHost {
-			// The shared informers watch this server's own pods.
+			// The shared informers watch this server's own pods and
+			// claims, and core-lite's authorizer has them watch both
+			// whatever else runs. (Aggregated, the stores of claims read
+			// them from etcd: the shared informers are made later, and
+			// watch claims only while controllers run.)
 			guesses.Set(corev1.Resource("pods"), shared.GuessPods())
+			guesses.Set(schema.GroupResource{Group: resourceapi.GroupName, Resource: "resourceclaims"}, shared.GuessClaims())
 		}
 		cfg.Extra.NodeRestriction = nodeRestriction
-	}
-	if !onHost {
-		// The shared informers watch this server's own claims.
-		shared, err := cfg.Extra.InProcess.Informers(generic.LoopbackClientConfig)
-		if err != nil {
-			return nil, err
-		}
-		guesses.Set(schema.GroupResource{Group: resourceapi.GroupName, Resource: "resourceclaims"}, shared.GuessClaims())
 	}
 	if err := o.applyAuthorization(&generic.Authorization, cfg.Extra.CoreLite); err != nil {
 		return nil, fmt.Errorf("authorization: %w", err)
