@@ -90,16 +90,30 @@ func NewInformers(loopback *rest.Config) (*Informers, error) {
 func (i *Informers) GuessPods() func(key string) runtime.Object {
 	indexer := i.Kube.Core().V1().Pods().Informer().GetIndexer()
 	return func(key string) runtime.Object {
-		obj, ok, err := indexer.GetByKey(key)
-		if err != nil || !ok {
-			return nil
-		}
-		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod == nil || len(pod.ManagedFields) == 0 {
+		pod, ok := guessable[*corev1.Pod](indexer, key)
+		if !ok {
 			return nil
 		}
 		return pod.DeepCopy()
 	}
+}
+
+// guessable is the object under key in indexer, if it has one of type T
+// that has managedFields.
+func guessable[T interface {
+	comparable
+	metav1.Object
+}](indexer cache.Indexer, key string) (T, bool) {
+	var none T
+	obj, ok, err := indexer.GetByKey(key)
+	if err != nil || !ok {
+		return none, false
+	}
+	typed, ok := obj.(T)
+	if !ok || typed == none || len(typed.GetManagedFields()) == 0 {
+		return none, false
+	}
+	return typed, true
 }
 
 // Start starts the informers asked for so far until stop is closed.
@@ -185,12 +199,8 @@ func compactOwn(obj any) (any, error) {
 func (i *Informers) GuessClaims() func(key string) runtime.Object {
 	indexer := i.Resource.Resource().V1().ResourceClaims().Informer().GetIndexer()
 	return func(key string) runtime.Object {
-		obj, ok, err := indexer.GetByKey(key)
-		if err != nil || !ok {
-			return nil
-		}
-		claim, ok := obj.(*resourcev1.ResourceClaim)
-		if !ok || claim == nil || len(claim.ManagedFields) == 0 {
+		claim, ok := guessable[*resourcev1.ResourceClaim](indexer, key)
+		if !ok {
 			return nil
 		}
 		// The conversion shares what has the same layout in both types:

@@ -32,20 +32,11 @@ func (o staticRESTOptions) GetRESTOptions(schema.GroupResource, runtime.Object) 
 func TestInProcessStorage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e, err := startEmbeddedEtcd(ctx, t.TempDir(), &EmbeddedEtcdConfig{QuotaBackendBytes: 1 << 28, LogLevel: "error"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, codecs := startTestEtcd(ctx, t)
 	for _, l := range e.etcd.Clients {
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
-	}
-
-	_, codecs, err := NewScheme(true)
-	if err != nil {
-		t.Fatal(err)
 	}
 	config := storagebackend.NewDefaultConfig("/registry", codecs.LegacyCodec(corev1.SchemeGroupVersion))
 	pods := schema.GroupResource{Resource: "pods"}

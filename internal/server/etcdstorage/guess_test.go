@@ -18,20 +18,11 @@ import (
 // deletes on the guess of its informer when that is current (it writes
 // what the guess holds, with no read of its own: a guess that differs from
 // etcd under the same resourceVersion shows it), reads and retries when
-// the guess is stale, and ignores a guess of another type, a nil one and
-// one for a resource it does not store.
+// the guess is stale, and ignores a guess of another type and a nil one.
 func TestGuesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	e, err := startEmbeddedEtcd(ctx, t.TempDir(), &EmbeddedEtcdConfig{QuotaBackendBytes: 1 << 28, LogLevel: "error"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	_, codecs, err := NewScheme(true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, codecs := startTestEtcd(ctx, t)
 	pods := schema.GroupResource{Resource: "pods"}
 	config := storagebackend.NewDefaultConfig("/registry", codecs.LegacyCodec(corev1.SchemeGroupVersion))
 	guesses := &Guesses{}

@@ -1,6 +1,9 @@
 package etcdstorage
 
 import (
+	"context"
+	"testing"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
@@ -18,4 +21,20 @@ func NewScheme(coreLite bool) (*runtime.Scheme, serializer.CodecFactory, error) 
 	}
 	scheme := apitest.Scheme(add...)
 	return scheme, serializer.NewCodecFactory(scheme), nil
+}
+
+// startTestEtcd starts an embedded etcd for one test, closed when the test
+// ends, and returns it with the codecs of NewScheme(true).
+func startTestEtcd(ctx context.Context, t *testing.T) (*EmbeddedEtcd, serializer.CodecFactory) {
+	t.Helper()
+	e, err := startEmbeddedEtcd(ctx, t.TempDir(), &EmbeddedEtcdConfig{QuotaBackendBytes: 1 << 28, LogLevel: "error"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	_, codecs, err := NewScheme(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, codecs
 }

@@ -26,15 +26,7 @@ import (
 func TestWatchCacheSharesDeviceMaps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	e, err := startEmbeddedEtcd(ctx, t.TempDir(), &EmbeddedEtcdConfig{QuotaBackendBytes: 1 << 28, LogLevel: "error"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	_, codecs, err := NewScheme(true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, codecs := startTestEtcd(ctx, t)
 	slices := schema.GroupResource{Group: resourceapi.GroupName, Resource: "resourceslices"}
 	config := storagebackend.NewDefaultConfig("/registry", codecs.LegacyCodec(resourcev1.SchemeGroupVersion))
 	getter := e.InProcessRESTOptions(staticRESTOptions{config.ForResource(slices)}, func(schema.GroupResource) bool { return true }, nil)
