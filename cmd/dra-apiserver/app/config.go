@@ -100,8 +100,7 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 	// The stores of resources without a watch cache guess the object an
 	// update or delete starts from (etcdstorage.Guesses).
 	guesses := &etcdstorage.Guesses{}
-	onHost := o.Aggregated.ScheduleHostPods && o.Aggregated.Aggregated()
-	if onHost {
+	if o.Aggregated.ScheduleHostPods && o.Aggregated.Aggregated() {
 		// The controllers, resourcepools and the device map watch the
 		// host's pods, nodes, claims and slices.
 		host, err := o.Aggregated.hostConfig()
@@ -121,15 +120,13 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 		}
 		generic.AdmissionControl = plugin
 		cfg.Extra.CoreLite = coreLite
-		if !onHost {
-			// The shared informers watch this server's own pods and
-			// claims, and core-lite's authorizer has them watch both
-			// whatever else runs. (Aggregated, the stores of claims read
-			// them from etcd: the shared informers are made later, and
-			// watch claims only while controllers run.)
-			guesses.Set(corev1.Resource("pods"), shared.GuessPods())
-			guesses.Set(schema.GroupResource{Group: resourceapi.GroupName, Resource: "resourceclaims"}, shared.GuessClaims())
-		}
+		// Core-lite is standalone only: the shared informers watch this
+		// server's own pods and claims, and core-lite's authorizer has
+		// them watch both whatever else runs. (Aggregated, the stores of
+		// claims read them from etcd: the shared informers are made
+		// later, and watch claims only while controllers run.)
+		guesses.Set(corev1.Resource("pods"), shared.GuessPods())
+		guesses.Set(schema.GroupResource{Group: resourceapi.GroupName, Resource: "resourceclaims"}, shared.GuessClaims())
 		cfg.Extra.NodeRestriction = nodeRestriction
 	}
 	if err := o.applyAuthorization(&generic.Authorization, cfg.Extra.CoreLite); err != nil {

@@ -181,7 +181,7 @@ func (e *Env) AddNode(ctx context.Context, name string, labels map[string]string
 	return nil
 }
 
-// sliceName is the slice CreateNode publishes for a node.
+// sliceName is the slice AddNode publishes for a node.
 func sliceName(node string) string { return node + "-gpus" }
 
 // GPUs returns n devices gpu-0... with the given string attributes.
