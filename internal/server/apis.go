@@ -130,7 +130,7 @@ func expirationEvaluator(info version.Info) (genericapiserver.ResourceExpiration
 // through the process's shared informers on the in-process loopback
 // client (served by inProcess) once the server serves; this hook owns
 // them and shuts them down when the server stops.
-func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter,
+func installResourceAPI(s *genericapiserver.GenericAPIServer, handlers handlerInstaller, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter,
 	adminAccess resourceclaim.AdminAccess, nodeRestriction *node.Admission, inProcess *InProcess, upstream bool) (*resourcepool.REST, error) {
 	pools := resourcepool.NewREST(capacity.New(allocator.New(allocator.Options{})))
 	pools.RegisterMetrics()
@@ -177,7 +177,9 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, scheme *runtime.Sc
 	if err := s.InstallAPIGroups(infos...); err != nil {
 		return nil, fmt.Errorf("install %s: %w", resourceapi.GroupName, err)
 	}
-	forgetOpenAPIModels(infos...)
+	if err := handlers.reinstall(s, genericapiserver.APIGroupPrefix, infos...); err != nil {
+		return nil, err
+	}
 	// kubectl resolves a resource named without its group (`kubectl get
 	// resourceclaims`) to the first group of discovery that has it.
 	// Aggregated discovery orders groups by priority, then by name; ours

@@ -175,6 +175,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	s := &Server{GenericAPIServer: generic, extra: c.Extra}
 	generic.Handler.GoRestfulContainer.Router(newRouteSelector())
 	optsGetter := c.Generic.RESTOptionsGetter
+	handlers := newHandlerInstaller(c.Generic.Config)
 	adminAccess := c.Extra.adminAccess()
 	// The clients in the process (informers, controllers, simulator) call
 	// the handlers directly; their requests skip the filters that do
@@ -186,7 +187,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	inProcess.setHandler(newInProcessHandler(c.Generic.Config, generic.Handler,
 		withAPIChecks(generic.Handler.Director, c.Extra.Scheme, c.Generic.Config)))
-	pools, err := installResourceAPI(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, c.Extra.NodeRestriction, inProcess, c.Extra.UpstreamResourceAPI)
+	pools, err := installResourceAPI(generic, handlers, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, c.Extra.NodeRestriction, inProcess, c.Extra.UpstreamResourceAPI)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +218,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		manager.UseSharedInformers(&inProcess.informers)
 	}
 	if c.Extra.CoreLite != nil {
-		if err := c.Extra.CoreLite.install(generic, c.Extra.Scheme, c.Extra.Codecs, optsGetter, c.Generic.Authorization.Authorizer, manager); err != nil {
+		if err := c.Extra.CoreLite.install(generic, handlers, c.Extra.Scheme, c.Extra.Codecs, optsGetter, c.Generic.Authorization.Authorizer, manager); err != nil {
 			return nil, err
 		}
 	}

@@ -112,7 +112,7 @@ func (l namespaceLifecycle) Handles(operation admission.Operation) bool {
 // create the bootstrap namespaces and the system priority classes. Its
 // controllers, the namespace and ClusterRole aggregation controllers, go
 // to manager, which runs them on every replica.
-func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, authz authorizer.Authorizer, manager *controllermanager.ControllerManager) error {
+func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, handlers handlerInstaller, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, authz authorizer.Authorizer, manager *controllermanager.ControllerManager) error {
 	legacy, err := core.NewLegacyStorage(optsGetter)
 	if err != nil {
 		return fmt.Errorf("core/v1 storage: %w", err)
@@ -122,7 +122,9 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 	if err := s.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &legacyInfo); err != nil {
 		return fmt.Errorf("install core/v1: %w", err)
 	}
-	forgetOpenAPIModels(&legacyInfo)
+	if err := handlers.reinstall(s, genericapiserver.DefaultLegacyAPIPrefix, &legacyInfo); err != nil {
+		return err
+	}
 
 	coordination, err := core.NewCoordinationStorage(optsGetter)
 	if err != nil {
@@ -133,12 +135,14 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, scheme *runtime
 	if err := s.InstallAPIGroup(&coordinationInfo); err != nil {
 		return fmt.Errorf("install coordination.k8s.io/v1: %w", err)
 	}
-	forgetOpenAPIModels(&coordinationInfo)
-	if err := c.installScheduling(s, scheme, codecs, optsGetter); err != nil {
+	if err := handlers.reinstall(s, genericapiserver.APIGroupPrefix, &coordinationInfo); err != nil {
+		return err
+	}
+	if err := c.installScheduling(s, handlers, scheme, codecs, optsGetter); err != nil {
 		return err
 	}
 
-	if err := c.installAuth(s, scheme, codecs, optsGetter, authz, manager); err != nil {
+	if err := c.installAuth(s, handlers, scheme, codecs, optsGetter, authz, manager); err != nil {
 		return err
 	}
 

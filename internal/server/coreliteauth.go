@@ -96,14 +96,16 @@ func (adminRules) RulesFor(_ context.Context, u user.Info, _ string) ([]authoriz
 // roles and bindings and gives manager the ClusterRole aggregation
 // controller, which runs on every replica. authz is the server's whole
 // authorizer.
-func (c *CoreLite) installAuth(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, authz authorizer.Authorizer, manager *controllermanager.ControllerManager) error {
+func (c *CoreLite) installAuth(s *genericapiserver.GenericAPIServer, handlers handlerInstaller, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter, authz authorizer.Authorizer, manager *controllermanager.ControllerManager) error {
 	install := func(group string, storage map[string]rest.Storage) error {
 		info := newAPIGroupInfo(group, scheme, codecs)
 		info.VersionedResourcesStorageMap["v1"] = storage
 		if err := s.InstallAPIGroup(&info); err != nil {
 			return fmt.Errorf("install %s/v1: %w", group, err)
 		}
-		forgetOpenAPIModels(&info)
+		if err := handlers.reinstall(s, genericapiserver.APIGroupPrefix, &info); err != nil {
+			return err
+		}
 		return nil
 	}
 	escalation := &rbac.Escalation{Resolver: c.auth.resolver, Authorizer: authz}

@@ -31,7 +31,7 @@ func (c *CoreLite) priorityAdmission() admission.Interface {
 // installScheduling serves scheduling.k8s.io: v1 PriorityClasses, with
 // the system classes created at start as the kube-apiserver does, and,
 // with the GenericWorkload gate, v1beta1 PodGroups.
-func (c *CoreLite) installScheduling(s *genericapiserver.GenericAPIServer, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
+func (c *CoreLite) installScheduling(s *genericapiserver.GenericAPIServer, handlers handlerInstaller, scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGetter generic.RESTOptionsGetter) error {
 	storage, err := core.NewSchedulingStorage(optsGetter)
 	if err != nil {
 		return fmt.Errorf("scheduling.k8s.io/v1 storage: %w", err)
@@ -54,7 +54,9 @@ func (c *CoreLite) installScheduling(s *genericapiserver.GenericAPIServer, schem
 	if err := s.InstallAPIGroup(&info); err != nil {
 		return fmt.Errorf("install scheduling.k8s.io: %w", err)
 	}
-	forgetOpenAPIModels(&info)
+	if err := handlers.reinstall(s, genericapiserver.APIGroupPrefix, &info); err != nil {
+		return err
+	}
 	return s.AddPostStartHook("scheduling/bootstrap-system-priority-classes", c.createSystemPriorityClasses)
 }
 
