@@ -10,7 +10,9 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
+	"k8s.io/apiserver/pkg/endpoints/filters/impersonation"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	genericfeatures "k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 )
 
@@ -28,24 +30,35 @@ import (
 // It skips the filters that do nothing for a trusted caller in the same
 // process: the tracing middleware (which, without a tracing backend, only
 // extracts trace headers nobody sent), the per-request goroutine of the
-// timeout filter, in-flight limits, impersonation, CORS, HSTS, the HTTP
-// logging and the filter latency metrics. The filters were a large share
-// of the server's CPU while pods were placed, and in-process requests
-// are most of them. Everything else goes
-// through the whole chain: watches and other long-running requests,
-// requests that impersonate, that do not authenticate or are not allowed
-// (so that they fail as they would over the network), and every request
-// when an audit backend is configured.
+// timeout filter, in-flight limits, CORS, HSTS, the HTTP logging and the
+// filter latency metrics. The filters were a large share of the server's
+// CPU while pods were placed, and in-process requests are most of them.
+//
+// A request that impersonates (the simulated nodes' requests do, as their
+// node identities) goes through the generic server's own impersonation
+// and authorization filters, in the order of the whole chain, before the
+// API handlers: those filters refuse it, with the answer the whole chain
+// gives, when the caller may not impersonate or the impersonated user may
+// not do what it asks.
+//
+// Everything else goes through the whole chain: watches and other
+// long-running requests, requests that do not authenticate or whose
+// caller is not allowed (so that they fail as they would over the
+// network), and every request when an audit backend is configured.
 type inProcessHandler struct {
-	full        http.Handler
-	api         http.Handler
-	authn       authenticator.Request
-	audiences   authenticator.Audiences
-	authz       authorizer.Authorizer
-	resolver    request.RequestInfoResolver
-	longRunning request.LongRunningRequestCheck
-	timeout     time.Duration
-	inFlight    *utilwaitgroup.SafeWaitGroup
+	full http.Handler
+	api  http.Handler
+	// impersonated serves the requests that impersonate: the
+	// impersonation and authorization filters, then api; nil: the whole
+	// chain serves them.
+	impersonated http.Handler
+	authn        authenticator.Request
+	audiences    authenticator.Audiences
+	authz        authorizer.Authorizer
+	resolver     request.RequestInfoResolver
+	longRunning  request.LongRunningRequestCheck
+	timeout      time.Duration
+	inFlight     *utilwaitgroup.SafeWaitGroup
 }
 
 // newInProcessHandler returns the handler of the in-process clients of a
@@ -56,16 +69,28 @@ func newInProcessHandler(config *genericapiserver.Config, full, api http.Handler
 		config.RequestInfoResolver == nil || config.LongRunningFunc == nil {
 		return full
 	}
+	var impersonated http.Handler
+	if config.Serializer != nil && config.FeatureGate != nil {
+		// As DefaultBuildHandlerChain puts them together.
+		authorized := genericapifilters.WithAuthorization(api, config.Authorization.Authorizer, config.Serializer)
+		if config.FeatureGate.Enabled(genericfeatures.ConstrainedImpersonation) {
+			impersonated = impersonation.WithConstrainedImpersonation(authorized, config.Authorization.Authorizer, config.Serializer)
+		} else {
+			impersonated = impersonation.WithImpersonation(authorized, config.Authorization.Authorizer, config.Serializer)
+		}
+		impersonated = genericapifilters.WithAuditInit(genericapifilters.WithWarningRecorder(impersonated))
+	}
 	return &inProcessHandler{
-		full:        full,
-		api:         genericapifilters.WithAuditInit(genericapifilters.WithWarningRecorder(api)),
-		authn:       config.Authentication.Authenticator,
-		audiences:   config.Authentication.APIAudiences,
-		authz:       config.Authorization.Authorizer,
-		resolver:    config.RequestInfoResolver,
-		longRunning: config.LongRunningFunc,
-		timeout:     config.RequestTimeout,
-		inFlight:    config.NonLongRunningRequestWaitGroup,
+		full:         full,
+		api:          genericapifilters.WithAuditInit(genericapifilters.WithWarningRecorder(api)),
+		impersonated: impersonated,
+		authn:        config.Authentication.Authenticator,
+		audiences:    config.Authentication.APIAudiences,
+		authz:        config.Authorization.Authorizer,
+		resolver:     config.RequestInfoResolver,
+		longRunning:  config.LongRunningFunc,
+		timeout:      config.RequestTimeout,
+		inFlight:     config.NonLongRunningRequestWaitGroup,
 	}
 }
 
@@ -78,7 +103,8 @@ func (h *inProcessHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // serveDirect serves req past the filters and reports true, or reports
 // false, having written nothing, when req needs the whole chain.
 func (h *inProcessHandler) serveDirect(w http.ResponseWriter, req *http.Request) bool {
-	if impersonates(req.Header) {
+	impersonating := impersonates(req.Header)
+	if impersonating && h.impersonated == nil {
 		return false
 	}
 	info, err := h.resolver.NewRequestInfo(req)
@@ -95,12 +121,18 @@ func (h *inProcessHandler) serveDirect(w http.ResponseWriter, req *http.Request)
 	}
 	ctx = request.WithRequestInfo(ctx, info)
 	ctx = request.WithUser(ctx, resp.User)
-	attributes, err := genericapifilters.GetAuthorizerAttributes(ctx)
-	if err != nil {
-		return false
-	}
-	if decision, _, err := h.authz.Authorize(ctx, attributes); err != nil || decision != authorizer.DecisionAllow {
-		return false
+	next := h.api
+	if impersonating {
+		// Authorized once impersonated, by the filters.
+		next = h.impersonated
+	} else {
+		attributes, err := genericapifilters.GetAuthorizerAttributes(ctx)
+		if err != nil {
+			return false
+		}
+		if decision, _, err := h.authz.Authorize(ctx, attributes); err != nil || decision != authorizer.DecisionAllow {
+			return false
+		}
 	}
 	if h.inFlight != nil {
 		if h.inFlight.Add(1) != nil {
@@ -118,7 +150,7 @@ func (h *inProcessHandler) serveDirect(w http.ResponseWriter, req *http.Request)
 	// As after authentication over the network: the credentials go no
 	// further.
 	req.Header.Del("Authorization")
-	h.api.ServeHTTP(w, req.WithContext(ctx))
+	next.ServeHTTP(w, req.WithContext(ctx))
 	return true
 }
 

@@ -4,9 +4,14 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilwaitgroup "k8s.io/apimachinery/pkg/util/waitgroup"
 	auditinternal "k8s.io/apiserver/pkg/audit"
@@ -16,26 +21,37 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 )
 
-const testToken = "Bearer loopback-token"
+const (
+	testToken = "Bearer loopback-token"
+	// plainToken is a user's who may not impersonate.
+	plainToken = "Bearer plain-token"
+)
 
-// tokenAuth knows one bearer token, the loopback user's.
+// tokenAuth knows two bearer tokens, the loopback user's and plain's.
 type tokenAuth struct{}
 
 func (tokenAuth) AuthenticateRequest(req *http.Request) (*authenticator.Response, bool, error) {
-	if req.Header.Get("Authorization") != testToken {
-		return nil, false, nil
+	switch req.Header.Get("Authorization") {
+	case testToken:
+		return &authenticator.Response{User: &user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}}}, true, nil
+	case plainToken:
+		return &authenticator.Response{User: &user.DefaultInfo{Name: "plain", Groups: []string{user.AllAuthenticated}}}, true, nil
 	}
-	return &authenticator.Response{User: &user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}}}, true, nil
+	return nil, false, nil
 }
 
-// denyDeletes allows everything but deletes.
+// denyDeletes allows everything but deletes, and impersonation to plain.
 type denyDeletes struct{ authorizer.Authorizer }
 
 func (denyDeletes) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	if a.GetVerb() == "delete" {
 		return authorizer.DecisionDeny, "no deletes", nil
+	}
+	if strings.HasPrefix(a.GetVerb(), "impersonate") && a.GetUser().GetName() == "plain" {
+		return authorizer.DecisionDeny, "no impersonation", nil
 	}
 	return authorizer.DecisionAllow, "", nil
 }
@@ -58,9 +74,14 @@ func TestInProcessHandler(t *testing.T) {
 		header      http.Header
 		shutdown    bool
 		audit       bool
+		// noFeatureGate: a config without feature gates.
+		noFeatureGate bool
 		// wantDirect: served past the filters; else by the whole chain.
 		wantDirect bool
-		want       seen
+		// wantRefused: refused (403) past the filters, by the
+		// impersonation or authorization filter.
+		wantRefused bool
+		want        seen
 	}{
 		"create": {
 			method: http.MethodPost, url: "/api/v1/namespaces/ns/pods", header: http.Header{"Authorization": {testToken}},
@@ -74,8 +95,23 @@ func TestInProcessHandler(t *testing.T) {
 			method: http.MethodGet, url: "/api/v1/pods", header: http.Header{"Authorization": {testToken}},
 			wantDirect: true, want: seen{user: user.APIServerUser, verb: "list", deadline: time.Minute, received: true, audited: true},
 		},
+		"impersonation": {
+			method: http.MethodPost, url: "/api/v1/namespaces/ns/pods", header: http.Header{"Authorization": {testToken}, "Impersonate-User": {"system:node:n1"}, "Impersonate-Group": {"system:nodes"}},
+			wantDirect: true, want: seen{user: "system:node:n1", verb: "create", deadline: time.Minute, received: true, audited: true},
+		},
+		"impersonation not allowed": {
+			method: http.MethodPost, url: "/api/v1/namespaces/ns/pods", header: http.Header{"Authorization": {plainToken}, "Impersonate-User": {"system:node:n1"}},
+			wantRefused: true,
+		},
+		"impersonated user not allowed": {
+			method: http.MethodDelete, url: "/api/v1/namespaces/ns/pods/p", header: http.Header{"Authorization": {testToken}, "Impersonate-User": {"system:node:n1"}},
+			wantRefused: true,
+		},
+		"impersonation without feature gates": {
+			method: http.MethodPost, url: "/api/v1/namespaces/ns/pods", header: http.Header{"Authorization": {testToken}, "Impersonate-User": {"system:node:n1"}},
+			noFeatureGate: true,
+		},
 		"watch":                    {method: http.MethodGet, url: "/api/v1/pods?watch=true", header: http.Header{"Authorization": {testToken}}},
-		"impersonation":            {method: http.MethodPost, url: "/api/v1/namespaces/ns/pods", header: http.Header{"Authorization": {testToken}, "Impersonate-User": {"someone"}}},
 		"unknown token":            {method: http.MethodPost, url: "/api/v1/namespaces/ns/pods", header: http.Header{"Authorization": {"Bearer other"}}},
 		"no credentials":           {method: http.MethodPost, url: "/api/v1/namespaces/ns/pods"},
 		"not allowed":              {method: http.MethodDelete, url: "/api/v1/namespaces/ns/pods/p", header: http.Header{"Authorization": {testToken}}},
@@ -92,6 +128,10 @@ func TestInProcessHandler(t *testing.T) {
 			}
 			config.Authentication.Authenticator = tokenAuth{}
 			config.Authorization.Authorizer = denyDeletes{}
+			config.Serializer = testCodecs()
+			if !tc.noFeatureGate {
+				config.FeatureGate = utilfeature.DefaultFeatureGate
+			}
 			if tc.audit {
 				config.AuditBackend = nopAuditBackend{}
 			}
@@ -130,6 +170,12 @@ func TestInProcessHandler(t *testing.T) {
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, req)
 
+			if tc.wantRefused {
+				if full != 0 || got != nil || w.Code != http.StatusForbidden {
+					t.Fatalf("whole chain called %d times, API handler directly: %v, status %d; want 403 past the filters", full, got != nil, w.Code)
+				}
+				return
+			}
 			if !tc.wantDirect {
 				if full != 1 || got != nil {
 					t.Fatalf("whole chain called %d times, API handler directly: %v; want the whole chain once", full, got != nil)
@@ -147,6 +193,13 @@ func TestInProcessHandler(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testCodecs encode the Status of a refusal.
+func testCodecs() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	return serializer.NewCodecFactory(scheme)
 }
 
 // The wait group counts a direct request while it runs, so that a
