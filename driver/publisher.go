@@ -651,11 +651,13 @@ func (p *Publisher) desiredSpecs(pool Pool) ([]*resourcev1.ResourceSliceSpec, er
 }
 
 // sameContent compares two specs without the pool's generation and count.
+// The copies are shallow: the pool is a value inside the spec, and
+// nothing else is changed.
 func sameContent(a, b *resourcev1.ResourceSliceSpec) bool {
-	a, b = a.DeepCopy(), b.DeepCopy()
-	a.Pool.Generation, a.Pool.ResourceSliceCount = 0, 0
-	b.Pool.Generation, b.Pool.ResourceSliceCount = 0, 0
-	return apiequality.Semantic.DeepEqual(a, b)
+	ac, bc := *a, *b
+	ac.Pool.Generation, ac.Pool.ResourceSliceCount = 0, 0
+	bc.Pool.Generation, bc.Pool.ResourceSliceCount = 0, 0
+	return apiequality.Semantic.DeepEqual(&ac, &bc)
 }
 
 func (p *Publisher) label() string {
