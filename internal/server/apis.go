@@ -174,11 +174,8 @@ func installResourceAPI(s *genericapiserver.GenericAPIServer, handlers handlerIn
 	// versions of the groups installed together only (it builds its
 	// schemas from their OpenAPI models). Installed apart, an apply
 	// through one group silently drops the other group's managers.
-	if err := s.InstallAPIGroups(infos...); err != nil {
+	if err := handlers.install(s, genericapiserver.APIGroupPrefix, infos...); err != nil {
 		return nil, fmt.Errorf("install %s: %w", resourceapi.GroupName, err)
-	}
-	if err := handlers.reinstall(s, genericapiserver.APIGroupPrefix, infos...); err != nil {
-		return nil, err
 	}
 	// kubectl resolves a resource named without its group (`kubectl get
 	// resourceclaims`) to the first group of discovery that has it.

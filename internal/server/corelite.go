@@ -119,11 +119,8 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, handlers handle
 	}
 	legacyInfo := newAPIGroupInfo("", scheme, codecs)
 	legacyInfo.VersionedResourcesStorageMap["v1"] = legacy
-	if err := s.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &legacyInfo); err != nil {
+	if err := handlers.install(s, genericapiserver.DefaultLegacyAPIPrefix, &legacyInfo); err != nil {
 		return fmt.Errorf("install core/v1: %w", err)
-	}
-	if err := handlers.reinstall(s, genericapiserver.DefaultLegacyAPIPrefix, &legacyInfo); err != nil {
-		return err
 	}
 
 	coordination, err := core.NewCoordinationStorage(optsGetter)
@@ -132,11 +129,8 @@ func (c *CoreLite) install(s *genericapiserver.GenericAPIServer, handlers handle
 	}
 	coordinationInfo := newAPIGroupInfo("coordination.k8s.io", scheme, codecs)
 	coordinationInfo.VersionedResourcesStorageMap["v1"] = coordination
-	if err := s.InstallAPIGroup(&coordinationInfo); err != nil {
+	if err := handlers.install(s, genericapiserver.APIGroupPrefix, &coordinationInfo); err != nil {
 		return fmt.Errorf("install coordination.k8s.io/v1: %w", err)
-	}
-	if err := handlers.reinstall(s, genericapiserver.APIGroupPrefix, &coordinationInfo); err != nil {
-		return err
 	}
 	if err := c.installScheduling(s, handlers, scheme, codecs, optsGetter); err != nil {
 		return err

@@ -100,11 +100,8 @@ func (c *CoreLite) installAuth(s *genericapiserver.GenericAPIServer, handlers ha
 	install := func(group string, storage map[string]rest.Storage) error {
 		info := newAPIGroupInfo(group, scheme, codecs)
 		info.VersionedResourcesStorageMap["v1"] = storage
-		if err := s.InstallAPIGroup(&info); err != nil {
+		if err := handlers.install(s, genericapiserver.APIGroupPrefix, &info); err != nil {
 			return fmt.Errorf("install %s/v1: %w", group, err)
-		}
-		if err := handlers.reinstall(s, genericapiserver.APIGroupPrefix, &info); err != nil {
-			return err
 		}
 		return nil
 	}

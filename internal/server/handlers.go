@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/admission"
 	genericapi "k8s.io/apiserver/pkg/endpoints"
-	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 )
 
@@ -35,10 +34,27 @@ func newHandlerInstaller(config *genericapiserver.Config) handlerInstaller {
 	}
 }
 
+// install installs infos with the generic server under prefix (the
+// legacy prefix takes one info), in one call, then reinstalls their
+// handlers.
+func (h handlerInstaller) install(s *genericapiserver.GenericAPIServer, prefix string, infos ...*genericapiserver.APIGroupInfo) error {
+	if prefix == genericapiserver.DefaultLegacyAPIPrefix {
+		if len(infos) != 1 {
+			return fmt.Errorf("%d groups under %s, want one", len(infos), prefix)
+		}
+		if err := s.InstallLegacyAPIGroup(prefix, infos[0]); err != nil {
+			return err
+		}
+	} else if err := s.InstallAPIGroups(infos...); err != nil {
+		return err
+	}
+	return h.reinstall(s, prefix, infos...)
+}
+
 // reinstall replaces the web services of infos, installed together by
-// one InstallAPIGroups (or InstallAPIGroup, InstallLegacyAPIGroup) call
-// under prefix, with ones whose field managers use typedObjectConverter.
-// It then lets go of the groups' OpenAPI models (forgetOpenAPIModels).
+// one call of the generic server under prefix, with ones whose field
+// managers use typedObjectConverter. It then lets go of the groups'
+// OpenAPI models (forgetOpenAPIModels).
 func (h handlerInstaller) reinstall(s *genericapiserver.GenericAPIServer, prefix string, infos ...*genericapiserver.APIGroupInfo) error {
 	if len(infos) == 0 {
 		return nil
@@ -53,6 +69,7 @@ func (h handlerInstaller) reinstall(s *genericapiserver.GenericAPIServer, prefix
 	converter := newTypedObjectConverter(upstream)
 	container := s.Handler.GoRestfulContainer
 	for _, info := range infos {
+		served := servedVersionsByResource(info)
 		for _, groupVersion := range info.PrioritizedVersions {
 			resources := info.VersionedResourcesStorageMap[groupVersion.Version]
 			if len(resources) == 0 {
@@ -72,17 +89,13 @@ func (h handlerInstaller) reinstall(s *genericapiserver.GenericAPIServer, prefix
 			if !installed {
 				return fmt.Errorf("no handlers of %s installed", root)
 			}
-			storage := make(map[string]rest.Storage, len(resources))
-			for name, store := range resources {
-				storage[name] = store
-			}
 			// As the generic server's newAPIGroupVersion and
 			// installAPIResources fill it.
 			version := &genericapi.APIGroupVersion{
-				Storage:                     storage,
+				Storage:                     resources,
 				Root:                        prefix,
 				GroupVersion:                groupVersion,
-				AllServedVersionsByResource: servedVersionsByResource(info),
+				AllServedVersionsByResource: served,
 				OptionsExternalVersion:      info.OptionsExternalVersion,
 				MetaGroupVersion:            info.MetaGroupVersion,
 				ParameterCodec:              info.ParameterCodec,

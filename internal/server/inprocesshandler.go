@@ -78,11 +78,11 @@ func newInProcessHandler(config *genericapiserver.Config, full, api http.Handler
 		} else {
 			impersonated = impersonation.WithImpersonation(authorized, config.Authorization.Authorizer, config.Serializer)
 		}
-		impersonated = genericapifilters.WithAuditInit(genericapifilters.WithWarningRecorder(impersonated))
+		impersonated = withRequestContext(impersonated)
 	}
 	return &inProcessHandler{
 		full:         full,
-		api:          genericapifilters.WithAuditInit(genericapifilters.WithWarningRecorder(api)),
+		api:          withRequestContext(api),
 		impersonated: impersonated,
 		authn:        config.Authentication.Authenticator,
 		audiences:    config.Authentication.APIAudiences,
@@ -92,6 +92,12 @@ func newInProcessHandler(config *genericapiserver.Config, full, api http.Handler
 		timeout:      config.RequestTimeout,
 		inFlight:     config.NonLongRunningRequestWaitGroup,
 	}
+}
+
+// withRequestContext gives a direct request the audit context, ID and
+// warning recorder the generic filters would.
+func withRequestContext(h http.Handler) http.Handler {
+	return genericapifilters.WithAuditInit(genericapifilters.WithWarningRecorder(h))
 }
 
 func (h *inProcessHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {

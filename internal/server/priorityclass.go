@@ -51,11 +51,8 @@ func (c *CoreLite) installScheduling(s *genericapiserver.GenericAPIServer, handl
 		_, served := info.VersionedResourcesStorageMap[gv.Version]
 		return !served
 	})
-	if err := s.InstallAPIGroup(&info); err != nil {
+	if err := handlers.install(s, genericapiserver.APIGroupPrefix, &info); err != nil {
 		return fmt.Errorf("install scheduling.k8s.io: %w", err)
-	}
-	if err := handlers.reinstall(s, genericapiserver.APIGroupPrefix, &info); err != nil {
-		return err
 	}
 	return s.AddPostStartHook("scheduling/bootstrap-system-priority-classes", c.createSystemPriorityClasses)
 }
