@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -31,6 +32,8 @@ import (
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/generated/clientset/versioned"
+	"github.com/draplane/draplane/generated/clientset/versioned/scheme"
+	"github.com/draplane/draplane/internal/codec"
 )
 
 // LabelPublishedBy marks the slices a Publisher writes; its value is a
@@ -209,7 +212,9 @@ func NewPublisher(client versioned.Interface, opts Options) (*Publisher, error) 
 	return p, nil
 }
 
-// Update replaces the desired pools and asks Run for a pass.
+// Update replaces the desired pools and asks Run for a pass. The pools are
+// the publisher's from then on, as they are: pass new ones rather than
+// change these.
 func (p *Publisher) Update(pools ...Pool) {
 	p.mu.Lock()
 	p.pools = make(map[string]Pool, len(pools))
@@ -441,14 +446,14 @@ func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resource
 		if err := p.limiter.Wait(ctx); err != nil {
 			return err
 		}
-		created, err := p.writer(slice).ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{FieldManager: p.opts.DriverName})
+		created, err := p.create(ctx, slice)
 		if err != nil {
 			// AlreadyExists: written by an earlier pass whose list we did
 			// not see; the next pass adopts it.
 			errs = append(errs, fmt.Errorf("create slice %s: %w", name, err))
 			continue
 		}
-		state.set(created.Name, created.ResourceVersion)
+		state.set(created.GetName(), created.GetResourceVersion())
 		counts.Created++
 	}
 	for i, spec := range want {
@@ -465,12 +470,12 @@ func (p *Publisher) syncPool(ctx context.Context, pool Pool, current []*resource
 		if err := p.limiter.Wait(ctx); err != nil {
 			return err
 		}
-		updated, err := p.writer(slice).ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{FieldManager: p.opts.DriverName})
+		updated, err := p.update(ctx, slice)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("update slice %s: %w", slice.Name, err))
 			continue
 		}
-		state.set(updated.Name, updated.ResourceVersion)
+		state.set(updated.GetName(), updated.GetResourceVersion())
 		counts.Updated++
 	}
 	if len(errs) > 0 {
@@ -557,6 +562,29 @@ func nextGeneration(pool Pool, generation int64, matched []*resourcev1.ResourceS
 	return generation, false
 }
 
+// create creates a slice and returns the created slice's metadata, all
+// the publisher keeps of it.
+func (p *Publisher) create(ctx context.Context, slice *resourcev1.ResourceSlice) (metav1.Object, error) {
+	opts := metav1.CreateOptions{FieldManager: p.opts.DriverName}
+	slices := p.writer(slice).ResourceV1()
+	return codec.WriteForMetadata(ctx, slices.RESTClient(), func(c *rest.RESTClient) *rest.Request {
+		return c.Post().Resource("resourceslices").VersionedParams(&opts, scheme.ParameterCodec)
+	}, slice, func() (*resourcev1.ResourceSlice, error) {
+		return slices.ResourceSlices().Create(ctx, slice, opts)
+	})
+}
+
+// update updates a slice and returns the updated slice's metadata.
+func (p *Publisher) update(ctx context.Context, slice *resourcev1.ResourceSlice) (metav1.Object, error) {
+	opts := metav1.UpdateOptions{FieldManager: p.opts.DriverName}
+	slices := p.writer(slice).ResourceV1()
+	return codec.WriteForMetadata(ctx, slices.RESTClient(), func(c *rest.RESTClient) *rest.Request {
+		return c.Put().Resource("resourceslices").Name(slice.Name).VersionedParams(&opts, scheme.ParameterCodec)
+	}, slice, func() (*resourcev1.ResourceSlice, error) {
+		return slices.ResourceSlices().Update(ctx, slice, opts)
+	})
+}
+
 // writer is the client that writes a slice: its node's, if there is one.
 func (p *Publisher) writer(slice *resourcev1.ResourceSlice) versioned.Interface {
 	if node := ptr.Deref(slice.Spec.NodeName, ""); node != "" && p.opts.NodeClient != nil {
@@ -637,9 +665,9 @@ func (p *Publisher) desiredSpecs(pool Pool) ([]*resourcev1.ResourceSliceSpec, er
 	}
 	for chunk := range slices.Chunk(pool.Devices, perSlice) {
 		spec := base()
-		for _, device := range chunk {
-			spec.Devices = append(spec.Devices, *device.DeepCopy())
-		}
+		// The devices are shared with the pool, as they are between the
+		// passes: nothing writes to either.
+		spec.Devices = append(spec.Devices, chunk...)
 		specs = append(specs, spec)
 	}
 	if len(specs) == 0 {

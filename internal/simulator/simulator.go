@@ -38,6 +38,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -50,6 +52,7 @@ import (
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions/resource/v1"
 	resourcelisters "github.com/draplane/draplane/generated/listers/resource/v1"
+	"github.com/draplane/draplane/internal/codec"
 	"github.com/draplane/draplane/internal/worker"
 )
 
@@ -526,16 +529,23 @@ func (s *Simulator) removeStaleNodes(ctx context.Context) (map[string]*corev1.No
 // created Ready in one request, as a kubelet registers its node with its
 // status; one that exists gets the missing labels and a fresh status.
 func (s *Simulator) registerNode(ctx context.Context, name string, existing *corev1.Node) error {
-	nodes := s.nodeKubeClient(name).CoreV1().Nodes()
+	core := s.nodeKubeClient(name).CoreV1()
+	nodes := core.Nodes()
 	node := existing
 	if node == nil {
 		desired := s.desiredNode(name)
 		now := metav1.NewTime(s.clock.Now())
 		desired.Status.Conditions = []corev1.NodeCondition{readyCondition(now, now)}
-		created, err := nodes.Create(ctx, desired, metav1.CreateOptions{FieldManager: ControllerName})
+		// Only the new node's UID is kept.
+		opts := metav1.CreateOptions{FieldManager: ControllerName}
+		created, err := codec.WriteForMetadata(ctx, core.RESTClient(), func(c *rest.RESTClient) *rest.Request {
+			return c.Post().Resource("nodes").VersionedParams(&opts, scheme.ParameterCodec)
+		}, desired, func() (*corev1.Node, error) {
+			return nodes.Create(ctx, desired, opts)
+		})
 		switch {
 		case err == nil:
-			s.setOwner(name, created.UID)
+			s.setOwner(name, created.GetUID())
 			return nil
 		case !apierrors.IsAlreadyExists(err):
 			return fmt.Errorf("register node %s: %w", name, err)
