@@ -46,6 +46,7 @@ kubeconfig in --data-dir, serving on https://127.0.0.1:6444.`,
 			}
 			ctx := genericapiserver.SetupSignalContext()
 			ctx = klog.NewContext(ctx, klog.Background())
+			klog.FromContext(ctx).V(2).Info("Garbage collector target", "gcPercent", o.ApplyGCPercent(cmd.Flags().Changed("gc-percent")))
 			cfg, err := o.Config(ctx)
 			if err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	genericfeatures "k8s.io/apiserver/pkg/features"
@@ -62,7 +63,20 @@ type Options struct {
 	Authentication *genericoptions.DelegatingAuthenticationOptions
 	Authorization  *genericoptions.DelegatingAuthorizationOptions
 	Logs           *logsapi.LoggingConfiguration
+	// GCPercent is the garbage collector's target (Go's GOGC) for the
+	// server process, applied by ApplyGCPercent.
+	GCPercent int
 }
+
+// DefaultGCPercent is the server's GOGC unless --gc-percent or the GOGC
+// environment variable says otherwise. A collection starts once the heap
+// has grown by this percentage of what the last one left live: twice
+// Go's default of 100 halves the collections of a server that allocates
+// much for each request and keeps little. With 2,500 pods placed on 500
+// nodes (test/bench/README.md) it took 12% less CPU per pod and bound
+// 16% more pods per second for 120 MiB more RSS; the live heap is the
+// same.
+const DefaultGCPercent = 200
 
 // NewOptions returns the defaults: standalone, embedded etcd, 127.0.0.1:6444.
 func NewOptions() *Options {
@@ -78,6 +92,7 @@ func NewOptions() *Options {
 		Authentication: genericoptions.NewDelegatingAuthenticationOptions(),
 		Authorization:  genericoptions.NewDelegatingAuthorizationOptions(),
 		Logs:           logsapi.NewLoggingConfiguration(),
+		GCPercent:      DefaultGCPercent,
 	}
 	// Objects are stored as protobuf, as kube-apiserver stores them: it
 	// decodes several times faster than JSON. What was stored as JSON
@@ -145,6 +160,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Directory for the embedded etcd, the CA, certificates and admin.kubeconfig. Default: $XDG_STATE_HOME/draplane or ~/.local/state/draplane.")
 	generic.BoolVar(&o.CoreLite, "core-lite", o.CoreLite,
 		"Serve core/v1 namespaces, pods, nodes, events, coordination.k8s.io/v1 leases and scheduling.k8s.io/v1 priorityclasses (standalone). Turn off when a cluster serves them.")
+	generic.IntVar(&o.GCPercent, "gc-percent", o.GCPercent,
+		"The garbage collector's target percentage, Go's GOGC: a collection starts once the heap has grown by this much of what the last one left live. Higher values use less CPU and more memory. The GOGC environment variable takes precedence unless this flag is given.")
 
 	// --feature-gates: upstream's DRA gates (package features) with their
 	// 1.37 defaults, beside the generic API server's own.
@@ -206,6 +223,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.Etcd.Validate()...)
 	}
 	errs = append(errs, o.Aggregated.Validate()...)
+	if o.GCPercent < 1 {
+		errs = append(errs, fmt.Errorf("--gc-percent must be at least 1, got %d", o.GCPercent))
+	}
 	if o.Aggregated.SharedCASecret != "" && o.SecureServing.ServerCert.CertKey.CertFile != "" {
 		errs = append(errs, errors.New("--shared-ca-secret cannot be used with --tls-cert-file: the CA shares the generated serving certificates"))
 	}
@@ -234,4 +254,18 @@ func DefaultDataDir() (string, error) {
 		return "", fmt.Errorf("no --data-dir given and no home directory to default to: %w", err)
 	}
 	return filepath.Join(home, ".local", "state", "draplane"), nil
+}
+
+// ApplyGCPercent sets the garbage collector's target to o.GCPercent,
+// unless the GOGC environment variable is set and --gc-percent was not
+// given (flagGiven): then the Go runtime has applied GOGC already. It
+// returns the target in effect.
+func (o *Options) ApplyGCPercent(flagGiven bool) int {
+	if _, env := os.LookupEnv("GOGC"); env && !flagGiven {
+		current := debug.SetGCPercent(o.GCPercent)
+		debug.SetGCPercent(current)
+		return current
+	}
+	debug.SetGCPercent(o.GCPercent)
+	return o.GCPercent
 }

@@ -1,7 +1,9 @@
 package app
 
 import (
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -49,6 +51,7 @@ func TestOptionsValidate(t *testing.T) {
 		"no binding timeout":    {mutate: func(o *Options) { o.Controllers.BindingTimeout = 0 }, wantErr: "--device-binding-timeout"},
 		"negative client qps":   {mutate: func(o *Options) { o.Controllers.ClientQPS = -1 }, wantErr: "--controller-client-qps"},
 		"negative client burst": {mutate: func(o *Options) { o.Controllers.ClientBurst = -1 }, wantErr: "--controller-client-burst"},
+		"no gc percent":         {mutate: func(o *Options) { o.GCPercent = 0 }, wantErr: "--gc-percent"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -64,6 +67,55 @@ func TestOptionsValidate(t *testing.T) {
 				t.Errorf("unexpected error: %v", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Errorf("error %v, want one about %s", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestApplyGCPercent(t *testing.T) {
+	initial := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(initial)
+	tests := []struct {
+		name     string
+		gogc     string // "": GOGC unset
+		flag     []string
+		want     int
+		keepsOwn bool // the runtime's target before the call stays
+	}{
+		{name: "default", want: DefaultGCPercent},
+		{name: "flag", flag: []string{"--gc-percent=120"}, want: 120},
+		{name: "GOGC set", gogc: "150", keepsOwn: true},
+		{name: "GOGC set and flag", gogc: "150", flag: []string{"--gc-percent=300"}, want: 300},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.gogc != "" {
+				t.Setenv("GOGC", tc.gogc)
+			} else {
+				// t.Setenv restores GOGC after the test; unset it meanwhile.
+				t.Setenv("GOGC", "")
+				if err := os.Unsetenv("GOGC"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The runtime read GOGC when the process started; stand in
+			// for that with a target the options never choose.
+			debug.SetGCPercent(77)
+			o := NewOptions()
+			fss := o.Flags()
+			fs := fss.FlagSet("generic")
+			if err := fs.Parse(tc.flag); err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			if tc.keepsOwn {
+				want = 77
+			}
+			if got := o.ApplyGCPercent(fs.Changed("gc-percent")); got != want {
+				t.Errorf("ApplyGCPercent = %d, want %d", got, want)
+			}
+			if got := debug.SetGCPercent(100); got != want {
+				t.Errorf("runtime target %d, want %d", got, want)
 			}
 		})
 	}
