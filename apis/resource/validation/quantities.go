@@ -27,7 +27,54 @@ var quantityType = reflect.TypeOf(apiresource.Quantity{})
 // allocator counts in int64 milli-units anyway; such values mean nothing
 // to it.
 func ValidateQuantityMagnitudes(obj any, fldPath *field.Path) field.ErrorList {
-	return walkQuantities(reflect.ValueOf(obj), fldPath)
+	v := reflect.ValueOf(obj)
+	if allQuantitiesFit(v) {
+		return nil
+	}
+	return walkQuantities(v, fldPath)
+}
+
+// allQuantitiesFit tells whether every quantity in v fits: walkQuantities
+// without errors and their paths, which allocates nothing for an object
+// whose quantities all fit, as nearly all do.
+func allQuantitiesFit(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		return v.IsNil() || allQuantitiesFit(v.Elem())
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if !allQuantitiesFit(v.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Map:
+		if v.Len() == 0 || v.Type().Key().Kind() != reflect.String || !holdsQuantities(v.Type().Elem()) {
+			return true
+		}
+		value := reflect.New(v.Type().Elem()).Elem()
+		iter := v.MapRange()
+		for iter.Next() {
+			value.SetIterValue(iter)
+			if !allQuantitiesFit(value) {
+				return false
+			}
+		}
+		return true
+	case reflect.Struct:
+		if v.Type() == quantityType {
+			if v.CanAddr() {
+				return QuantityFitsInt64(*(*apiresource.Quantity)(v.Addr().UnsafePointer()))
+			}
+			return QuantityFitsInt64(v.Interface().(apiresource.Quantity))
+		}
+		for _, f := range quantityFields(v.Type()) {
+			if !allQuantitiesFit(v.Field(f.index)) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func walkQuantities(v reflect.Value, fldPath *field.Path) field.ErrorList {
@@ -63,22 +110,49 @@ func walkQuantities(v reflect.Value, fldPath *field.Path) field.ErrorList {
 			return nil
 		}
 		var allErrs field.ErrorList
-		for i := range v.NumField() {
-			f := v.Type().Field(i)
-			if !f.IsExported() || !holdsQuantities(f.Type) {
-				continue
-			}
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		for _, f := range quantityFields(v.Type()) {
 			p := fldPath
-			if name != "" && name != "-" {
-				p = fldPath.Child(name)
+			if f.name != "" {
+				p = fldPath.Child(f.name)
 			}
-			allErrs = append(allErrs, walkQuantities(v.Field(i), p)...)
+			allErrs = append(allErrs, walkQuantities(v.Field(f.index), p)...)
 		}
 		return allErrs
 	}
 	return nil
 }
+
+// quantityField is a field of a struct that can hold quantities: its
+// index and JSON name ("" for an embedded or untagged field).
+type quantityField struct {
+	index int
+	name  string
+}
+
+// quantityFields are the exported fields of the struct type t that can
+// hold quantities, remembered per type.
+func quantityFields(t reflect.Type) []quantityField {
+	if known, ok := structQuantityFields.Load(t); ok {
+		return known.([]quantityField)
+	}
+	var fields []quantityField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() || !holdsQuantities(f.Type) {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			name = ""
+		}
+		fields = append(fields, quantityField{index: i, name: name})
+	}
+	structQuantityFields.Store(t, fields)
+	return fields
+}
+
+// structQuantityFields remembers quantityFields per struct type.
+var structQuantityFields sync.Map
 
 // holdsQuantities reports whether a value of type t can contain a quantity.
 func holdsQuantities(t reflect.Type) bool {
@@ -119,6 +193,15 @@ func holdsQuantitiesSeen(t reflect.Type, seen map[reflect.Type]bool) bool {
 // QuantityFitsInt64 tells whether q lies within the range of int64, without
 // any arithmetic whose cost grows with q's exponent.
 func QuantityFitsInt64(q apiresource.Quantity) bool {
+	// An int64 amount with a small positive or no scale converts
+	// without arithmetic on big numbers; a zero one may have any scale,
+	// and converting it would loop over the scale.
+	if q.IsZero() {
+		return true
+	}
+	if _, ok := q.AsInt64(); ok {
+		return true
+	}
 	c := q.DeepCopy() // AsDec changes the quantity's form; work on a copy
 	d := c.AsDec()
 	digits := len(strings.TrimPrefix(d.UnscaledBig().String(), "-"))

@@ -18,14 +18,18 @@ func TestHugeQuantities(t *testing.T) {
 		value string
 		want  []string
 	}{
-		"huge exponent":      {value: "1e999999999", want: []string{invalid(capacity + ".value")}},
-		"huge negative":      {value: "-1e999999999", want: []string{invalid(capacity + ".value")}},
-		"long mantissa":      {value: "123456789012345678901234567890", want: []string{invalid(capacity + ".value")}},
-		"just over int64":    {value: "9223372036854775808", want: []string{invalid(capacity + ".value")}},
-		"int64 max":          {value: "9223372036854775807"},
-		"nineteen digits ok": {value: "1e18"},
-		"binary suffix":      {value: "4Ei"},
-		"tiny":               {value: "1n"},
+		"huge exponent":       {value: "1e999999999", want: []string{invalid(capacity + ".value")}},
+		"huge negative":       {value: "-1e999999999", want: []string{invalid(capacity + ".value")}},
+		"long mantissa":       {value: "123456789012345678901234567890", want: []string{invalid(capacity + ".value")}},
+		"just over int64":     {value: "9223372036854775808", want: []string{invalid(capacity + ".value")}},
+		"int64 max":           {value: "9223372036854775807"},
+		"nineteen digits ok":  {value: "1e18"},
+		"binary suffix":       {value: "4Ei"},
+		"tiny":                {value: "1n"},
+		"zero, huge exponent": {value: "0e999999999"},
+		"just under int64":    {value: "-9223372036854775809", want: []string{invalid(capacity + ".value")}},
+		"exponent over int64": {value: "1e19", want: []string{invalid(capacity + ".value")}},
+		"milli":               {value: "9223372036854775807m"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
