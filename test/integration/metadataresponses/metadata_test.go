@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
@@ -43,20 +44,13 @@ func TestWriteForMetadata(t *testing.T) {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"zone": "a"}},
 			Spec: corev1.NodeSpec{ProviderID: "sim://in-the-spec-only"}}
 		opts := metav1.CreateOptions{FieldManager: "metadata-test"}
-		createNode := func() (metav1.Object, error) {
-			return codec.WriteForMetadata(ctx, kube.CoreV1().RESTClient(), func(c *rest.RESTClient) *rest.Request {
-				return c.Post().Resource("nodes").VersionedParams(&opts, kubescheme.ParameterCodec)
-			}, node, func() (*corev1.Node, error) {
-				t.Fatal("a real client wrote the whole object")
-				return nil, nil
-			})
+		post := func(c *rest.RESTClient) *rest.Request {
+			return c.Post().Resource("nodes").VersionedParams(&opts, kubescheme.ParameterCodec)
 		}
-		bodies.reset()
-		written, err := createNode()
+		written, err := bodies.write(ctx, t, kube.CoreV1().RESTClient(), post, node, "in-the-spec-only")
 		if err != nil {
 			t.Fatalf("create: %v", err)
 		}
-		bodies.checkMetadataOnly(t, "in-the-spec-only")
 		stored, err := kube.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -69,7 +63,7 @@ func TestWriteForMetadata(t *testing.T) {
 			t.Errorf("stored managedFields %+v, want one entry of metadata-test", stored.ManagedFields)
 		}
 		// The simulator tells an existing node by the error.
-		if _, err := createNode(); !apierrors.IsAlreadyExists(err) {
+		if _, err := bodies.write(ctx, t, kube.CoreV1().RESTClient(), post, node, ""); !apierrors.IsAlreadyExists(err) {
 			t.Errorf("second create: %v, want AlreadyExists", err)
 		}
 	})
@@ -97,41 +91,34 @@ func TestWriteForMetadata(t *testing.T) {
 					Devices:  []resourcev1.Device{{Name: "gpu-0"}},
 				},
 			}
+			get := func() *resourcev1.ResourceSlice {
+				stored, err := slices.ResourceSlices().Get(ctx, slice.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return stored
+			}
 			copts := metav1.CreateOptions{FieldManager: "metadata-test"}
-			bodies.reset()
-			created, err := codec.WriteForMetadata(ctx, slices.RESTClient(), func(c *rest.RESTClient) *rest.Request {
+			created, err := bodies.write(ctx, t, slices.RESTClient(), func(c *rest.RESTClient) *rest.Request {
 				return c.Post().Resource("resourceslices").VersionedParams(&copts, scheme.ParameterCodec)
-			}, slice, func() (*resourcev1.ResourceSlice, error) {
-				t.Fatal("a real client wrote the whole object")
-				return nil, nil
-			})
+			}, slice, "gpu.example.com")
 			if err != nil {
 				t.Fatalf("create: %v", err)
 			}
-			bodies.checkMetadataOnly(t, "gpu.example.com")
-			stored, err := slices.ResourceSlices().Get(ctx, slice.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			stored := get()
 			checkMeta(t, created, &stored.ObjectMeta)
 
+			stale := stored.DeepCopy()
 			stored.Spec.Devices = append(stored.Spec.Devices, resourcev1.Device{Name: "gpu-1"})
 			uopts := metav1.UpdateOptions{FieldManager: "metadata-test"}
-			bodies.reset()
-			updated, err := codec.WriteForMetadata(ctx, slices.RESTClient(), func(c *rest.RESTClient) *rest.Request {
+			put := func(c *rest.RESTClient) *rest.Request {
 				return c.Put().Resource("resourceslices").Name(stored.Name).VersionedParams(&uopts, scheme.ParameterCodec)
-			}, stored, func() (*resourcev1.ResourceSlice, error) {
-				t.Fatal("a real client wrote the whole object")
-				return nil, nil
-			})
+			}
+			updated, err := bodies.write(ctx, t, slices.RESTClient(), put, stored, "gpu.example.com")
 			if err != nil {
 				t.Fatalf("update: %v", err)
 			}
-			bodies.checkMetadataOnly(t, "gpu.example.com")
-			after, err := slices.ResourceSlices().Get(ctx, slice.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			after := get()
 			checkMeta(t, updated, &after.ObjectMeta)
 			if updated.GetResourceVersion() == created.GetResourceVersion() {
 				t.Errorf("update returned the create's resourceVersion %s", created.GetResourceVersion())
@@ -140,10 +127,7 @@ func TestWriteForMetadata(t *testing.T) {
 				t.Errorf("stored devices %v, want gpu-0 and gpu-1", after.Spec.Devices)
 			}
 			// A stale write fails as a typed client's would.
-			_, err = codec.WriteForMetadata(ctx, slices.RESTClient(), func(c *rest.RESTClient) *rest.Request {
-				return c.Put().Resource("resourceslices").Name(stored.Name).VersionedParams(&uopts, scheme.ParameterCodec)
-			}, stored, func() (*resourcev1.ResourceSlice, error) { return nil, nil })
-			if !apierrors.IsConflict(err) {
+			if _, err := bodies.write(ctx, t, slices.RESTClient(), put, stale, ""); !apierrors.IsConflict(err) {
 				t.Errorf("stale update: %v, want a conflict", err)
 			}
 		})
@@ -213,13 +197,25 @@ func (r *recorder) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
-func (r *recorder) reset() {
+// write writes obj with codec.WriteForMetadata through c, a real REST
+// client, and unless it fails, checks that the one response carried the
+// metadata only, without specContent.
+func (r *recorder) write(ctx context.Context, t *testing.T, c rest.Interface, req func(*rest.RESTClient) *rest.Request, obj runtime.Object, specContent string) (metav1.Object, error) {
+	t.Helper()
 	r.mu.Lock()
 	r.bodies = nil
 	r.mu.Unlock()
+	written, err := codec.WriteForMetadata(ctx, c, req, obj, func() (metav1.Object, error) {
+		t.Fatal("a real client wrote the whole object")
+		return nil, nil
+	})
+	if err == nil {
+		r.checkMetadataOnly(t, specContent)
+	}
+	return written, err
 }
 
-// checkMetadataOnly fails unless exactly one response came since reset,
+// checkMetadataOnly fails unless exactly one response came since write began,
 // a PartialObjectMetadata without specContent, a string of the written
 // object outside its metadata.
 func (r *recorder) checkMetadataOnly(t *testing.T, specContent string) {
