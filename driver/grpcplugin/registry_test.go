@@ -157,8 +157,12 @@ func TestRegistration(t *testing.T) {
 			if got := f.Statuses(); len(got) != 1 || !got[0].PluginRegistered || got[0].Error != "" {
 				t.Errorf("registration statuses %v, want one that says registered", got)
 			}
-			if got := rec.Events(c.driver); !slices.Equal(got, []string{"+" + c.driver + "-reg.sock"}) {
-				t.Errorf("events %v", got)
+			// OnChange is called once the plugin is callable: a moment
+			// after Plugins lists it.
+			wantEvents := []string{"+" + c.driver + "-reg.sock"}
+			eventually(t, "one registration event", func() bool { return len(rec.Events(c.driver)) > 0 })
+			if got := rec.Events(c.driver); !slices.Equal(got, wantEvents) {
+				t.Errorf("events %v, want %v", got, wantEvents)
 			}
 			preparer, ok := r.Preparer(c.driver)
 			if !ok {
