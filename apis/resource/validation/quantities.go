@@ -28,81 +28,59 @@ var quantityType = reflect.TypeOf(apiresource.Quantity{})
 // to it.
 func ValidateQuantityMagnitudes(obj any, fldPath *field.Path) field.ErrorList {
 	v := reflect.ValueOf(obj)
-	if allQuantitiesFit(v) {
+	// A first walk only checks, building no paths: it allocates nothing
+	// for an object whose quantities all fit, as nearly all do. Only when
+	// one does not is the object walked again for the errors' paths.
+	if walkQuantities(v, fldPath, false) == nil {
 		return nil
 	}
-	return walkQuantities(v, fldPath)
+	return walkQuantities(v, fldPath, true)
 }
 
-// allQuantitiesFit tells whether every quantity in v fits: walkQuantities
-// without errors and their paths, which allocates nothing for an object
-// whose quantities all fit, as nearly all do.
-func allQuantitiesFit(v reflect.Value) bool {
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		return v.IsNil() || allQuantitiesFit(v.Elem())
-	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			if !allQuantitiesFit(v.Index(i)) {
-				return false
-			}
-		}
-		return true
-	case reflect.Map:
-		if v.Len() == 0 || v.Type().Key().Kind() != reflect.String || !holdsQuantities(v.Type().Elem()) {
-			return true
-		}
-		value := reflect.New(v.Type().Elem()).Elem()
-		iter := v.MapRange()
-		for iter.Next() {
-			value.SetIterValue(iter)
-			if !allQuantitiesFit(value) {
-				return false
-			}
-		}
-		return true
-	case reflect.Struct:
-		if v.Type() == quantityType {
-			if v.CanAddr() {
-				return QuantityFitsInt64(*(*apiresource.Quantity)(v.Addr().UnsafePointer()))
-			}
-			return QuantityFitsInt64(v.Interface().(apiresource.Quantity))
-		}
-		for _, f := range quantityFields(v.Type()) {
-			if !allQuantitiesFit(v.Field(f.index)) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func walkQuantities(v reflect.Value, fldPath *field.Path) field.ErrorList {
+// walkQuantities refuses the quantities in v outside int64. With paths,
+// each error names its field under fldPath; without, every error names
+// fldPath, and the walk allocates nothing until it finds one.
+func walkQuantities(v reflect.Value, fldPath *field.Path, paths bool) field.ErrorList {
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
 		if v.IsNil() {
 			return nil
 		}
-		return walkQuantities(v.Elem(), fldPath)
+		return walkQuantities(v.Elem(), fldPath, paths)
 	case reflect.Slice, reflect.Array:
 		var allErrs field.ErrorList
 		for i := range v.Len() {
-			allErrs = append(allErrs, walkQuantities(v.Index(i), fldPath.Index(i))...)
+			p := fldPath
+			if paths {
+				p = fldPath.Index(i)
+			}
+			allErrs = append(allErrs, walkQuantities(v.Index(i), p, paths)...)
 		}
 		return allErrs
 	case reflect.Map:
-		if v.Type().Key().Kind() != reflect.String || !holdsQuantities(v.Type().Elem()) {
+		if v.Len() == 0 || v.Type().Key().Kind() != reflect.String || !holdsQuantities(v.Type().Elem()) {
 			return nil
 		}
 		var allErrs field.ErrorList
+		value := reflect.New(v.Type().Elem()).Elem()
 		iter := v.MapRange()
 		for iter.Next() {
-			allErrs = append(allErrs, walkQuantities(iter.Value(), fldPath.Key(iter.Key().String()))...)
+			value.SetIterValue(iter)
+			p := fldPath
+			if paths {
+				p = fldPath.Key(iter.Key().String())
+			}
+			allErrs = append(allErrs, walkQuantities(value, p, paths)...)
 		}
 		return sortedErrors(allErrs)
 	case reflect.Struct:
 		if v.Type() == quantityType {
-			q := v.Interface().(apiresource.Quantity)
+			var q apiresource.Quantity
+			if v.CanAddr() {
+				q = *(*apiresource.Quantity)(v.Addr().UnsafePointer())
+			} else {
+				q = v.Interface().(apiresource.Quantity)
+			}
 			if !QuantityFitsInt64(q) {
 				return field.ErrorList{field.Invalid(fldPath, q.String(),
 					"must be between "+strconv.FormatInt(math.MinInt64, 10)+" and "+strconv.FormatInt(math.MaxInt64, 10))}
@@ -112,10 +90,10 @@ func walkQuantities(v reflect.Value, fldPath *field.Path) field.ErrorList {
 		var allErrs field.ErrorList
 		for _, f := range quantityFields(v.Type()) {
 			p := fldPath
-			if f.name != "" {
+			if paths && f.name != "" {
 				p = fldPath.Child(f.name)
 			}
-			allErrs = append(allErrs, walkQuantities(v.Field(f.index), p)...)
+			allErrs = append(allErrs, walkQuantities(v.Field(f.index), p, paths)...)
 		}
 		return allErrs
 	}
