@@ -64,8 +64,9 @@ type Informers struct {
 // pods' and claims' (see GuessPods), and whose ResourceSlices share their devices'
 // identical maps (devicemaps). Users ask for their informers, add
 // handlers and then call Start; the factories start what was asked for
-// so far, so every user may start them.
-func NewInformers(loopback *rest.Config) (*Informers, error) {
+// so far, so every user may start them. With a Source, the informers of
+// the DirectResources list and watch through it instead of loopback.
+func NewInformers(loopback *rest.Config, src Source) (*Informers, error) {
 	kubeClient, err := kubernetes.NewForConfig(InProcessConfig(loopback))
 	if err != nil {
 		return nil, fmt.Errorf("shared informers: kube client: %w", err)
@@ -74,10 +75,15 @@ func NewInformers(loopback *rest.Config) (*Informers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shared informers: resource client: %w", err)
 	}
-	return &Informers{
+	i := &Informers{
 		Kube:     informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(compactKube)),
 		Resource: resourceinformers.NewSharedInformerFactoryWithOptions(resourceClient, 0, resourceinformers.WithTransform(compactOwn)),
-	}, nil
+	}
+	if src != nil {
+		i.Kube = directKube{SharedInformerFactory: i.Kube, src: src}
+		i.Resource = directResource{SharedInformerFactory: i.Resource, src: src}
+	}
+	return i, nil
 }
 
 // GuessPods returns the current pod under a key ("namespace/name") as the
@@ -239,6 +245,9 @@ func NewHostInformers(host *rest.Config) (*Informers, error) {
 type SharedInformers struct {
 	// Host, when set before the first Get, is the cluster watched.
 	Host *rest.Config
+	// Direct, when set before the first Get and without Host, is where
+	// the informers of the server's own objects list and watch.
+	Direct Source
 
 	once      sync.Once
 	informers *Informers
@@ -253,7 +262,7 @@ func (s *SharedInformers) Get(loopback *rest.Config) (*Informers, error) {
 			s.informers, s.err = NewHostInformers(s.Host)
 			return
 		}
-		s.informers, s.err = NewInformers(loopback)
+		s.informers, s.err = NewInformers(loopback, s.Direct)
 	})
 	return s.informers, s.err
 }

@@ -185,6 +185,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if inProcess == nil {
 		inProcess = NewInProcess()
 	}
+	handlers.direct = &inProcess.direct
 	inProcess.setHandler(newInProcessHandler(c.Generic.Config, generic.Handler,
 		withAPIChecks(generic.Handler.Director, c.Extra.Scheme, c.Generic.Config)))
 	pools, err := installResourceAPI(generic, handlers, c.Extra.Scheme, c.Extra.Codecs, optsGetter, adminAccess, c.Extra.NodeRestriction, inProcess, c.Extra.UpstreamResourceAPI)

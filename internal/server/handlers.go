@@ -24,6 +24,9 @@ type handlerInstaller struct {
 	admit               admission.Interface
 	minRequestTimeout   time.Duration
 	maxRequestBodyBytes int64
+	// direct is given the stores the in-process informers list and
+	// watch without the handlers.
+	direct *directSource
 }
 
 func newHandlerInstaller(config *genericapiserver.Config) handlerInstaller {
@@ -47,6 +50,11 @@ func (h handlerInstaller) install(s *genericapiserver.GenericAPIServer, prefix s
 		}
 	} else if err := s.InstallAPIGroups(infos...); err != nil {
 		return err
+	}
+	if h.direct != nil {
+		if err := h.direct.add(infos...); err != nil {
+			return err
+		}
 	}
 	return h.reinstall(s, prefix, infos...)
 }

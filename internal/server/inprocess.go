@@ -23,10 +23,17 @@ import (
 type InProcess struct {
 	handler   atomic.Pointer[http.Handler]
 	informers inprocess.SharedInformers
+	// direct serves the shared informers' lists and watches of the
+	// server's own objects; New gives it the stores.
+	direct directSource
 }
 
-// NewInProcess returns an InProcess whose handler New sets.
-func NewInProcess() *InProcess { return &InProcess{} }
+// NewInProcess returns an InProcess whose handler and stores New sets.
+func NewInProcess() *InProcess {
+	p := &InProcess{}
+	p.informers.Direct = &p.direct
+	return p
+}
 
 func (p *InProcess) setHandler(h http.Handler) { p.handler.Store(&h) }
 
@@ -50,6 +57,10 @@ func (p *InProcess) WatchHost(host *rest.Config) { p.informers.Host = host }
 func (p *InProcess) Informers(loopback *rest.Config) (*inprocess.Informers, error) {
 	return p.informers.Get(inProcessConfig(loopback, p))
 }
+
+// Source is where the shared informers list and watch the server's own
+// objects (inprocess.DirectResources), once New has given it the stores.
+func (p *InProcess) Source() inprocess.Source { return &p.direct }
 
 // inProcessConfig is loopback (the server's own client config) with its
 // requests served by handler, the server's full handler chain, inside the

@@ -35,6 +35,14 @@ func StartServer(ctx context.Context, tb testing.TB, wg *sync.WaitGroup, withCon
 // the embedded etcd.
 func StartServerWithEtcd(ctx context.Context, tb testing.TB, wg *sync.WaitGroup, withControllers bool, etcdURL string) *rest.Config {
 	tb.Helper()
+	_, restConfig := StartServerWithConfig(ctx, tb, wg, withControllers, etcdURL)
+	return restConfig
+}
+
+// StartServerWithConfig is StartServerWithEtcd that also returns the
+// server's config, for a test of what runs inside the server's process.
+func StartServerWithConfig(ctx context.Context, tb testing.TB, wg *sync.WaitGroup, withControllers bool, etcdURL string) (*server.Config, *rest.Config) {
+	tb.Helper()
 	config, srv := NewServer(ctx, tb, withControllers, etcdURL)
 	kubeconfig := config.Extra.KubeconfigPath
 	wg.Go(func() {
@@ -59,7 +67,7 @@ func StartServerWithEtcd(ctx context.Context, tb testing.TB, wg *sync.WaitGroup,
 	if err != nil {
 		tb.Fatalf("server not ready with namespace default: %v", err)
 	}
-	return restConfig
+	return config, restConfig
 }
 
 // NewServer builds dra-apiserver as StartServerWithEtcd does, without
