@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core"
 	kubeinternal "k8s.io/client-go/informers/internalinterfaces"
-	"k8s.io/client-go/kubernetes"
 	schedulinginformers "k8s.io/client-go/informers/scheduling"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
