@@ -71,12 +71,6 @@ func newDirectInformer(src Source, gvr schema.GroupVersionResource, example runt
 	lw.WatchFuncWithContext = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return src.Watch(ctx, gvr, opts)
 	}
-	lw.ListFunc = func(opts metav1.ListOptions) (runtime.Object, error) {
-		return lw.ListWithContextFunc(context.Background(), opts)
-	}
-	lw.WatchFunc = func(opts metav1.ListOptions) (watch.Interface, error) {
-		return lw.WatchFuncWithContext(context.Background(), opts)
-	}
 	return cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
 		ResyncPeriod: resync,
 		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
