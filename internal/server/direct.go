@@ -16,6 +16,8 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/draplane/draplane/internal/inprocess"
 )
@@ -48,9 +50,21 @@ type directStorage struct {
 	kind schema.GroupVersionKind
 }
 
+var (
+	inProcessWatches = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "draplane",
+		Subsystem:      "apiserver",
+		Name:           "inprocess_watches",
+		Help:           "Watches open by the process's shared informers on the stores themselves, past the API handlers (which count theirs in apiserver_longrunning_requests), by group and resource.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"group", "resource"})
+	registerInProcessWatches sync.Once
+)
+
 // add takes the stores of the direct resources from infos, as they are
 // installed.
 func (d *directSource) add(infos ...*genericapiserver.APIGroupInfo) error {
+	registerInProcessWatches.Do(func() { legacyregistry.MustRegister(inProcessWatches) })
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	want := inprocess.DirectResources()
@@ -146,7 +160,9 @@ func (d *directSource) Watch(ctx context.Context, gvr schema.GroupVersionResourc
 	if err != nil {
 		return nil, err
 	}
-	cw := &convertingWatch{in: w, out: make(chan watch.Event), stop: make(chan struct{}), done: ctx.Done(),
+	open := inProcessWatches.WithLabelValues(gvr.Group, gvr.Resource)
+	open.Inc()
+	cw := &convertingWatch{in: w, out: make(chan watch.Event), stop: make(chan struct{}), done: ctx.Done(), closed: open.Dec,
 		convert: func(obj runtime.Object) (runtime.Object, error) {
 			// The watch cache sends its objects wrapped, to encode them
 			// once for all watchers; the wrapper's copy is ours.
@@ -181,6 +197,8 @@ type convertingWatch struct {
 	done    <-chan struct{}
 	once    sync.Once
 	convert func(runtime.Object) (runtime.Object, error)
+	// closed is called once the watch ended.
+	closed func()
 }
 
 func (w *convertingWatch) ResultChan() <-chan watch.Event { return w.out }
@@ -193,6 +211,7 @@ func (w *convertingWatch) Stop() {
 }
 
 func (w *convertingWatch) loop() {
+	defer w.closed()
 	defer close(w.out)
 	defer w.Stop()
 	for {

@@ -16,7 +16,10 @@ import (
 // informers, so the server serves one watch of each resource, however
 // many in-process users it has. Core-lite once had informers of its own:
 // a second watch of pods, claims and namespaces, over the network
-// loopback, decoded from JSON and cached a second time.
+// loopback, decoded from JSON and cached a second time. The informers of
+// the server's own objects watch its stores, past the API handlers
+// (draplane_apiserver_inprocess_watches); the RBAC informers watch
+// through the handlers (apiserver_longrunning_requests).
 func TestInProcessWatchesOnce(t *testing.T) {
 	s := startServer(t, t.TempDir(), "--simulate-nodes=2")
 	resources := []string{"pods", "resourceclaims", "namespaces", "nodes", "clusterroles", "rolebindings", "priorityclasses"}
@@ -43,15 +46,21 @@ func TestInProcessWatchesOnce(t *testing.T) {
 	}
 }
 
-// openWatches sums apiserver_longrunning_requests for verb WATCH by
-// resource, from the server's /metrics text.
+// openWatches sums apiserver_longrunning_requests for verb WATCH and
+// draplane_apiserver_inprocess_watches by resource, from the server's
+// /metrics text.
 func openWatches(metrics string) map[string]int {
 	open := map[string]int{}
 	for _, line := range strings.Split(metrics, "\n") {
-		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `verb="WATCH"`) {
+		var rest string
+		if r, ok := strings.CutPrefix(line, "apiserver_longrunning_requests{"); ok && strings.Contains(line, `verb="WATCH"`) {
+			rest = r
+		} else if r, ok := strings.CutPrefix(line, "draplane_apiserver_inprocess_watches{"); ok {
+			rest = r
+		} else {
 			continue
 		}
-		labels, value, ok := strings.Cut(line[len("apiserver_longrunning_requests{"):], "} ")
+		labels, value, ok := strings.Cut(rest, "} ")
 		if !ok {
 			continue
 		}

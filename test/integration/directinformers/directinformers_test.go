@@ -107,6 +107,10 @@ func TestDirectInformers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		direct := `draplane_apiserver_inprocess_watches{group="resource.draplane.dev",resource="resourceslices"} 1`
+		if !strings.Contains(string(metrics), direct+"\n") {
+			t.Errorf("no %s in /metrics", direct)
+		}
 		for _, line := range strings.Split(string(metrics), "\n") {
 			if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `verb="WATCH"`) || strings.HasSuffix(line, " 0") {
 				continue
