@@ -95,7 +95,7 @@ vet: ## go vet every package, and those of test/e2e/upstreamdriver (a module of 
 # The packages that run goroutines of their own (controllers, the driver
 # side, the allocator's parallel search, the simulator, the controller
 # manager): `make test-race` runs their tests under the race detector.
-RACE_PKGS := ./internal/controllers/... ./driver/... ./allocator/... ./internal/simulator/... ./internal/controllermanager/...
+RACE_PKGS := ./internal/controllers/... ./driver/... ./allocator/... ./internal/simulator/... ./internal/controllermanager/... ./internal/inprocess/... ./test/integration/directinformers/...
 # Left out of the race run: the allocator's TestOracle and
 # TestOracleSelectNode, one goroutine each sweeping 12,000 random instances
 # (the allocator package took 353 s of a 981 s race run with them, most of
@@ -104,7 +104,7 @@ RACE_PKGS := ./internal/controllers/... ./driver/... ./allocator/... ./internal/
 RACE_SKIP := ^TestOracle(SelectNode)?$$
 
 .PHONY: test-race
-test-race: ## go test -race over the packages with concurrency: controllers, driver, allocator, simulator, controllermanager.
+test-race: ## go test -race over the packages with concurrency: controllers, driver, allocator, simulator, controllermanager, the shared informers.
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '$(RACE_SKIP)' $(RACE_PKGS)
 
 .PHONY: lint
