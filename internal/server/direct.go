@@ -35,7 +35,6 @@ import (
 // requests are made as that user.
 type directSource struct {
 	mu      sync.RWMutex
-	scheme  *runtime.Scheme
 	storage map[schema.GroupVersionResource]directStorage
 }
 
@@ -48,6 +47,8 @@ type directStorage struct {
 	}
 	// kind is the resource's kind in its version, for field selectors.
 	kind schema.GroupVersionKind
+	// scheme is its group's, which converts its objects.
+	scheme *runtime.Scheme
 }
 
 var (
@@ -93,8 +94,7 @@ func (d *directSource) add(infos ...*genericapiserver.APIGroupInfo) error {
 				if d.storage == nil {
 					d.storage = map[schema.GroupVersionResource]directStorage{}
 				}
-				d.scheme = info.Scheme
-				d.storage[gvr] = directStorage{store: store, kind: gvr.GroupVersion().WithKind(kinds[0].Kind)}
+				d.storage[gvr] = directStorage{store: store, kind: gvr.GroupVersion().WithKind(kinds[0].Kind), scheme: info.Scheme}
 			}
 		}
 	}
@@ -106,35 +106,34 @@ func (d *directSource) add(infos ...*genericapiserver.APIGroupInfo) error {
 var loopbackUser = &user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}}
 
 // prepare finds gvr's store and converts opts as the list handler does.
-func (d *directSource) prepare(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (context.Context, directStorage, *runtime.Scheme, *metainternalversion.ListOptions, error) {
+func (d *directSource) prepare(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (context.Context, directStorage, *metainternalversion.ListOptions, error) {
 	d.mu.RLock()
 	s, ok := d.storage[gvr]
-	scheme := d.scheme
 	d.mu.RUnlock()
 	if !ok {
-		return nil, s, nil, nil, apierrors.NewNotFound(gvr.GroupResource(), "")
+		return nil, s, nil, apierrors.NewNotFound(gvr.GroupResource(), "")
 	}
 	internal := &metainternalversion.ListOptions{}
 	if err := metainternalversion.Convert_v1_ListOptions_To_internalversion_ListOptions(&opts, internal, nil); err != nil {
-		return nil, s, nil, nil, apierrors.NewBadRequest(err.Error())
+		return nil, s, nil, apierrors.NewBadRequest(err.Error())
 	}
 	if internal.FieldSelector != nil {
 		selector, err := internal.FieldSelector.Transform(func(label, value string) (string, string, error) {
-			return scheme.ConvertFieldLabel(s.kind, label, value)
+			return s.scheme.ConvertFieldLabel(s.kind, label, value)
 		})
 		if err != nil {
-			return nil, s, nil, nil, apierrors.NewBadRequest(err.Error())
+			return nil, s, nil, apierrors.NewBadRequest(err.Error())
 		}
 		internal.FieldSelector = selector
 	}
 	ctx = genericapirequest.WithNamespace(ctx, metav1.NamespaceAll)
 	ctx = genericapirequest.WithUser(ctx, loopbackUser)
-	return ctx, s, scheme, internal, nil
+	return ctx, s, internal, nil
 }
 
 // List lists gvr: a copy of the stored objects, in gvr's version.
 func (d *directSource) List(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (runtime.Object, error) {
-	ctx, s, scheme, internal, err := d.prepare(ctx, gvr, opts)
+	ctx, s, internal, err := d.prepare(ctx, gvr, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +142,7 @@ func (d *directSource) List(ctx context.Context, gvr schema.GroupVersionResource
 		return nil, err
 	}
 	// A list from the watch cache holds shallow copies of its objects.
-	out, err := external(scheme, list.DeepCopyObject(), gvr.GroupVersion())
+	out, err := external(s.scheme, list.DeepCopyObject(), gvr.GroupVersion())
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -152,7 +151,7 @@ func (d *directSource) List(ctx context.Context, gvr schema.GroupVersionResource
 
 // Watch watches gvr: each event's object a copy in gvr's version.
 func (d *directSource) Watch(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (watch.Interface, error) {
-	ctx, s, scheme, internal, err := d.prepare(ctx, gvr, opts)
+	ctx, s, internal, err := d.prepare(ctx, gvr, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +170,7 @@ func (d *directSource) Watch(ctx context.Context, gvr schema.GroupVersionResourc
 			if cacheable, ok := obj.(runtime.CacheableObject); ok {
 				obj = cacheable.GetObject()
 			}
-			return external(scheme, obj, gvr.GroupVersion())
+			return external(s.scheme, obj, gvr.GroupVersion())
 		}}
 	go cw.loop()
 	return cw, nil
