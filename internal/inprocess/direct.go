@@ -61,20 +61,28 @@ func DirectResources() []schema.GroupVersionResource {
 	return gvrs
 }
 
-// newDirectInformer is the informer of example's type that lists and
-// watches gvr through src, with the index the generated informers have.
-func newDirectInformer(src Source, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration) cache.SharedIndexInformer {
-	lw := &directListWatch{}
-	lw.ListWithContextFunc = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return src.List(ctx, gvr, opts)
+// directInformer builds, for an example of a directResources type, the
+// informer of that type that lists and watches its resource through src,
+// with the index the generated informers have; ok is false for any other
+// type.
+func directInformer(src Source, example runtime.Object) (build func(resync time.Duration) cache.SharedIndexInformer, ok bool) {
+	gvr, ok := directResources[reflect.TypeOf(example)]
+	if !ok {
+		return nil, false
 	}
-	lw.WatchFuncWithContext = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		return src.Watch(ctx, gvr, opts)
-	}
-	return cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
-		ResyncPeriod: resync,
-		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-	})
+	return func(resync time.Duration) cache.SharedIndexInformer {
+		lw := &directListWatch{}
+		lw.ListWithContextFunc = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return src.List(ctx, gvr, opts)
+		}
+		lw.WatchFuncWithContext = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return src.Watch(ctx, gvr, opts)
+		}
+		return cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
+			ResyncPeriod: resync,
+			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		})
+	}, true
 }
 
 // directListWatch lists, then watches from the list's resourceVersion:
@@ -94,10 +102,8 @@ type directKube struct {
 }
 
 func (f directKube) InformerFor(obj runtime.Object, newFunc kubeinternal.NewInformerFunc) cache.SharedIndexInformer {
-	if gvr, ok := directResources[reflect.TypeOf(obj)]; ok {
-		return f.SharedInformerFactory.InformerFor(obj, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return newDirectInformer(f.src, gvr, obj, resync)
-		})
+	if direct, ok := directInformer(f.src, obj); ok {
+		newFunc = func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer { return direct(resync) }
 	}
 	return f.SharedInformerFactory.InformerFor(obj, newFunc)
 }
@@ -117,10 +123,8 @@ type directResource struct {
 }
 
 func (f directResource) InformerFor(obj runtime.Object, newFunc resourceinternal.NewInformerFunc) cache.SharedIndexInformer {
-	if gvr, ok := directResources[reflect.TypeOf(obj)]; ok {
-		return f.SharedInformerFactory.InformerFor(obj, func(_ versioned.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return newDirectInformer(f.src, gvr, obj, resync)
-		})
+	if direct, ok := directInformer(f.src, obj); ok {
+		newFunc = func(_ versioned.Interface, resync time.Duration) cache.SharedIndexInformer { return direct(resync) }
 	}
 	return f.SharedInformerFactory.InformerFor(obj, newFunc)
 }

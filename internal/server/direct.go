@@ -161,8 +161,8 @@ func (d *directSource) Watch(ctx context.Context, gvr schema.GroupVersionResourc
 	}
 	open := inProcessWatches.WithLabelValues(gvr.Group, gvr.Resource)
 	open.Inc()
-	cw := &convertingWatch{in: w, out: make(chan watch.Event), stop: make(chan struct{}), done: ctx.Done(), closed: open.Dec,
-		convert: func(obj runtime.Object) (runtime.Object, error) {
+	cw := newConvertingWatch(ctx, w, open.Dec,
+		func(obj runtime.Object) (runtime.Object, error) {
 			// The watch cache sends its objects wrapped, to encode them
 			// once for all watchers; the wrapper's copy is ours.
 			// Other objects are the watcher's own (the cache copies
@@ -171,7 +171,7 @@ func (d *directSource) Watch(ctx context.Context, gvr schema.GroupVersionResourc
 				obj = cacheable.GetObject()
 			}
 			return external(s.scheme, obj, gvr.GroupVersion())
-		}}
+		})
 	go cw.loop()
 	return cw, nil
 }
@@ -190,21 +190,28 @@ func external(scheme *runtime.Scheme, obj runtime.Object, gv schema.GroupVersion
 // convertingWatch passes a store's watch events on with their objects
 // converted, until the watch ends, Stop or the request's context.
 type convertingWatch struct {
-	in      watch.Interface
-	out     chan watch.Event
-	stop    chan struct{}
-	done    <-chan struct{}
+	in  watch.Interface
+	out chan watch.Event
+	// ctx is the request's, ended by Stop too.
+	ctx     context.Context
+	cancel  context.CancelFunc
 	once    sync.Once
 	convert func(runtime.Object) (runtime.Object, error)
 	// closed is called once the watch ended.
 	closed func()
 }
 
+// newConvertingWatch passes in's events on, converted, once its loop runs.
+func newConvertingWatch(ctx context.Context, in watch.Interface, closed func(), convert func(runtime.Object) (runtime.Object, error)) *convertingWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	return &convertingWatch{in: in, out: make(chan watch.Event), ctx: ctx, cancel: cancel, convert: convert, closed: closed}
+}
+
 func (w *convertingWatch) ResultChan() <-chan watch.Event { return w.out }
 
 func (w *convertingWatch) Stop() {
 	w.once.Do(func() {
-		close(w.stop)
+		w.cancel()
 		w.in.Stop()
 	})
 }
@@ -221,9 +228,7 @@ func (w *convertingWatch) loop() {
 				return
 			}
 			event = e
-		case <-w.stop:
-			return
-		case <-w.done:
+		case <-w.ctx.Done():
 			return
 		}
 		if event.Type != watch.Error {
@@ -237,9 +242,7 @@ func (w *convertingWatch) loop() {
 		}
 		select {
 		case w.out <- event:
-		case <-w.stop:
-			return
-		case <-w.done:
+		case <-w.ctx.Done():
 			return
 		}
 	}

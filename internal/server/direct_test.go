@@ -24,15 +24,14 @@ func TestConvertingWatch(t *testing.T) {
 	newWatch := func(ctx context.Context) (*watch.FakeWatcher, *convertingWatch, chan struct{}) {
 		in := watch.NewFakeWithChanSize(10, false)
 		closed := make(chan struct{})
-		w := &convertingWatch{in: in, out: make(chan watch.Event), stop: make(chan struct{}), done: ctx.Done(),
-			closed: func() { close(closed) },
-			convert: func(obj runtime.Object) (runtime.Object, error) {
+		w := newConvertingWatch(ctx, in, func() { close(closed) },
+			func(obj runtime.Object) (runtime.Object, error) {
 				slice, ok := obj.(*resourceapi.ResourceSlice)
 				if !ok {
 					return nil, errors.New("not a slice")
 				}
 				return &resourcev1.ResourceSlice{ObjectMeta: *slice.ObjectMeta.DeepCopy()}, nil
-			}}
+			})
 		go w.loop()
 		return in, w, closed
 	}
