@@ -40,11 +40,14 @@ type directSource struct {
 
 var _ inprocess.Source = &directSource{}
 
+// listWatcher is a store the informers list and watch.
+type listWatcher interface {
+	rest.Lister
+	rest.Watcher
+}
+
 type directStorage struct {
-	store interface {
-		rest.Lister
-		rest.Watcher
-	}
+	store listWatcher
 	// kind is the resource's kind in its version, for field selectors.
 	kind schema.GroupVersionKind
 	// scheme is its group's, which converts its objects.
@@ -80,10 +83,7 @@ func (d *directSource) add(infos ...*genericapiserver.APIGroupInfo) error {
 				if !slices.Contains(want, gvr) {
 					continue
 				}
-				store, ok := storage.(interface {
-					rest.Lister
-					rest.Watcher
-				})
+				store, ok := storage.(listWatcher)
 				if !ok {
 					return fmt.Errorf("storage of %s neither lists nor watches", gvr)
 				}
