@@ -1,10 +1,16 @@
 package server
 
 import (
+	"math"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,6 +20,7 @@ import (
 	"k8s.io/kube-openapi/pkg/builder3"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 )
@@ -184,4 +191,289 @@ func TestTypedObjectConverter(t *testing.T) {
 			t.Errorf("got %v, want upstream's error about nodeName", err)
 		}
 	})
+}
+
+// TestSkipValueZip: a zip of two Go-typed objects of one kind passes by
+// the fields equal in both, down through the structs that differ, and a
+// zip with an unstructured object goes over every field.
+func TestSkipValueZip(t *testing.T) {
+	ours := newTypedObjectConverter(upstreamTypeConverter(t))
+	old := testPod(corev1.PodPending, "i:1")
+	old.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1"}}
+	updated := testPod(corev1.PodRunning, "i:1")
+	updated.Spec = old.Spec
+
+	zipped := func(lhs, rhs runtime.Object, path ...string) []string {
+		t.Helper()
+		l, err := ours.ObjectToTyped(lhs, typed.AllowDuplicates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r value.Value
+		if u, ok := rhs.(*unstructured.Unstructured); ok {
+			r = value.NewValueInterface(u.Object)
+		} else {
+			rt, err := ours.ObjectToTyped(rhs, typed.AllowDuplicates)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r = rt.AsValue()
+		}
+		return zippedKeys(l.AsValue(), r, path...)
+	}
+
+	if got, want := zipped(old, updated), []string{"metadata", "status"}; !slices.Equal(got, want) {
+		t.Errorf("top level: zipped %v, want %v", got, want)
+	}
+	if got, want := zipped(old, updated, "metadata"), []string{"managedFields"}; !slices.Equal(got, want) {
+		t.Errorf("metadata: zipped %v, want %v", got, want)
+	}
+	if got, want := zipped(old, updated, "status"), []string{"phase"}; !slices.Equal(got, want) {
+		t.Errorf("status: zipped %v, want %v", got, want)
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(updated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := zipped(old, &unstructured.Unstructured{Object: content}); len(got) < 4 {
+		t.Errorf("with an unstructured object: zipped only %v", got)
+	}
+}
+
+// zippedKeys lists the keys a zip of two maps gives, or of their values
+// at path.
+func zippedKeys(l, r value.Value, path ...string) []string {
+	var keys []string
+	l.AsMap().Zip(r.AsMap(), value.Unordered, func(k string, lhs, rhs value.Value) bool {
+		if len(path) == 0 {
+			keys = append(keys, k)
+		} else if k == path[0] && lhs != nil && rhs != nil {
+			// The zip's values are reused once it goes on.
+			keys = zippedKeys(lhs, rhs, path[1:]...)
+		}
+		return true
+	})
+	slices.Sort(keys)
+	return keys
+}
+
+// TestFieldManagerConverters: field managers on our converter and on
+// upstream's record the same managedFields through creates, updates of
+// the status and the spec, and server-side applies.
+func TestFieldManagerConverters(t *testing.T) {
+	upstream := upstreamTypeConverter(t)
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := resourcev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	manager := func(t *testing.T, converter managedfields.TypeConverter, kind schema.GroupVersionKind, subresource string) *managedfields.FieldManager {
+		t.Helper()
+		fm, err := managedfields.NewDefaultFieldManager(converter, runtime.UnsafeObjectConvertor(scheme), scheme, scheme, kind, kind.GroupVersion(), subresource, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fm
+	}
+	type step struct {
+		manager     string
+		subresource string
+		// change makes the new object from a copy of the live one;
+		// apply, when set, is the applied configuration instead.
+		change func(obj runtime.Object)
+		apply  string
+	}
+	podLabel := func(obj runtime.Object) { obj.(*corev1.Pod).Labels["tier"] = "x" }
+	cases := map[string]struct {
+		kind  schema.GroupVersionKind
+		first runtime.Object
+		steps []step
+	}{
+		"pod": {kind: podKind, first: testPod(corev1.PodPending, "i:1"), steps: []step{
+			{manager: "controller", subresource: "status", change: func(obj runtime.Object) {
+				pod := obj.(*corev1.Pod)
+				pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("p-gpu")}}
+			}},
+			{manager: "kubelet", subresource: "status", change: func(obj runtime.Object) {
+				pod := obj.(*corev1.Pod)
+				pod.Status.Phase = corev1.PodRunning
+				pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+			}},
+			{manager: "applier", apply: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","labels":{"owner":"me"}},"spec":{"containers":[{"name":"c","image":"i:3"}]}}`},
+			{manager: "labeler", change: podLabel},
+			{manager: "kubelet", subresource: "status", change: func(obj runtime.Object) {
+				pod := obj.(*corev1.Pod)
+				pod.Status.Conditions = pod.Status.Conditions[:1]
+			}},
+			{manager: "client", change: func(obj runtime.Object) {
+				pod := obj.(*corev1.Pod)
+				pod.Spec.Containers[0].Image = "i:4"
+				delete(pod.Labels, "app")
+			}},
+			{manager: "labeler", change: podLabel},
+		}},
+		"claim": {kind: claimKind, first: testClaim(false), steps: []step{
+			{manager: "scheduler", subresource: "status", change: func(obj runtime.Object) {
+				obj.(*resourcev1.ResourceClaim).Status = testClaim(true).Status
+			}},
+			{manager: "scheduler", subresource: "status", change: func(obj runtime.Object) {
+				obj.(*resourcev1.ResourceClaim).Status.ReservedFor = nil
+			}},
+			{manager: "applier", subresource: "status", apply: `{"apiVersion":"resource.draplane.dev/v1","kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns"},"status":{"devices":[{"driver":"gpu.example.com","pool":"node-1","device":"gpu-a","conditions":[{"type":"Ready","status":"True","reason":"R","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]}]}}`},
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			run := func(converter managedfields.TypeConverter) []metav1.ManagedFieldsEntry {
+				managers := map[string]*managedfields.FieldManager{}
+				fm := func(subresource string) *managedfields.FieldManager {
+					if managers[subresource] == nil {
+						managers[subresource] = manager(t, converter, tc.kind, subresource)
+					}
+					return managers[subresource]
+				}
+				empty, err := scheme.New(tc.kind)
+				if err != nil {
+					t.Fatal(err)
+				}
+				live := fm("").UpdateNoErrors(withKind(empty, tc.kind), tc.first.DeepCopyObject(), "creator")
+				for i, s := range tc.steps {
+					if s.apply != "" {
+						patch := &unstructured.Unstructured{}
+						if err := patch.UnmarshalJSON([]byte(s.apply)); err != nil {
+							t.Fatal(err)
+						}
+						applied, err := fm(s.subresource).Apply(live, patch, s.manager, true)
+						if err != nil {
+							t.Fatalf("step %d: %v", i, err)
+						}
+						live = applied
+						continue
+					}
+					updated := live.DeepCopyObject()
+					s.change(updated)
+					if s.subresource == "status" {
+						// The new object shares the old one's spec, as
+						// after a status strategy's PrepareForUpdate;
+						// the others are copies, as if decoded.
+						switch obj := updated.(type) {
+						case *corev1.Pod:
+							obj.Spec = live.(*corev1.Pod).Spec
+						case *resourcev1.ResourceClaim:
+							obj.Spec = live.(*resourcev1.ResourceClaim).Spec
+						}
+					}
+					live = fm(s.subresource).UpdateNoErrors(live, updated, s.manager)
+				}
+				accessor, err := meta.Accessor(live)
+				if err != nil {
+					t.Fatal(err)
+				}
+				entries := accessor.GetManagedFields()
+				for i := range entries {
+					entries[i].Time = nil
+				}
+				return entries
+			}
+			want := run(upstream)
+			got := run(newTypedObjectConverter(upstream))
+			if len(want) < 3 {
+				t.Fatalf("upstream recorded only %d managers: %+v", len(want), want)
+			}
+			if !apiequality.Semantic.DeepEqual(got, want) {
+				t.Errorf("managedFields differ:\nupstream: %+v\nours:     %+v", want, got)
+			}
+		})
+	}
+}
+
+// BenchmarkFieldManagerStatusUpdate: the field manager's work on a pod's
+// status update, as the simulated kubelet makes it, on upstream's
+// converter and on ours.
+func BenchmarkFieldManagerStatusUpdate(b *testing.B) {
+	t := &testing.T{}
+	upstream := upstreamTypeConverter(t)
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		converter managedfields.TypeConverter
+	}{{"upstream", upstream}, {"ours", newTypedObjectConverter(upstream)}} {
+		b.Run(c.name, func(b *testing.B) {
+			fm := func(subresource string) *managedfields.FieldManager {
+				fm, err := managedfields.NewDefaultFieldManager(c.converter, runtime.UnsafeObjectConvertor(scheme), scheme, scheme, podKind, podKind.GroupVersion(), subresource, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return fm
+			}
+			main, status := fm(""), fm("status")
+			live := main.UpdateNoErrors(withKind(&corev1.Pod{}, podKind), testPod(corev1.PodPending, "i:1"), "client")
+			claimed := live.DeepCopyObject().(*corev1.Pod)
+			claimed.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("p-gpu")}}
+			live = status.UpdateNoErrors(live, claimed, "controller")
+			running := live.DeepCopyObject().(*corev1.Pod)
+			running.Status.Phase = corev1.PodRunning
+			running.Status.Conditions = append(running.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+			b.ReportAllocs()
+			for b.Loop() {
+				// As decoded from the request: nothing shared with live.
+				status.UpdateNoErrors(live, running.DeepCopy(), "kubelet")
+			}
+		})
+	}
+}
+
+// TestDeepEqual: deepEqual finds equal what reflect.DeepEqual finds
+// equal, in API objects and in what they are made of, and never finds
+// equal what reflect.DeepEqual does not.
+func TestDeepEqual(t *testing.T) {
+	utc := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	local := metav1.NewTime(utc.Local())
+	nan := math.NaN()
+	shared := []string{"a"}
+	type holder struct{ Any interface{} }
+	type funcs struct{ Func func() }
+	cases := map[string]struct {
+		l, r interface{}
+		want bool
+	}{
+		"equal pods":              {testPod(corev1.PodPending, "i:1"), testPod(corev1.PodPending, "i:1"), true},
+		"pods, image":             {testPod(corev1.PodPending, "i:1"), testPod(corev1.PodPending, "i:2"), false},
+		"equal slices":            {testSlice(8), testSlice(8), true},
+		"slices, devices":         {testSlice(8), testSlice(7), false},
+		"equal claims":            {testClaim(true), testClaim(true), true},
+		"claims, allocation":      {testClaim(true), testClaim(false), false},
+		"quantities":              {resource.MustParse("1"), resource.MustParse("1"), true},
+		"quantities, format":      {resource.MustParse("1"), resource.MustParse("1000m"), false},
+		"times":                   {utc, metav1.NewTime(utc.Time), true},
+		"times, location":         {utc, local, false},
+		"NaN":                     {nan, nan, false},
+		"nil and empty slice":     {[]string(nil), []string{}, false},
+		"one slice":               {shared, shared, true},
+		"nil and empty map":       {map[string]string(nil), map[string]string{}, false},
+		"maps":                    {map[string]string{"a": "b"}, map[string]string{"a": "b"}, true},
+		"maps, value":             {map[string]string{"a": "b"}, map[string]string{"a": "c"}, false},
+		"maps, key":               {map[string]string{"a": "b"}, map[string]string{"c": "b"}, false},
+		"interfaces":              {holder{Any: int64(1)}, holder{Any: int64(1)}, true},
+		"interfaces, types":       {holder{Any: int64(1)}, holder{Any: int32(1)}, false},
+		"nil functions":           {funcs{}, funcs{}, false},
+		"pointers, one nil":       {&corev1.PodSpec{}, (*corev1.PodSpec)(nil), false},
+		"pointers to equal specs": {&corev1.PodSpec{NodeName: "n"}, &corev1.PodSpec{NodeName: "n"}, true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := deepEqual(reflect.ValueOf(tc.l), reflect.ValueOf(tc.r))
+			if got != tc.want {
+				t.Errorf("deepEqual = %v, want %v", got, tc.want)
+			}
+			if got && !reflect.DeepEqual(tc.l, tc.r) {
+				t.Errorf("deepEqual found equal what reflect.DeepEqual does not")
+			}
+		})
+	}
 }
