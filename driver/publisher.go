@@ -34,6 +34,7 @@ import (
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	"github.com/draplane/draplane/generated/clientset/versioned/scheme"
 	"github.com/draplane/draplane/internal/codec"
+	"github.com/draplane/draplane/internal/reflectequal"
 )
 
 // LabelPublishedBy marks the slices a Publisher writes; its value is a
@@ -681,11 +682,18 @@ func (p *Publisher) desiredSpecs(pool Pool) ([]*resourcev1.ResourceSliceSpec, er
 // sameContent compares two specs without the pool's generation and count.
 // The copies are shallow: the pool is a value inside the spec, and
 // nothing else is changed.
+//
+// Most specs compared are a slice as the server returned it and the spec
+// it was created from, equal field for field: reflectequal says so in
+// half the time of the semantic comparison, which was 6.7% of the
+// server's CPU while 5,000 simulated nodes published. The semantic
+// comparison has the last word, since it also finds a quantity equal to
+// its other spellings.
 func sameContent(a, b *resourcev1.ResourceSliceSpec) bool {
 	ac, bc := *a, *b
 	ac.Pool.Generation, ac.Pool.ResourceSliceCount = 0, 0
 	bc.Pool.Generation, bc.Pool.ResourceSliceCount = 0, 0
-	return apiequality.Semantic.DeepEqual(&ac, &bc)
+	return reflectequal.Equal(&ac, &bc) || apiequality.Semantic.DeepEqual(&ac, &bc)
 }
 
 func (p *Publisher) label() string {

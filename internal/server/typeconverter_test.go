@@ -1,12 +1,9 @@
 package server
 
 import (
-	"math"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -423,56 +420,6 @@ func BenchmarkFieldManagerStatusUpdate(b *testing.B) {
 			for b.Loop() {
 				// As decoded from the request: nothing shared with live.
 				status.UpdateNoErrors(live, running.DeepCopy(), "kubelet")
-			}
-		})
-	}
-}
-
-// TestDeepEqual: deepEqual finds equal what reflect.DeepEqual finds
-// equal, in API objects and in what they are made of, and never finds
-// equal what reflect.DeepEqual does not.
-func TestDeepEqual(t *testing.T) {
-	utc := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	local := metav1.NewTime(utc.Local())
-	nan := math.NaN()
-	shared := []string{"a"}
-	type holder struct{ Any interface{} }
-	type funcs struct{ Func func() }
-	cases := map[string]struct {
-		l, r interface{}
-		want bool
-	}{
-		"equal pods":              {testPod(corev1.PodPending, "i:1"), testPod(corev1.PodPending, "i:1"), true},
-		"pods, image":             {testPod(corev1.PodPending, "i:1"), testPod(corev1.PodPending, "i:2"), false},
-		"equal slices":            {testSlice(8), testSlice(8), true},
-		"slices, devices":         {testSlice(8), testSlice(7), false},
-		"equal claims":            {testClaim(true), testClaim(true), true},
-		"claims, allocation":      {testClaim(true), testClaim(false), false},
-		"quantities":              {resource.MustParse("1"), resource.MustParse("1"), true},
-		"quantities, format":      {resource.MustParse("1"), resource.MustParse("1000m"), false},
-		"times":                   {utc, metav1.NewTime(utc.Time), true},
-		"times, location":         {utc, local, false},
-		"NaN":                     {nan, nan, false},
-		"nil and empty slice":     {[]string(nil), []string{}, false},
-		"one slice":               {shared, shared, true},
-		"nil and empty map":       {map[string]string(nil), map[string]string{}, false},
-		"maps":                    {map[string]string{"a": "b"}, map[string]string{"a": "b"}, true},
-		"maps, value":             {map[string]string{"a": "b"}, map[string]string{"a": "c"}, false},
-		"maps, key":               {map[string]string{"a": "b"}, map[string]string{"c": "b"}, false},
-		"interfaces":              {holder{Any: int64(1)}, holder{Any: int64(1)}, true},
-		"interfaces, types":       {holder{Any: int64(1)}, holder{Any: int32(1)}, false},
-		"nil functions":           {funcs{}, funcs{}, false},
-		"pointers, one nil":       {&corev1.PodSpec{}, (*corev1.PodSpec)(nil), false},
-		"pointers to equal specs": {&corev1.PodSpec{NodeName: "n"}, &corev1.PodSpec{NodeName: "n"}, true},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got := deepEqual(reflect.ValueOf(tc.l), reflect.ValueOf(tc.r))
-			if got != tc.want {
-				t.Errorf("deepEqual = %v, want %v", got, tc.want)
-			}
-			if got && !reflect.DeepEqual(tc.l, tc.r) {
-				t.Errorf("deepEqual found equal what reflect.DeepEqual does not")
 			}
 		})
 	}

@@ -30,7 +30,7 @@ var layers = [][]string{
 	{"apis/resource/validation"},
 	{"internal/cel"},
 	{"generated", "internal/sharedmaps"},
-	{"apis", "internal/features", "internal/codec"},
+	{"apis", "internal/features", "internal/codec", "internal/reflectequal"},
 }
 
 // apiTier is the first layer of the API definition: validation, CEL,
