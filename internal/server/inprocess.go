@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/draplane/draplane/internal/inprocess"
+	"github.com/draplane/draplane/internal/server/gopool"
 )
 
 // InProcess carries the requests of the clients inside the process to the
@@ -95,7 +96,7 @@ func (t *inProcessTransport) RoundTrip(req *http.Request) (*http.Response, error
 	if serverReq.Body == nil {
 		serverReq.Body = http.NoBody
 	}
-	inProcessServers.run(func() { t.serve(w, serverReq) })
+	inProcessServers.Run(func() { t.serve(w, serverReq) })
 	<-w.started
 	return &http.Response{
 		Status:        fmt.Sprintf("%d %s", w.code, http.StatusText(w.code)),
@@ -110,54 +111,8 @@ func (t *inProcessTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}, nil
 }
 
-// serverPool runs functions on goroutines that stay for the next one.
-// A goroutine's stack grows as deep as the handlers go, tens of KiB,
-// copied on each doubling from the few KiB a new goroutine starts with;
-// for the in-process requests alone that copying was 1.2% of the
-// server's CPU while pods were placed. A goroutine kept for the next request
-// keeps its grown stack (until the garbage collector shrinks an idle
-// one). An idle goroutine ends after a while.
-type serverPool struct {
-	work chan func()
-	// idle is how long an idle goroutine waits for work.
-	idle time.Duration
-	// started counts the goroutines started.
-	started atomic.Int64
-}
-
-func newServerPool(idle time.Duration) *serverPool {
-	return &serverPool{work: make(chan func()), idle: idle}
-}
-
 // inProcessServers serve the in-process requests of every transport.
-var inProcessServers = newServerPool(10 * time.Second)
-
-// run runs f on an idle goroutine, or on a new one when none is idle; it
-// never waits for one to become idle.
-func (p *serverPool) run(f func()) {
-	select {
-	case p.work <- f:
-	default:
-		p.started.Add(1)
-		go p.serve(f)
-	}
-}
-
-func (p *serverPool) serve(f func()) {
-	idle := time.NewTimer(p.idle)
-	defer idle.Stop()
-	for {
-		f()
-		// Let go of what f holds while waiting.
-		f = nil
-		idle.Reset(p.idle)
-		select {
-		case f = <-p.work:
-		case <-idle.C:
-			return
-		}
-	}
-}
+var inProcessServers = gopool.New(10 * time.Second)
 
 // serve runs the handler as net/http's server would: a panic ends only
 // this request (the client reads an error, as from a reset connection),

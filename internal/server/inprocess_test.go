@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -145,49 +144,4 @@ func TestInProcessTransport(t *testing.T) {
 			t.Errorf("got %d %q %v", resp.StatusCode, got, err)
 		}
 	})
-}
-
-// TestServerPool: a goroutine that finished its function takes the next
-// one; run never waits for an idle goroutine; an idle one ends.
-func TestServerPool(t *testing.T) {
-	pool := newServerPool(time.Hour)
-	for range 100 {
-		done := make(chan struct{})
-		pool.run(func() { close(done) })
-		<-done
-	}
-	// The next run can come before the goroutine that ran the last
-	// function waits again; then a second one starts, no more.
-	if started := pool.started.Load(); started > 2 {
-		t.Errorf("100 functions one after the other started %d goroutines, want at most 2", started)
-	}
-
-	busy := newServerPool(time.Hour)
-	release := make(chan struct{})
-	var running sync.WaitGroup
-	running.Add(5)
-	for range 5 {
-		busy.run(func() {
-			running.Done()
-			<-release
-		})
-	}
-	// Would hang if run waited for a goroutine to become idle.
-	running.Wait()
-	close(release)
-	if started := busy.started.Load(); started != 5 {
-		t.Errorf("5 functions at once started %d goroutines, want 5", started)
-	}
-
-	short := newServerPool(10 * time.Millisecond)
-	done := make(chan struct{})
-	short.run(func() { close(done) })
-	<-done
-	time.Sleep(200 * time.Millisecond)
-	done = make(chan struct{})
-	short.run(func() { close(done) })
-	<-done
-	if started := short.started.Load(); started != 2 {
-		t.Errorf("a function after the idle time started %d goroutines in all, want 2 (the idle one ended)", started)
-	}
 }
