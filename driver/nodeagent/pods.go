@@ -20,7 +20,6 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/driver"
-	"github.com/draplane/draplane/internal/codec"
 	"github.com/draplane/draplane/internal/features"
 	"github.com/draplane/draplane/internal/podclaims"
 	"github.com/draplane/draplane/internal/podclaims/nodeaffinity"
@@ -415,8 +414,7 @@ func (a *Agent) finishes(pod *corev1.Pod) bool {
 // are not sent.
 func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod) error {
 	pod.ManagedFields = nil
-	// Only the error is read: the server answers with the metadata.
-	err := codec.UpdatePodStatus(ctx, a.nodeClient(pod.Spec.NodeName).CoreV1(), pod, metav1.UpdateOptions{FieldManager: a.opts.Name})
+	_, err := a.nodeClient(pod.Spec.NodeName).CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{FieldManager: a.opts.Name})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -3,11 +3,8 @@ package codec
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	kubescheme "k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -42,18 +39,4 @@ func WriteForMetadata[T metav1.Object](ctx context.Context, c rest.Interface, re
 		return nil, err
 	}
 	return written, nil
-}
-
-// UpdatePodStatus updates the status of pod, as the pods client's
-// UpdateStatus does, for a writer that does not read the pod the server
-// returns: the server answers with the pod's metadata only
-// (WriteForMetadata).
-func UpdatePodStatus(ctx context.Context, client corev1client.CoreV1Interface, pod *corev1.Pod, opts metav1.UpdateOptions) error {
-	_, err := WriteForMetadata(ctx, client.RESTClient(), func(c *rest.RESTClient) *rest.Request {
-		return c.Put().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("status").
-			VersionedParams(&opts, kubescheme.ParameterCodec)
-	}, pod, func() (*corev1.Pod, error) {
-		return client.Pods(pod.Namespace).UpdateStatus(ctx, pod, opts)
-	})
-	return err
 }

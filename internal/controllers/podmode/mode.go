@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
-	"github.com/draplane/draplane/internal/codec"
 	"github.com/draplane/draplane/internal/podclaims"
 )
 
@@ -72,8 +71,7 @@ func (standalone) RecordGenerated(ctx context.Context, client kubernetes.Interfa
 	update.Status.ResourceClaimStatuses = generated
 	// A status update keeps the stored managedFields whatever it carries.
 	update.ManagedFields = nil
-	// Only the error is read: the server answers with the metadata.
-	err := codec.UpdatePodStatus(ctx, client.CoreV1(), update, metav1.UpdateOptions{FieldManager: fieldManager})
+	_, err := client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
 		return nil

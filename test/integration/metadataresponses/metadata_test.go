@@ -1,7 +1,6 @@
 // Package metadataresponses checks codec.WriteForMetadata against the real
-// server: the writes of the simulator, the driver publisher, the node
-// agent and the claim controller that keep only the written object's
-// metadata.
+// server: the writes of the simulator and the driver publisher that keep
+// only the written object's metadata.
 package metadataresponses
 
 import (
@@ -66,49 +65,6 @@ func TestWriteForMetadata(t *testing.T) {
 		// The simulator tells an existing node by the error.
 		if _, err := bodies.write(ctx, t, kube.CoreV1().RESTClient(), post, node, ""); !apierrors.IsAlreadyExists(err) {
 			t.Errorf("second create: %v, want AlreadyExists", err)
-		}
-	})
-
-	t.Run("pod status", func(t *testing.T) {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "pod-a", Namespace: metav1.NamespaceDefault},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "image-in-the-spec-only"}}},
-		}
-		created, err := kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		running := created.DeepCopy()
-		running.Status.Phase = corev1.PodRunning
-		bodies.reset()
-		if err := codec.UpdatePodStatus(ctx, kube.CoreV1(), running, metav1.UpdateOptions{FieldManager: "metadata-test"}); err != nil {
-			t.Fatalf("status update: %v", err)
-		}
-		bodies.checkMetadataOnly(t, "image-in-the-spec-only")
-		stored, err := kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if stored.Status.Phase != corev1.PodRunning {
-			t.Errorf("stored phase %q, want Running", stored.Status.Phase)
-		}
-		statusEntries := 0
-		for _, entry := range stored.ManagedFields {
-			if entry.Manager == "metadata-test" && entry.Subresource == "status" {
-				statusEntries++
-			}
-		}
-		if len(stored.ManagedFields) != 2 || statusEntries != 1 {
-			t.Errorf("stored managedFields %+v, want the create's and metadata-test's of the status", stored.ManagedFields)
-		}
-		// The node agent and the claim controller tell these apart.
-		if err := codec.UpdatePodStatus(ctx, kube.CoreV1(), running, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
-			t.Errorf("stale status update: %v, want a conflict", err)
-		}
-		gone := running.DeepCopy()
-		gone.Name, gone.ResourceVersion = "pod-none", ""
-		if err := codec.UpdatePodStatus(ctx, kube.CoreV1(), gone, metav1.UpdateOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("status update of a missing pod: %v, want NotFound", err)
 		}
 	})
 
@@ -246,7 +202,9 @@ func (r *recorder) wrap(rt http.RoundTripper) http.RoundTripper {
 // metadata only, without specContent.
 func (r *recorder) write(ctx context.Context, t *testing.T, c rest.Interface, req func(*rest.RESTClient) *rest.Request, obj runtime.Object, specContent string) (metav1.Object, error) {
 	t.Helper()
-	r.reset()
+	r.mu.Lock()
+	r.bodies = nil
+	r.mu.Unlock()
 	written, err := codec.WriteForMetadata(ctx, c, req, obj, func() (metav1.Object, error) {
 		t.Fatal("a real client wrote the whole object")
 		return nil, nil
@@ -255,13 +213,6 @@ func (r *recorder) write(ctx context.Context, t *testing.T, c rest.Interface, re
 		r.checkMetadataOnly(t, specContent)
 	}
 	return written, err
-}
-
-// reset forgets the responses received so far.
-func (r *recorder) reset() {
-	r.mu.Lock()
-	r.bodies = nil
-	r.mu.Unlock()
 }
 
 // checkMetadataOnly fails unless exactly one response came since write began,
