@@ -5,13 +5,10 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/storage"
-
-	"github.com/draplane/draplane/internal/server/gopool"
 )
 
 // GuessFunc returns what an informer of the server's own objects holds
@@ -101,18 +98,8 @@ func (s guessingStorage) GuaranteedUpdate(ctx context.Context, key string, desti
 	if cachedExistingObject == nil {
 		cachedExistingObject = s.guess(key)
 	}
-	// The update runs the field manager's walks of both objects, deep,
-	// on the stack of the goroutine the handler started for the request:
-	// on a pool's goroutine its stack is grown already (package gopool).
-	var err error
-	updaters.Call(func() {
-		err = s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, cachedExistingObject)
-	})
-	return err
+	return s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, cachedExistingObject)
 }
-
-// updaters run the updates of the stores without a watch cache.
-var updaters = gopool.New(10 * time.Second)
 
 func (s guessingStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
 	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {

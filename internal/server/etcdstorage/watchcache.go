@@ -51,7 +51,8 @@ func (o cachingRESTOptions) GetRESTOptions(resource schema.GroupResource, exampl
 // puts the watch cache in front of it exactly as k8s.io/apiserver's
 // StorageWithCacher does, except that what the cache keeps of a resource
 // with a cacheCompactor passes through it first. Without a cache, the
-// store's updates and deletes take guesses from guesses.
+// store's updates and deletes take guesses from guesses. Every store's
+// updates run on kept goroutines (pooledUpdates).
 func cachingDecorator(raw rawStorageFunc, cached bool, guesses *Guesses) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
 		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, triggers storage.IndexerFuncs, indexers *cache.Indexers,
@@ -60,6 +61,7 @@ func cachingDecorator(raw rawStorageFunc, cached bool, guesses *Guesses) generic
 		if err != nil {
 			return store, destroyRaw, err
 		}
+		store = pooledUpdates{Interface: store}
 		if !cached {
 			return newGuessingStorage(store, guesses, config.GroupResource, resourcePrefix, newFunc), destroyRaw, nil
 		}
