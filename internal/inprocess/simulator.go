@@ -13,6 +13,7 @@ import (
 
 	"github.com/draplane/draplane/generated/clientset/versioned"
 	resourcev1client "github.com/draplane/draplane/generated/clientset/versioned/typed/resource/v1"
+	"github.com/draplane/draplane/internal/auth/nodetoken"
 	"github.com/draplane/draplane/internal/auth/rbac"
 	"github.com/draplane/draplane/internal/simulator"
 )
@@ -49,11 +50,14 @@ func RunSimulator(ctx context.Context, kubeClient kubernetes.Interface, resource
 
 // NodeClients are the clients of the simulated nodes, each with its own
 // node identity, made when a node first needs them. In the process
-// nothing is dialed, so no certificate can be shown: the loopback client
-// impersonates the node (user draplane:node:<node>, groups draplane:nodes
-// and draplane:driver:<driver>), and the server authorizes and admits
-// each request as that node, which auth/node restricts to its own
-// objects. Each node gets a kubelet's client budget.
+// nothing is dialed, so no certificate can be shown: each node's client
+// sends a bearer token of its identity (user draplane:node:<node>, groups
+// draplane:nodes and draplane:driver:<driver>) minted from the loopback
+// token (auth/nodetoken), which the server authenticates as the node; a
+// loopback config without a token impersonates the node instead. The
+// server authorizes and admits each request as that node, which
+// auth/node restricts to its own objects. Each node gets a kubelet's
+// client budget.
 type NodeClients struct {
 	loopback *rest.Config
 	driver   string
@@ -86,9 +90,13 @@ func (c *NodeClients) Get(node string) (kubernetes.Interface, versioned.Interfac
 	}
 	config := InProcessConfig(c.loopback)
 	config.QPS, config.Burst = KubeletQPS, KubeletBurst
-	config.Impersonate = rest.ImpersonationConfig{
-		UserName: rbac.NodeUserPrefix + node,
-		Groups:   []string{rbac.NodesGroup, rbac.DriverGroupPrefix + c.driver},
+	if token := nodetoken.Token(c.loopback.BearerToken, node, c.driver); token != "" {
+		config.BearerToken, config.BearerTokenFile = token, ""
+	} else {
+		config.Impersonate = rest.ImpersonationConfig{
+			UserName: rbac.NodeUserPrefix + node,
+			Groups:   []string{rbac.NodesGroup, rbac.DriverGroupPrefix + c.driver},
+		}
 	}
 	httpClient, err := rest.HTTPClientFor(config)
 	if err != nil {

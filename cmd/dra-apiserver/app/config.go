@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/admission"
+	authnunion "k8s.io/apiserver/pkg/authentication/request/union"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
@@ -19,6 +20,7 @@ import (
 
 	resourceapi "github.com/draplane/draplane/apis/resource"
 	"github.com/draplane/draplane/internal/auth/node"
+	"github.com/draplane/draplane/internal/auth/nodetoken"
 	"github.com/draplane/draplane/internal/codec"
 	"github.com/draplane/draplane/internal/server/etcdstorage"
 	"github.com/draplane/draplane/internal/server/pki"
@@ -82,6 +84,12 @@ func (o *Options) config(ctx context.Context, etcd *startingEtcd) (*server.Confi
 	// each chain's check instead of repeating it on every request.
 	if generic.Authentication.RequestHeaderConfig == nil && generic.Authentication.Authenticator != nil {
 		generic.Authentication.Authenticator = pki.CacheClientCertificates(generic.Authentication.Authenticator, pki.ClientCertCacheTTL)
+	}
+	// The simulated nodes' in-process clients authenticate as their nodes
+	// with tokens minted from the loopback token (inprocess.NodeClients),
+	// instead of impersonating them.
+	if generic.Authentication.Authenticator != nil && generic.LoopbackClientConfig != nil && generic.LoopbackClientConfig.BearerToken != "" {
+		generic.Authentication.Authenticator = authnunion.New(nodetoken.NewAuthenticator(generic.LoopbackClientConfig.BearerToken), generic.Authentication.Authenticator)
 	}
 	// The node restriction: of node certificates in core-lite's chain
 	// (standalone), of drivers' service accounts in aggregated mode. The
