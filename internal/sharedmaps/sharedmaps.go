@@ -18,10 +18,8 @@
 package sharedmaps
 
 import (
-	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -45,17 +43,18 @@ type table[M any] struct {
 	maps map[string]M
 }
 
-// shared returns the map kept under key, or keeps m under it.
-func (t *table[M]) shared(key string, m M) M {
+// shared returns the map kept under key, or keeps m under it. key may be
+// a scratch buffer: it is copied when kept.
+func (t *table[M]) shared(key []byte, m M) M {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if kept, ok := t.maps[key]; ok {
+	if kept, ok := t.maps[string(key)]; ok {
 		return kept
 	}
 	if t.maps == nil || len(t.maps) >= maxShared {
 		t.maps = make(map[string]M)
 	}
-	t.maps[key] = m
+	t.maps[string(key)] = m
 	return m
 }
 
@@ -72,27 +71,57 @@ var (
 func Share(obj runtime.Object) {
 	switch slice := obj.(type) {
 	case *resourceapi.ResourceSlice:
+		if len(slice.Spec.Devices) == 0 {
+			return
+		}
+		k := keys.Get().(*keyBuffer)
+		defer keys.Put(k)
 		for i := range slice.Spec.Devices {
 			d := &slice.Spec.Devices[i]
-			d.Attributes = share(&attributes, d.Attributes, attributesKey(d.Attributes, internalAttribute))
-			d.Capacity = share(&capacities, d.Capacity, capacityKey(d.Capacity, internalCapacity))
+			d.Attributes = share(&attributes, d.Attributes, attributesKey(k, d.Attributes, internalAttribute))
+			d.Capacity = share(&capacities, d.Capacity, capacityKey(k, d.Capacity, internalCapacity))
 		}
 	case *resourcev1.ResourceSlice:
+		if len(slice.Spec.Devices) == 0 {
+			return
+		}
+		k := keys.Get().(*keyBuffer)
+		defer keys.Put(k)
 		for i := range slice.Spec.Devices {
 			d := &slice.Spec.Devices[i]
-			d.Attributes = share(&attributesV1, d.Attributes, attributesKey(d.Attributes, v1Attribute))
-			d.Capacity = share(&capacitiesV1, d.Capacity, capacityKey(d.Capacity, v1Capacity))
+			d.Attributes = share(&attributesV1, d.Attributes, attributesKey(k, d.Attributes, v1Attribute))
+			d.Capacity = share(&capacitiesV1, d.Capacity, capacityKey(k, d.Capacity, v1Capacity))
 		}
 	}
 }
 
+// keyBuffer is where a map's key is written, and its names sorted: one
+// per Share call, from keys, so that a key costs no allocation unless
+// its map is kept.
+type keyBuffer struct {
+	key   []byte
+	names []string
+}
+
+var keys = sync.Pool{New: func() any { return &keyBuffer{key: make([]byte, 0, 256), names: make([]string, 0, 16)} }}
+
 // share returns the shared map for m's content, or m itself when its key
-// is empty (nothing to share, or content that is not shared).
-func share[M ~map[K]V, K comparable, V any](t *table[M], m M, key string) M {
-	if key == "" {
+// is nil (nothing to share, or content that is not shared).
+func share[M ~map[K]V, K comparable, V any](t *table[M], m M, key []byte) M {
+	if key == nil {
 		return m
 	}
 	return t.shared(key, m)
+}
+
+// sortedNames puts the names of m in order into b.names.
+func sortedNames[K ~string, V any](b *keyBuffer, m map[K]V) []string {
+	b.names = b.names[:0]
+	for name := range m {
+		b.names = append(b.names, string(name))
+	}
+	slices.Sort(b.names)
+	return b.names
 }
 
 // attribute is one attribute's value: exactly one of the pointers is set
@@ -135,62 +164,65 @@ func v1Capacity(c resourcev1.DeviceCapacity) (resource.Quantity, bool) {
 	return c.Value, c.RequestPolicy == nil
 }
 
-// attributesKey encodes the attributes, names in order, each value with
-// its type and length, so that two maps have the same key exactly when
-// they serialize the same. It is empty for an empty map and for maps
-// with a value that is not shared (lists, or not exactly one value).
-func attributesKey[K ~string, A any](m map[K]A, value func(A) attribute) string {
+// attributesKey encodes the attributes into b, names in order, each value
+// with its type and length, so that two maps have the same key exactly
+// when they serialize the same. It is nil for an empty map and for maps
+// with a value that is not shared (lists, or not exactly one value). The
+// key is b's until the next call.
+func attributesKey[K ~string, A any](b *keyBuffer, m map[K]A, value func(A) attribute) []byte {
 	if len(m) == 0 {
-		return ""
+		return nil
 	}
-	var b strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		a := value(m[name])
+	key := b.key[:0]
+	for _, name := range sortedNames(b, m) {
+		a := value(m[K(name)])
 		if !a.single() {
-			return ""
+			return nil
 		}
-		writeString(&b, string(name))
+		key = appendString(key, name)
 		switch {
 		case a.i != nil:
-			b.WriteByte('i')
-			writeString(&b, strconv.FormatInt(*a.i, 10))
+			key = append(key, 'i')
+			key = appendString(key, strconv.FormatInt(*a.i, 10))
 		case a.b != nil:
-			b.WriteByte('b')
-			writeString(&b, strconv.FormatBool(*a.b))
+			key = append(key, 'b')
+			key = appendString(key, strconv.FormatBool(*a.b))
 		case a.s != nil:
-			b.WriteByte('s')
-			writeString(&b, *a.s)
+			key = append(key, 's')
+			key = appendString(key, *a.s)
 		default:
-			b.WriteByte('v')
-			writeString(&b, *a.v)
+			key = append(key, 'v')
+			key = appendString(key, *a.v)
 		}
 	}
-	return b.String()
+	b.key = key
+	return key
 }
 
-// capacityKey encodes the capacities, names in order, each with its
-// quantity as it serializes. It is empty for an empty map and for maps
-// with a request policy.
-func capacityKey[K ~string, C any](m map[K]C, value func(C) (resource.Quantity, bool)) string {
+// capacityKey encodes the capacities into b, names in order, each with
+// its quantity as it serializes. It is nil for an empty map and for maps
+// with a request policy. The key is b's until the next call.
+func capacityKey[K ~string, C any](b *keyBuffer, m map[K]C, value func(C) (resource.Quantity, bool)) []byte {
 	if len(m) == 0 {
-		return ""
+		return nil
 	}
-	var b strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		q, ok := value(m[name])
+	key := b.key[:0]
+	for _, name := range sortedNames(b, m) {
+		q, ok := value(m[K(name)])
 		if !ok {
-			return ""
+			return nil
 		}
-		writeString(&b, string(name))
-		writeString(&b, q.String())
+		key = appendString(key, name)
+		key = appendString(key, q.String())
 	}
-	return b.String()
+	b.key = key
+	return key
 }
 
-// writeString writes s with its length in front, so that no two
+// appendString appends s with its length in front, so that no two
 // sequences of strings encode the same.
-func writeString(b *strings.Builder, s string) {
-	b.WriteString(strconv.Itoa(len(s)))
-	b.WriteByte(':')
-	b.WriteString(s)
+func appendString(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
 }
