@@ -167,6 +167,13 @@ type Publisher struct {
 	// synced is closed after the first pass that succeeded.
 	synced     chan struct{}
 	syncedOnce sync.Once
+	// requests counts the passes asked for (request); served is what
+	// requests was when the last pass that succeeded started, passed
+	// whether one did. Run skips a queued pass that one already served,
+	// such as the pass Update asks for when the caller then made it with
+	// Sync.
+	requests, served uint64
+	passed           bool
 }
 
 // Counts say how many writes one pass made.
@@ -223,7 +230,23 @@ func (p *Publisher) Update(pools ...Pool) {
 		p.pools[pool.Name] = pool
 	}
 	p.mu.Unlock()
+	p.request()
+}
+
+// request asks Run for a pass.
+func (p *Publisher) request() {
+	p.mu.Lock()
+	p.requests++
+	p.mu.Unlock()
 	p.queue.Add(syncKey)
+}
+
+// servedAll says whether a pass that succeeded started after every
+// request so far: all passes asked for are made.
+func (p *Publisher) servedAll() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.passed && p.served >= p.requests
 }
 
 // Synced is closed once a pass succeeded after Run started.
@@ -254,7 +277,11 @@ func (p *Publisher) Run(ctx context.Context) {
 	if p.opts.ResyncPeriod > 0 {
 		go p.resync(ctx)
 	}
-	p.queue.Add(syncKey)
+	// A first pass, unless one made with Sync already served every
+	// request (the echoes of its writes are checked as usual).
+	if !p.servedAll() {
+		p.request()
+	}
 	for {
 		key, shutdown := p.queue.Get()
 		if shutdown {
@@ -264,10 +291,20 @@ func (p *Publisher) Run(ctx context.Context) {
 			p.queue.Done(key)
 			continue
 		}
+		if key == syncKey && p.servedAll() {
+			p.queue.Forget(key)
+			p.syncedOnce.Do(func() { close(p.synced) })
+			p.queue.Done(key)
+			continue
+		}
 		counts, err := p.Sync(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			p.report(ctx, err)
+			// Not served: the retry makes a pass.
+			p.mu.Lock()
+			p.requests++
+			p.mu.Unlock()
 			p.queue.AddRateLimited(syncKey)
 		case err == nil:
 			p.queue.Forget(syncKey)
@@ -302,6 +339,7 @@ func (p *Publisher) Sync(ctx context.Context) (Counts, error) {
 	for name, pool := range p.pools {
 		pools[name] = pool
 	}
+	requests := p.requests
 	p.mu.Unlock()
 
 	selector := fields.Set{resourceapi.ResourceSliceSelectorDriver: p.opts.DriverName}
@@ -347,7 +385,13 @@ func (p *Publisher) Sync(ctx context.Context) (Counts, error) {
 	for _, c := range counts {
 		total.Created, total.Updated, total.Deleted = total.Created+c.Created, total.Updated+c.Updated, total.Deleted+c.Deleted
 	}
-	return total, errors.Join(errs...)
+	err = errors.Join(errs...)
+	if err == nil {
+		p.mu.Lock()
+		p.served, p.passed = max(p.served, requests), true
+		p.mu.Unlock()
+	}
+	return total, err
 }
 
 // syncPoolByName writes one pool of a pass: the desired pool's slices, or

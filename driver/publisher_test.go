@@ -698,3 +698,102 @@ func repaired(slices []resourcev1.ResourceSlice, pool Pool, generation int64, ne
 	}
 	return devices == len(pool.Devices)
 }
+
+// TestPublisherRunSkipsServedPass: Run does not make a pass again that a
+// Sync already made for the same pools (the simulator publishes with
+// Sync, then runs the publisher), and still makes every pass asked for
+// later. Passes are counted by their lists of slices (the informer's
+// list asks for resourceVersion 0).
+func TestPublisherRunSkipsServedPass(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// before is what the caller does before Run.
+		before     func(ctx context.Context, t *testing.T, p *Publisher)
+		wantPasses int
+	}{
+		{
+			name: "Update, then Sync: Run's first pass is the next Update's",
+			before: func(ctx context.Context, t *testing.T, p *Publisher) {
+				p.Update(nodePool(3, "a"))
+				if _, err := p.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantPasses: 2,
+		},
+		{
+			name: "Sync, then Update: the Update is not served yet",
+			before: func(ctx context.Context, t *testing.T, p *Publisher) {
+				if _, err := p.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+				p.Update(nodePool(3, "a"))
+			},
+			wantPasses: 3,
+		},
+		{
+			name:       "no Sync: Run makes the first pass",
+			before:     func(ctx context.Context, t *testing.T, p *Publisher) { p.Update(nodePool(3, "a")) },
+			wantPasses: 2,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			client := newCountingClient()
+			var mu sync.Mutex
+			passes := 0
+			client.PrependReactor("list", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				if list, ok := action.(k8stesting.ListActionImpl); ok && list.ListOptions.ResourceVersion == "" {
+					mu.Lock()
+					passes++
+					mu.Unlock()
+				}
+				return false, nil, nil
+			})
+			p, err := NewPublisher(client, Options{DriverName: testDriver, NodeName: "node-a", RepairDelay: 10 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.before(ctx, t, p)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				p.Run(ctx)
+			}()
+			defer func() {
+				cancel()
+				<-done
+			}()
+			select {
+			case <-p.Synced():
+			case <-time.After(time.Minute):
+				t.Fatal("Run never synced")
+			}
+			// Passes are made one at a time, so a pass Run made for the
+			// earlier requests ended before Synced: the one for this
+			// Update is the last.
+			p.Update(nodePool(3, "b"))
+			name := SliceNamePrefix(testDriver, "node-a") + "0"
+			for {
+				// From the tracker: a list through the client would
+				// count as a pass.
+				obj, err := client.Tracker().Get(slicesResource, "", name)
+				if slice, ok := obj.(*resourcev1.ResourceSlice); err == nil && ok && *slice.Spec.Devices[0].Attributes["model"].StringValue == "b" {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if got := passes; got != tc.wantPasses {
+				t.Errorf("%d passes, want %d", got, tc.wantPasses)
+			}
+		})
+	}
+}

@@ -182,7 +182,7 @@ func (p *Publisher) resync(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			p.queue.Add(syncKey)
+			p.request()
 		}
 	}
 }
