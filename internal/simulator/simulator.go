@@ -346,7 +346,17 @@ func (s *Simulator) Run(ctx context.Context, workers int) {
 		return
 	}
 	go s.publisher.Run(ctx)
-	go wait.UntilWithContext(ctx, s.heartbeat, s.opts.HeartbeatInterval)
+	// Seeding has just reported every node: the first check is due one
+	// interval from now. With thousands of nodes a check right away was
+	// a read of each, all finding nothing to write.
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.opts.HeartbeatInterval):
+		}
+		wait.UntilWithContext(ctx, s.heartbeat, s.opts.HeartbeatInterval)
+	}()
 	if s.bindingEnabled() {
 		go worker.Run(ctx, s.bindingQueue, 1, func(ctx context.Context, key string) {
 			requeueAfter, err := s.syncBinding(ctx, key)

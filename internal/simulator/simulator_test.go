@@ -41,6 +41,8 @@ type harness struct {
 	pods     cache.Indexer
 	claims   claimStore
 	ctx      context.Context
+	// start starts the informers.
+	start func(ctx context.Context)
 }
 
 // claimStore holds a test's claims where the simulator reads them: its
@@ -76,7 +78,8 @@ func newSimulator(t *testing.T, opts Options, kubeObjects []runtime.Object, reso
 		t.Fatal(err)
 	}
 	return &harness{sim: s, kube: kube, resource: resource, ctx: ctx,
-		pods: factory.Core().V1().Pods().Informer().GetIndexer(), claims: claimStore{claimInformer.Informer().GetIndexer(), resource}}
+		pods: factory.Core().V1().Pods().Informer().GetIndexer(), claims: claimStore{claimInformer.Informer().GetIndexer(), resource},
+		start: func(ctx context.Context) { factory.Start(ctx.Done()); resourceFactory.Start(ctx.Done()) }}
 }
 
 func slice(name, sliceDriver, node string, generation int64, owned bool) *resourcev1.ResourceSlice {
@@ -602,6 +605,52 @@ func TestSeedNodeRequests(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRunFirstHeartbeat: Run checks the nodes one heartbeat interval
+// after seeding, which has just reported each of them, not at once.
+func TestRunFirstHeartbeat(t *testing.T) {
+	const interval = 300 * time.Millisecond
+	seeded := make(chan time.Time, 1)
+	h := newSimulator(t, Options{Nodes: 3, DevicesPerNode: 1, Driver: driver, HeartbeatInterval: interval,
+		OnSeeded: func() { seeded <- time.Now() }}, nil, nil)
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	h.start(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.sim.Run(ctx, 1)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var at time.Time
+	select {
+	case at = <-seeded:
+	case <-time.After(time.Minute):
+		t.Fatal("not seeded")
+	}
+	// Seeding's own reads are done: a get of a node now is a check.
+	for {
+		checked := false
+		for _, action := range h.kube.Actions() {
+			if action.GetResource().Resource == "nodes" && action.GetVerb() == "get" {
+				checked = true
+			}
+		}
+		if checked {
+			break
+		}
+		if time.Since(at) > time.Minute {
+			t.Fatal("no heartbeat a minute after seeding")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if since := time.Since(at); since < interval-50*time.Millisecond {
+		t.Errorf("first heartbeat %v after seeding, want one interval (%v)", since, interval)
 	}
 }
 
