@@ -628,15 +628,7 @@ func TestPublisherRunRepairs(t *testing.T) {
 			}
 			pool := nodePool(300, "a")
 			p.Update(pool)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				p.Run(ctx)
-			}()
-			defer func() {
-				cancel()
-				<-done
-			}()
+			defer startRun(ctx, cancel, p)()
 			<-p.Synced()
 			// The echoes of the first pass's creates: no pass.
 			time.Sleep(200 * time.Millisecond)
@@ -757,15 +749,7 @@ func TestPublisherRunSkipsServedPass(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.before(ctx, t, p)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				p.Run(ctx)
-			}()
-			defer func() {
-				cancel()
-				<-done
-			}()
+			defer startRun(ctx, cancel, p)()
 			select {
 			case <-p.Synced():
 			case <-time.After(time.Minute):
@@ -795,5 +779,19 @@ func TestPublisherRunSkipsServedPass(t *testing.T) {
 				t.Errorf("%d passes, want %d", got, tc.wantPasses)
 			}
 		})
+	}
+}
+
+// startRun runs p until the returned function is called, which ends ctx
+// with cancel and waits for Run to return.
+func startRun(ctx context.Context, cancel context.CancelFunc, p *Publisher) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
