@@ -164,7 +164,7 @@ type Publisher struct {
 	// when the last one did: the next repair waits longer.
 	repairs    int
 	lastRepair time.Time
-	// synced is closed after the first pass that succeeded.
+	// synced is closed once Run has a pass that succeeded (Synced).
 	synced     chan struct{}
 	syncedOnce sync.Once
 	// requests counts the passes asked for (request); served is what
@@ -249,7 +249,8 @@ func (p *Publisher) servedAll() bool {
 	return p.passed && p.served >= p.requests
 }
 
-// Synced is closed once a pass succeeded after Run started.
+// Synced is closed once Run made a pass that succeeded, or found that one
+// made with Sync served every request so far.
 func (p *Publisher) Synced() <-chan struct{} { return p.synced }
 
 const (
