@@ -75,7 +75,7 @@ func Share(obj runtime.Object) {
 			return
 		}
 		k := keys.Get().(*keyBuffer)
-		defer keys.Put(k)
+		defer k.release()
 		for i := range slice.Spec.Devices {
 			d := &slice.Spec.Devices[i]
 			d.Attributes = share(&attributes, d.Attributes, attributesKey(k, d.Attributes, internalAttribute))
@@ -86,7 +86,7 @@ func Share(obj runtime.Object) {
 			return
 		}
 		k := keys.Get().(*keyBuffer)
-		defer keys.Put(k)
+		defer k.release()
 		for i := range slice.Spec.Devices {
 			d := &slice.Spec.Devices[i]
 			d.Attributes = share(&attributesV1, d.Attributes, attributesKey(k, d.Attributes, v1Attribute))
@@ -104,6 +104,14 @@ type keyBuffer struct {
 }
 
 var keys = sync.Pool{New: func() any { return &keyBuffer{key: make([]byte, 0, 256), names: make([]string, 0, 16)} }}
+
+// release puts b back into keys, holding no names: they point into a
+// slice that may be gone by the time b is used again.
+func (b *keyBuffer) release() {
+	clear(b.names[:cap(b.names)])
+	b.names = b.names[:0]
+	keys.Put(b)
+}
 
 // share returns the shared map for m's content, or m itself when its key
 // is nil (nothing to share, or content that is not shared).
