@@ -760,6 +760,7 @@ func TestPublisherRunSkipsServedPass(t *testing.T) {
 			// Update is the last.
 			p.Update(nodePool(3, "b"))
 			name := SliceNamePrefix(testDriver, "node-a") + "0"
+			deadline := time.Now().Add(time.Minute)
 			for {
 				// From the tracker: a list through the client would
 				// count as a pass.
@@ -767,11 +768,10 @@ func TestPublisherRunSkipsServedPass(t *testing.T) {
 				if slice, ok := obj.(*resourcev1.ResourceSlice); err == nil && ok && *slice.Spec.Devices[0].Attributes["model"].StringValue == "b" {
 					break
 				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(10 * time.Millisecond):
+				if time.Now().After(deadline) {
+					t.Fatal("the last Update was not published within a minute")
 				}
+				time.Sleep(10 * time.Millisecond)
 			}
 			mu.Lock()
 			defer mu.Unlock()
