@@ -167,13 +167,12 @@ type Publisher struct {
 	// synced is closed once Run has a pass that succeeded (Synced).
 	synced     chan struct{}
 	syncedOnce sync.Once
-	// requests counts the passes asked for (request); served is what
-	// requests was when the last pass that succeeded started, passed
-	// whether one did. Run skips a queued pass that one already served,
-	// such as the pass Update asks for when the caller then made it with
-	// Sync.
+	// requests counts the passes asked for, the first one (a new
+	// publisher's) included; served is what requests was when the last
+	// pass that succeeded started. Run skips a queued pass that one
+	// already served, such as the pass Update asks for when the caller
+	// then made it with Sync.
 	requests, served uint64
-	passed           bool
 }
 
 // Counts say how many writes one pass made.
@@ -213,6 +212,7 @@ func NewPublisher(client versioned.Interface, opts Options) (*Publisher, error) 
 		changed:     map[string]bool{},
 		generations: map[string]int64{},
 		synced:      make(chan struct{}),
+		requests:    1,
 	}
 	if err := p.watch(); err != nil {
 		return nil, err
@@ -235,10 +235,16 @@ func (p *Publisher) Update(pools ...Pool) {
 
 // request asks Run for a pass.
 func (p *Publisher) request() {
+	p.countRequest()
+	p.queue.Add(syncKey)
+}
+
+// countRequest counts a pass asked for: the next one that succeeds
+// serves it.
+func (p *Publisher) countRequest() {
 	p.mu.Lock()
 	p.requests++
 	p.mu.Unlock()
-	p.queue.Add(syncKey)
 }
 
 // servedAll says whether a pass that succeeded started after every
@@ -246,7 +252,7 @@ func (p *Publisher) request() {
 func (p *Publisher) servedAll() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.passed && p.served >= p.requests
+	return p.served >= p.requests
 }
 
 // Synced is closed once Run made a pass that succeeded, or found that one
@@ -303,9 +309,7 @@ func (p *Publisher) Run(ctx context.Context) {
 		case err != nil && ctx.Err() == nil:
 			p.report(ctx, err)
 			// Not served: the retry makes a pass.
-			p.mu.Lock()
-			p.requests++
-			p.mu.Unlock()
+			p.countRequest()
 			p.queue.AddRateLimited(syncKey)
 		case err == nil:
 			p.queue.Forget(syncKey)
@@ -389,7 +393,7 @@ func (p *Publisher) Sync(ctx context.Context) (Counts, error) {
 	err = errors.Join(errs...)
 	if err == nil {
 		p.mu.Lock()
-		p.served, p.passed = max(p.served, requests), true
+		p.served = max(p.served, requests)
 		p.mu.Unlock()
 	}
 	return total, err
