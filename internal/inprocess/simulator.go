@@ -95,7 +95,7 @@ func (c *NodeClients) Get(node string) (kubernetes.Interface, versioned.Interfac
 	} else {
 		config.Impersonate = rest.ImpersonationConfig{
 			UserName: rbac.NodeUserPrefix + node,
-			Groups:   []string{rbac.NodesGroup, rbac.DriverGroupPrefix + c.driver},
+			Groups:   rbac.NodeGroups(c.driver),
 		}
 	}
 	httpClient, err := rest.HTTPClientFor(config)

@@ -79,7 +79,7 @@ func NewAuthenticator(key string) authenticator.Request {
 		}
 		u := &user.DefaultInfo{
 			Name:   rbac.NodeUserPrefix + node,
-			Groups: []string{rbac.NodesGroup, rbac.DriverGroupPrefix + driver, user.AllAuthenticated},
+			Groups: append(rbac.NodeGroups(driver), user.AllAuthenticated),
 		}
 		accepted.Store(token, u)
 		return &authenticator.Response{User: u}, true, nil

@@ -26,6 +26,17 @@ const (
 	DriverRole = "draplane:driver"
 )
 
+// NodeGroups are the groups of a node-bound identity that publishes for
+// drivers: NodesGroup and a driver group for each.
+func NodeGroups(drivers ...string) []string {
+	groups := make([]string, 0, 1+len(drivers))
+	groups = append(groups, NodesGroup)
+	for _, d := range drivers {
+		groups = append(groups, DriverGroupPrefix+d)
+	}
+	return groups
+}
+
 // Labels that aggregate a ClusterRole into admin, edit and view.
 const (
 	AggregateToAdmin = "rbac.authorization.k8s.io/aggregate-to-admin"

@@ -28,11 +28,7 @@ type ClientKubeconfig struct {
 // draplane:node:<node> in group draplane:nodes and draplane:driver:<driver>
 // for each driver, which auth/node restricts to the node's objects.
 func NodeKubeconfig(dataDir, nodeName string, drivers []string, path string) ClientKubeconfig {
-	groups := []string{rbac.NodesGroup}
-	for _, d := range drivers {
-		groups = append(groups, rbac.DriverGroupPrefix+d)
-	}
-	return ClientKubeconfig{DataDir: dataDir, User: rbac.NodeUserPrefix + nodeName, Groups: groups, Path: path}
+	return ClientKubeconfig{DataDir: dataDir, User: rbac.NodeUserPrefix + nodeName, Groups: rbac.NodeGroups(drivers...), Path: path}
 }
 
 // MintClientKubeconfig signs a client certificate for a user and its
