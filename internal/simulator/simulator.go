@@ -6,7 +6,8 @@
 // plays kubelet for the pods bound to its nodes: it prepares their claims
 // through a driver.Preparer before marking them Running (started, ready
 // containers), optionally Succeeded after a while, so claims get released
-// and deleted, and unprepares them when the pods are done. With a binding
+// and deleted, and unprepares them when the pods are done (unless
+// Options.NoPods: nodes without a kubelet). With a binding
 // condition (Options.BindingCondition) its devices list it, and its driver
 // reports it, or the failure condition on failing nodes, in the claims'
 // device status a while after the allocation (binding.go).
@@ -110,6 +111,13 @@ type Options struct {
 	PodDuration time.Duration
 	// HeartbeatInterval is how often the nodes' Ready condition is renewed.
 	HeartbeatInterval time.Duration
+	// NoPods leaves the pods bound to the simulated nodes alone, as nodes
+	// without a kubelet would (upstream's scheduler_perf runs its fake
+	// nodes so): their claims are not prepared and they stay Pending.
+	// The nodes still register, report Ready and publish their slices,
+	// and the driver still reports binding conditions. For measuring
+	// placement alone.
+	NoPods bool
 	// SeedWorkers bound the concurrent writes while seeding nodes and slices.
 	SeedWorkers int
 	// OnSeeded, if set, is called once every node is Ready with its slice.
@@ -164,7 +172,8 @@ type Simulator struct {
 	claimSynced    cache.InformerSynced
 	// agent is the node loop (driver/nodeagent) for the simulated nodes:
 	// it prepares the claims of their pods through the fake driver, marks
-	// the pods Running (Succeeded after PodDuration) and unprepares.
+	// the pods Running (Succeeded after PodDuration) and unprepares. Nil
+	// with Options.NoPods.
 	agent *nodeagent.Agent
 	// bindingQueue holds the claims whose binding conditions the driver
 	// is to report (binding.go).
@@ -258,21 +267,23 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 		names[i] = NodeName(i)
 		s.nodes[names[i]] = true
 	}
-	s.agent, err = nodeagent.New(logger, kubeClient, podInformer, nodeagent.ClaimsFromClient(s.nodeResourceClient), nodeagent.Options{
-		NodeClient: s.nodeKubeClient,
-		Name:       ControllerName,
-		Nodes:      names,
-		NodeLabels: s.nodeLabels,
-		Drivers:    nodeagent.DriverMap{opts.Driver: preparer},
-		// Tests publish devices of drivers the simulator does not run
-		// on simulated nodes; their pods start as if those were
-		// prepared elsewhere.
-		OnlyKnownDrivers: true,
-		PodDuration:      opts.PodDuration,
-		Clock:            simulatorClock{s},
-	})
-	if err != nil {
-		return nil, err
+	if !opts.NoPods {
+		s.agent, err = nodeagent.New(logger, kubeClient, podInformer, nodeagent.ClaimsFromClient(s.nodeResourceClient), nodeagent.Options{
+			NodeClient: s.nodeKubeClient,
+			Name:       ControllerName,
+			Nodes:      names,
+			NodeLabels: s.nodeLabels,
+			Drivers:    nodeagent.DriverMap{opts.Driver: preparer},
+			// Tests publish devices of drivers the simulator does not run
+			// on simulated nodes; their pods start as if those were
+			// prepared elsewhere.
+			OnlyKnownDrivers: true,
+			PodDuration:      opts.PodDuration,
+			Clock:            simulatorClock{s},
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	// The simulator's own watch of the claims (for the binding
 	// conditions) tells the node loop when a pod's claims are ready; the
@@ -280,17 +291,25 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 	_, err = claimInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			s.enqueueBinding(obj)
-			s.agent.EnqueueConsumers(obj)
+			s.enqueueConsumers(obj)
 		},
 		UpdateFunc: func(_, obj any) {
 			s.enqueueBinding(obj)
-			s.agent.EnqueueConsumers(obj)
+			s.enqueueConsumers(obj)
 		},
 	}, cache.HandlerOptions{Logger: &logger})
 	if err != nil {
 		return nil, fmt.Errorf("add claim event handler: %w", err)
 	}
 	return s, nil
+}
+
+// enqueueConsumers has the node loop look at the pods that use the claim
+// (obj), if the nodes run pods.
+func (s *Simulator) enqueueConsumers(obj any) {
+	if s.agent != nil {
+		s.agent.EnqueueConsumers(obj)
+	}
 }
 
 // nodeKubeClient is the core client of a node's identity.
@@ -312,7 +331,8 @@ func (s *Simulator) nodeResourceClient(nodeName string) versioned.Interface {
 }
 
 // Run seeds nodes and slices, then plays kubelet for the pods on its nodes
-// and renews the nodes' heartbeat until ctx is done.
+// (unless Options.NoPods) and renews the nodes' heartbeat until ctx is
+// done.
 func (s *Simulator) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer s.bindingQueue.ShutDown()
@@ -362,6 +382,10 @@ func (s *Simulator) Run(ctx context.Context, workers int) {
 			requeueAfter, err := s.syncBinding(ctx, key)
 			worker.Requeue(ctx, s.bindingQueue, key, requeueAfter, err, "Reporting binding conditions failed", "claim")
 		}, s.claimSynced)
+	}
+	if s.agent == nil {
+		<-ctx.Done()
+		return
 	}
 	s.agent.Run(ctx, workers)
 }

@@ -661,3 +661,68 @@ func labelled(node *corev1.Node) *corev1.Node {
 	}
 	return node
 }
+
+// TestRunNoPods: with NoPods the simulated nodes leave a pod bound to
+// them Pending, as nodes without a kubelet; by default they mark it
+// Running (the control).
+func TestRunNoPods(t *testing.T) {
+	tests := []struct {
+		name        string
+		noPods      bool
+		wantRunning bool
+	}{
+		{name: "default: the pod runs", wantRunning: true},
+		{name: "no pods: the pod stays Pending", noPods: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			seeded := make(chan struct{})
+			h := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver, NoPods: tc.noPods,
+				OnSeeded: func() { close(seeded) }}, nil, nil)
+			ctx, cancel := context.WithCancel(h.ctx)
+			defer cancel()
+			h.start(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				h.sim.Run(ctx, 1)
+			}()
+			defer func() {
+				cancel()
+				<-done
+			}()
+			select {
+			case <-seeded:
+			case <-time.After(time.Minute):
+				t.Fatal("not seeded")
+			}
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
+				Spec:       corev1.PodSpec{NodeName: "sim-node-0", Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+				Status:     corev1.PodStatus{Phase: corev1.PodPending},
+			}
+			if _, err := h.kube.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			// The pod reaches the informer's cache before any node loop
+			// could look at it; a running loop marks it within moments.
+			wait := time.Minute
+			if !tc.wantRunning {
+				wait = time.Second
+			}
+			var phase corev1.PodPhase
+			for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				got, err := h.kube.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if phase = got.Status.Phase; phase == corev1.PodRunning {
+					break
+				}
+			}
+			if running := phase == corev1.PodRunning; running != tc.wantRunning {
+				t.Errorf("pod phase %s, want Running: %v", phase, tc.wantRunning)
+			}
+		})
+	}
+}

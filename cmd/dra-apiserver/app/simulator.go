@@ -34,6 +34,9 @@ type SimulatorOptions struct {
 	PodDuration       time.Duration
 	HeartbeatInterval time.Duration
 	LeaseName         string
+	// Pods: the simulated nodes play kubelet for the pods bound to them
+	// (simulator.Options.NoPods when false).
+	Pods bool
 	// Binding conditions of the simulated devices (KEP-5007).
 	BindingCondition        string
 	BindingFailureCondition string
@@ -50,6 +53,7 @@ func NewSimulatorOptions() *SimulatorOptions {
 		Driver:            simulator.DefaultDriver,
 		HeartbeatInterval: simulator.DefaultHeartbeatInterval,
 		LeaseName:         "draplane-simulator",
+		Pods:              true,
 
 		BindingFailureCondition: simulator.DefaultBindingFailureCondition,
 		BindingDelay:            time.Second,
@@ -66,6 +70,8 @@ func (o *SimulatorOptions) AddFlags(fs *pflag.FlagSet) {
 		"Name of the simulated DRA driver; its slices and nodes of an earlier run are replaced at start.")
 	fs.DurationVar(&o.PodDuration, "simulate-pod-duration", o.PodDuration,
 		"When positive, pods on simulated nodes with restartPolicy Never or OnFailure Succeed this long after they started (their claims are then released). 0 keeps pods Running.")
+	fs.BoolVar(&o.Pods, "simulate-pods", o.Pods,
+		"Play kubelet for the pods bound to simulated nodes: prepare their claims and mark them Running. false leaves them Pending with unprepared claims, as nodes without a kubelet do (upstream's scheduler_perf runs its nodes so): for measuring placement alone. The nodes still report Ready and publish their slices.")
 	fs.DurationVar(&o.HeartbeatInterval, "simulate-heartbeat-interval", o.HeartbeatInterval,
 		"How often the simulated nodes are checked: a deleted one is registered again, a status that differs from the simulated one is reported again at once, an unchanged one every 5m (as a kubelet does).")
 	fs.StringVar(&o.BindingCondition, "simulate-binding-condition", o.BindingCondition,
@@ -95,6 +101,9 @@ func (o *SimulatorOptions) Validate() []error {
 	}
 	if o.PodDuration < 0 {
 		errs = append(errs, fmt.Errorf("--simulate-pod-duration must not be negative, got %v", o.PodDuration))
+	}
+	if o.PodDuration > 0 && !o.Pods {
+		errs = append(errs, errors.New("--simulate-pod-duration needs --simulate-pods: pods that never start cannot finish"))
 	}
 	if o.HeartbeatInterval <= 0 {
 		errs = append(errs, errors.New("--simulate-heartbeat-interval must be positive"))
@@ -180,6 +189,7 @@ func (o *SimulatorOptions) config() *controllermanager.SimulatorConfig {
 			Driver:            o.Driver,
 			PodDuration:       o.PodDuration,
 			HeartbeatInterval: o.HeartbeatInterval,
+			NoPods:            !o.Pods,
 
 			BindingCondition:        o.BindingCondition,
 			BindingFailureCondition: o.BindingFailureCondition,

@@ -26,6 +26,8 @@ func TestSimulatorOptionsValidate(t *testing.T) {
 		{name: "driver not a DNS subdomain", modify: func(o *SimulatorOptions) { o.Driver = "GPU_driver" }, wantErr: "--simulate-driver"},
 		{name: "driver too long for a label value", modify: func(o *SimulatorOptions) { o.Driver = strings.Repeat("a", 60) + ".example.com" }, wantErr: "--simulate-driver"},
 		{name: "negative pod duration", modify: func(o *SimulatorOptions) { o.PodDuration = -time.Second }, wantErr: "--simulate-pod-duration"},
+		{name: "no pods", modify: func(o *SimulatorOptions) { o.Nodes, o.Pods = 2, false }},
+		{name: "pod duration without pods", modify: func(o *SimulatorOptions) { o.Nodes, o.Pods, o.PodDuration = 2, false, time.Minute }, wantErr: "--simulate-pods"},
 		{name: "no heartbeat", modify: func(o *SimulatorOptions) { o.HeartbeatInterval = 0 }, wantErr: "--simulate-heartbeat-interval"},
 		{name: "binding conditions", modify: func(o *SimulatorOptions) {
 			o.Nodes, o.BindingCondition, o.BindingFailureNodes = 2, "example.com/Attached", []string{"sim-node-1"}
