@@ -53,6 +53,7 @@ import (
 
 	resourcev1 "github.com/draplane/draplane/apis/resource/v1"
 	"github.com/draplane/draplane/generated/clientset/versioned"
+	resourceinformers "github.com/draplane/draplane/generated/informers/externalversions"
 	"github.com/draplane/draplane/test/launcher"
 )
 
@@ -74,6 +75,11 @@ type config struct {
 	only           string
 	startups       int
 	profile        profiler
+	// protobuf, watchClaims and simulatePods shape the pods phase (see
+	// README.md, "Side by side with the upstream stack").
+	protobuf     bool
+	watchClaims  bool
+	simulatePods bool
 }
 
 func main() {
@@ -94,6 +100,9 @@ func main() {
 	flag.IntVar(&c.poolEvents, "pool-events", 500, "Claims allocated and released per round of the resourcepools benchmark")
 	flag.StringVar(&c.only, "only", "", "Run only this part: startups, claims, pods, gangs, resourcepools")
 	flag.IntVar(&c.startups, "startups", 5, "Fresh starts and restarts whose median time to /readyz is reported")
+	flag.BoolVar(&c.protobuf, "protobuf", false, "Pods phase: the clients send and accept protobuf instead of JSON (as ../shared/peer's drabench does by default)")
+	flag.BoolVar(&c.watchClaims, "watch-claims", false, "Pods phase: an informer of the pods' claims runs beside the pods' (as drabench's does)")
+	flag.BoolVar(&c.simulatePods, "simulate-pods", true, "Pods phase: the simulated nodes mark the pods Running; false starts the server with --simulate-pods=false, nodes without a kubelet like the upstream stack's in ../shared/peer")
 	flag.StringVar(&c.profile.dir, "profile-dir", "", "Save the server's CPU profiles of the concurrent claim creates and of the pods phase, and heap profiles after the pods phase, into this directory")
 	flag.IntVar(&c.profile.seconds, "profile-seconds", 10, "Length of the CPU profiles, taken from the first concurrent claim create and from the first pod create (-profile-dir)")
 	flag.Parse()
@@ -277,11 +286,21 @@ func benchClaims(c config, s *server) error {
 func benchPods(c config) error {
 	ctx := context.Background()
 	s, err := startServer(c.binary, filepath.Join(c.workDir, "simulated"), "-v=1",
-		fmt.Sprintf("--simulate-nodes=%d", c.nodes), fmt.Sprintf("--simulate-devices-per-node=%d", c.devices))
+		fmt.Sprintf("--simulate-nodes=%d", c.nodes), fmt.Sprintf("--simulate-devices-per-node=%d", c.devices),
+		fmt.Sprintf("--simulate-pods=%t", c.simulatePods))
 	if err != nil {
 		return err
 	}
 	defer s.stop()
+	if c.protobuf {
+		s.useProtobuf()
+	}
+	encoding := "JSON"
+	if c.protobuf {
+		encoding = "protobuf"
+	}
+	report("pods phase", fmt.Sprintf("%d clients in %s; informers of pods%s; simulated nodes run the pods: %t",
+		c.clients, encoding, map[bool]string{true: " and claims"}[c.watchClaims], c.simulatePods))
 	// /readyz waits for the simulated nodes and their slices.
 	report(fmt.Sprintf("exec to /readyz with %d simulated nodes x %d GPUs", c.nodes, c.devices), seconds(s.ready))
 	if err := createGPUTemplate(ctx, s, "bench-pods", "one-gpu", 1); err != nil {
@@ -292,6 +311,11 @@ func benchPods(c config) error {
 		return err
 	}
 	defer watch.stop()
+	if c.watchClaims {
+		if err := watchClaims(s, "bench-pods", watch.done); err != nil {
+			return err
+		}
+	}
 
 	countersBefore, err := scrapeCounters(ctx, s)
 	if err != nil {
@@ -432,7 +456,7 @@ func claimPod(namespace, name, claim, template string) *corev1.Pod {
 func createPods(ctx context.Context, s *server, c config) (float64, error) {
 	return parallel(ctx, c.pods, c.clients, func(ctx context.Context, i int) error {
 		pod := claimPod("bench-pods", fmt.Sprintf("pod-%d", i), "gpu", "one-gpu")
-		_, err := s.kubeFor(i).CoreV1().Pods("bench-pods").Create(ctx, pod, metav1.CreateOptions{})
+		_, err := s.kubeFor(i%c.clients).CoreV1().Pods("bench-pods").Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	})
 }
@@ -474,6 +498,19 @@ func watchPods(s *server, namespace string, onPod func(any), done chan struct{})
 	if !cache.WaitForCacheSync(done, podInformer.HasSynced) {
 		close(done)
 		return errors.New("pod informer did not sync")
+	}
+	return nil
+}
+
+// watchClaims runs an informer of the namespace's claims, which does
+// nothing with them, until done is closed: the load of a client that
+// follows the claims. It returns once the informer synced.
+func watchClaims(s *server, namespace string, done chan struct{}) error {
+	factory := resourceinformers.NewSharedInformerFactoryWithOptions(s.resource, 0, resourceinformers.WithNamespace(namespace))
+	informer := factory.Resource().V1().ResourceClaims().Informer()
+	factory.Start(done)
+	if !cache.WaitForCacheSync(done, informer.HasSynced) {
+		return errors.New("claim informer did not sync")
 	}
 	return nil
 }
@@ -741,6 +778,20 @@ func (s *server) status(field string) int64 {
 }
 
 func (s *server) stop() { s.Stop() }
+
+// useProtobuf makes the server's clients, those made from now on
+// included, send and accept protobuf, as client-go programs built for
+// Kubernetes' own types (controllers, schedulers) usually do.
+func (s *server) useProtobuf() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.config.ContentType = "application/vnd.kubernetes.protobuf"
+	s.config.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	s.kube = kubernetes.NewForConfigOrDie(s.config)
+	s.resource = versioned.NewForConfigOrDie(s.config)
+	clear(s.kubeClients)
+	clear(s.resourceClients)
+}
 
 func report(what, value string) { fmt.Printf("%-72s %s\n", what+":", value) }
 
