@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -485,6 +486,59 @@ func TestSimulatedPodLifecycle(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSimulatedNodesWithoutPods: with --simulate-pods=false the simulated
+// nodes are Ready with their slices and pods are placed on them, but the
+// pods stay Pending, as on nodes without a kubelet; deleting one still
+// finishes, and its claim goes with it.
+func TestSimulatedNodesWithoutPods(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--simulate-nodes=2", "--simulate-devices-per-node=1", "--simulate-pods=false")
+	kube, err := kubernetes.NewForConfig(s.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := s.Client(t).ResourceV1().ResourceClaims("default")
+	s.MustKubectl(t, "", "apply", "-f", filepath.Join(repoRoot, "examples", "quickstart", "01-deviceclass.yaml"),
+		"-f", filepath.Join(repoRoot, "examples", "quickstart", "02-resourceclaimtemplates.yaml"))
+	s.MustKubectl(t, claimPodYAML("idle", "gpu", "template=one-gpu"), "apply", "-f", "-")
+
+	var claimName string
+	waitFor(t, "pod bound with its claim allocated and reserved", func(ctx context.Context) (bool, error) {
+		pod, err := kube.CoreV1().Pods("default").Get(ctx, "idle", metav1.GetOptions{})
+		if err != nil || pod.Spec.NodeName == "" || len(pod.Status.ResourceClaimStatuses) != 1 || pod.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+			return false, err
+		}
+		claimName = *pod.Status.ResourceClaimStatuses[0].ResourceClaimName
+		claim, err := claims.Get(ctx, claimName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return claim.Status.Allocation != nil && len(claim.Status.ReservedFor) == 1, nil
+	})
+	pod, err := kube.CoreV1().Pods("default").Get(context.Background(), "idle", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, kube, pod, corev1.EventTypeNormal, "Scheduled")
+	// With the simulated kubelets on, a bound pod with an allocated claim
+	// runs within moments (TestSimulatedPodLifecycle); give them time.
+	time.Sleep(2 * time.Second)
+	pod, err = kube.CoreV1().Pods("default").Get(context.Background(), "idle", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Status.Phase != corev1.PodPending || len(pod.Status.ContainerStatuses) != 0 {
+		t.Errorf("pod on %s is %s with container statuses %v, want Pending with none", pod.Spec.NodeName, pod.Status.Phase, pod.Status.ContainerStatuses)
+	}
+	if got := s.MustKubectl(t, "", "get", "nodes", "-o", "jsonpath={.items[*].status.conditions[?(@.type==\"Ready\")].status}"); got != "True True" {
+		t.Errorf("nodes Ready: %q, want True True", got)
+	}
+	s.MustKubectl(t, "", "delete", "pod", "idle", "--timeout=60s")
+	waitFor(t, "claim deleted with its pod", func(ctx context.Context) (bool, error) {
+		_, err := claims.Get(ctx, claimName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 // TestSimulatorRestart: a restart with fewer nodes removes the nodes and
