@@ -82,6 +82,23 @@ func newSimulator(t *testing.T, opts Options, kubeObjects []runtime.Object, reso
 		start: func(ctx context.Context) { factory.Start(ctx.Done()); resourceFactory.Start(ctx.Done()) }}
 }
 
+// run starts the informers and the simulator, which stop when the test
+// ends, and returns their context.
+func (h *harness) run(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(h.ctx)
+	h.start(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.sim.Run(ctx, 1)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return ctx
+}
+
 func slice(name, sliceDriver, node string, generation int64, owned bool) *resourcev1.ResourceSlice {
 	s := &resourcev1.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)},
@@ -615,18 +632,7 @@ func TestRunFirstHeartbeat(t *testing.T) {
 	seeded := make(chan time.Time, 1)
 	h := newSimulator(t, Options{Nodes: 3, DevicesPerNode: 1, Driver: driver, HeartbeatInterval: interval,
 		OnSeeded: func() { seeded <- time.Now() }}, nil, nil)
-	ctx, cancel := context.WithCancel(h.ctx)
-	defer cancel()
-	h.start(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.sim.Run(ctx, 1)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	h.run(t)
 	var at time.Time
 	select {
 	case at = <-seeded:
@@ -679,18 +685,7 @@ func TestRunNoPods(t *testing.T) {
 			seeded := make(chan struct{})
 			h := newSimulator(t, Options{Nodes: 2, DevicesPerNode: 1, Driver: driver, NoPods: tc.noPods,
 				OnSeeded: func() { close(seeded) }}, nil, nil)
-			ctx, cancel := context.WithCancel(h.ctx)
-			defer cancel()
-			h.start(ctx)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				h.sim.Run(ctx, 1)
-			}()
-			defer func() {
-				cancel()
-				<-done
-			}()
+			ctx := h.run(t)
 			select {
 			case <-seeded:
 			case <-time.After(time.Minute):
