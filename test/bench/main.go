@@ -292,11 +292,9 @@ func benchPods(c config) error {
 		return err
 	}
 	defer s.stop()
-	if c.protobuf {
-		s.useProtobuf()
-	}
 	encoding := "JSON"
 	if c.protobuf {
+		s.useProtobuf()
 		encoding = "protobuf"
 	}
 	report("pods phase", fmt.Sprintf("%d clients in %s; informers of pods%s; simulated nodes run the pods: %t",
