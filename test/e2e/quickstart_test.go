@@ -534,7 +534,7 @@ func TestSimulatedNodesWithoutPods(t *testing.T) {
 	if got := s.MustKubectl(t, "", "get", "nodes", "-o", "jsonpath={.items[*].status.conditions[?(@.type==\"Ready\")].status}"); got != "True True" {
 		t.Errorf("nodes Ready: %q, want True True", got)
 	}
-	s.MustKubectl(t, "", "delete", "pod", "idle", "--timeout=60s")
+	s.MustKubectl(t, "", "delete", "pod", "idle", "--grace-period=1", "--timeout=60s")
 	waitFor(t, "claim deleted with its pod", func(ctx context.Context) (bool, error) {
 		_, err := claims.Get(ctx, claimName, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
