@@ -268,20 +268,7 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 		s.nodes[names[i]] = true
 	}
 	if !opts.NoPods {
-		s.agent, err = nodeagent.New(logger, kubeClient, podInformer, nodeagent.ClaimsFromClient(s.nodeResourceClient), nodeagent.Options{
-			NodeClient: s.nodeKubeClient,
-			Name:       ControllerName,
-			Nodes:      names,
-			NodeLabels: s.nodeLabels,
-			Drivers:    nodeagent.DriverMap{opts.Driver: preparer},
-			// Tests publish devices of drivers the simulator does not run
-			// on simulated nodes; their pods start as if those were
-			// prepared elsewhere.
-			OnlyKnownDrivers: true,
-			PodDuration:      opts.PodDuration,
-			Clock:            simulatorClock{s},
-		})
-		if err != nil {
+		if s.agent, err = s.newAgent(logger, kubeClient, podInformer, names, preparer); err != nil {
 			return nil, err
 		}
 	}
@@ -302,6 +289,24 @@ func New(logger klog.Logger, kubeClient kubernetes.Interface, resourceClient ver
 		return nil, fmt.Errorf("add claim event handler: %w", err)
 	}
 	return s, nil
+}
+
+// newAgent builds the node loop of the simulated nodes (names), which
+// prepares their pods' claims with preparer.
+func (s *Simulator) newAgent(logger klog.Logger, kubeClient kubernetes.Interface, podInformer coreinformers.PodInformer, names []string, preparer dra.Preparer) (*nodeagent.Agent, error) {
+	return nodeagent.New(logger, kubeClient, podInformer, nodeagent.ClaimsFromClient(s.nodeResourceClient), nodeagent.Options{
+		NodeClient: s.nodeKubeClient,
+		Name:       ControllerName,
+		Nodes:      names,
+		NodeLabels: s.nodeLabels,
+		Drivers:    nodeagent.DriverMap{s.opts.Driver: preparer},
+		// Tests publish devices of drivers the simulator does not run
+		// on simulated nodes; their pods start as if those were
+		// prepared elsewhere.
+		OnlyKnownDrivers: true,
+		PodDuration:      s.opts.PodDuration,
+		Clock:            simulatorClock{s},
+	})
 }
 
 // enqueueConsumers has the node loop look at the pods that use the claim
