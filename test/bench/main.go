@@ -285,20 +285,27 @@ func benchClaims(c config, s *server) error {
 
 func benchPods(c config) error {
 	ctx := context.Background()
-	s, err := startServer(c.binary, filepath.Join(c.workDir, "simulated"), "-v=1",
-		fmt.Sprintf("--simulate-nodes=%d", c.nodes), fmt.Sprintf("--simulate-devices-per-node=%d", c.devices),
-		fmt.Sprintf("--simulate-pods=%t", c.simulatePods))
+	args := []string{"-v=1", fmt.Sprintf("--simulate-nodes=%d", c.nodes), fmt.Sprintf("--simulate-devices-per-node=%d", c.devices)}
+	if !c.simulatePods {
+		// Only when asked: binaries older than the flag, compared
+		// with newer ones, start as before.
+		args = append(args, "--simulate-pods=false")
+	}
+	s, err := startServer(c.binary, filepath.Join(c.workDir, "simulated"), args...)
 	if err != nil {
 		return err
 	}
 	defer s.stop()
-	encoding := "JSON"
+	encoding, informers := "JSON", "pods"
 	if c.protobuf {
 		s.useProtobuf()
 		encoding = "protobuf"
 	}
-	report("pods phase", fmt.Sprintf("%d clients in %s; informers of pods%s; simulated nodes run the pods: %t",
-		c.clients, encoding, map[bool]string{true: " and claims"}[c.watchClaims], c.simulatePods))
+	if c.watchClaims {
+		informers = "pods and claims"
+	}
+	report("pods phase", fmt.Sprintf("%d clients in %s; informers of %s; simulated nodes run the pods: %t",
+		c.clients, encoding, informers, c.simulatePods))
 	// /readyz waits for the simulated nodes and their slices.
 	report(fmt.Sprintf("exec to /readyz with %d simulated nodes x %d GPUs", c.nodes, c.devices), seconds(s.ready))
 	if err := createGPUTemplate(ctx, s, "bench-pods", "one-gpu", 1); err != nil {
